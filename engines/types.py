@@ -1,0 +1,135 @@
+"""The engine-neutral contract between the orchestrator and the engine adapters (R-TP1).
+
+Nothing here knows about Django, HTTP or the task queue: the orchestrator hands an adapter a
+``TurnRequest`` and gets back a ``TurnResult``; everything engine-specific stays inside the adapter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Literal, Protocol
+
+ExecutionMode = Literal["auto", "interactive"]
+Outcome = Literal["final", "ask_user", "error"]
+RepairLevel = Literal["none", "deterministic_generic"]
+InteractiveProfileKind = Literal["resumable", "sticky_process"]
+
+DONE_MARKER = "__SKILL_DONE__"
+
+# Stable failure reasons an adapter may report; the orchestrator maps them to run error codes.
+FAILURE_TIMEOUT = "TIMEOUT"
+FAILURE_ABORTED = "ABORTED"
+FAILURE_ENGINE = "ENGINE_FAILED"
+FAILURE_SPAWN = "ENGINE_SPAWN_FAILED"
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Operator configuration of one engine, resolved from settings by the caller."""
+
+    binary: str
+    home: Path
+    base_url: str | None = None
+    api_key: str | None = None
+    default_model: str | None = None
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ArtifactSpec:
+    role: str
+    filename: str
+    required: bool = True
+
+
+@dataclass(frozen=True)
+class SkillMaterial:
+    """The skill snapshot a run works on, and what the run-local copy must be patched with."""
+
+    skill_id: str
+    source_dir: Path
+    artifacts: tuple[ArtifactSpec, ...] = ()
+
+
+@dataclass(frozen=True)
+class TurnRequest:
+    run_dir: Path
+    prompt: str
+    mode: ExecutionMode
+    skill: SkillMaterial
+    hard_timeout_seconds: float
+    model: str | None = None
+    session_handle: str | None = None  # set on resume turns
+
+    @property
+    def is_resume(self) -> bool:
+        return bool(self.session_handle)
+
+
+class TurnControl(Protocol):
+    """Hooks the orchestrator gives a running turn; all are called from the turn's thread."""
+
+    def on_spawn(self, pid: int) -> None: ...
+
+    def should_abort(self) -> bool:
+        """Polled while the engine runs; True kills the process group (cancel, lost claim)."""
+        ...
+
+
+@dataclass
+class Interaction:
+    interaction_id: int
+    prompt: str
+    kind: str = "open_text"
+    options: list[Any] = field(default_factory=list)
+    required_fields: list[Any] = field(default_factory=list)
+    context: dict[str, Any] = field(default_factory=dict)
+    ui_hints: dict[str, Any] = field(default_factory=dict)
+    default_decision_policy: str = "engine_judgement"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "interaction_id": self.interaction_id,
+            "kind": self.kind,
+            "prompt": self.prompt,
+            "options": self.options,
+            "ui_hints": self.ui_hints,
+            "default_decision_policy": self.default_decision_policy,
+            "required_fields": self.required_fields,
+            "context": self.context,
+        }
+
+
+@dataclass
+class TurnResult:
+    """What one engine turn amounted to, with no engine-specific shape left in it."""
+
+    outcome: Outcome
+    final_data: dict[str, Any] | None = None
+    interaction: Interaction | None = None
+    ask_user_invalid: bool = False  # an envelope was present but unusable (R-TP5)
+    done_marker_found: bool = False
+    assistant_text: str = ""
+    session_handle: str | None = None
+    stdout: str = ""
+    stderr: str = ""
+    exit_code: int | None = None
+    repair_level: RepairLevel = "none"
+    failure_reason: str | None = None
+    failure_message: str = ""
+    warnings: list[dict[str, str]] = field(default_factory=list)
+    command: list[str] = field(default_factory=list)
+
+
+class LiveSession(Protocol):
+    """A resident engine process that keeps its conversation between turns (sticky_process)."""
+
+    def send(self, prompt: str, control: TurnControl, hard_timeout_seconds: float) -> TurnResult: ...
+
+    def is_alive(self) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+SpawnHook = Callable[[int], None]

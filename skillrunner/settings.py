@@ -1,0 +1,244 @@
+"""Settings come from the environment (R-OP4); every variable is documented in the README.
+
+The embedded default needs no server: SQLite in WAL mode under SKILLRUNNER_DATA_DIR and the
+django-q2 ORM broker. DATABASE_URL and REDIS_URL scale the same code out (R-OP2).
+"""
+
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+
+
+def _positive_int(name: str, default: int) -> int:
+    value = env.int(name, default=default)
+    if value <= 0:
+        raise ImproperlyConfigured(f"{name} must be a positive integer, got {value}")
+    return value
+
+
+DATA_DIR = Path(env.str("SKILLRUNNER_DATA_DIR", default=str(BASE_DIR / "data"))).resolve()
+DEBUG = env.bool("DEBUG", default=False)
+SECRET_KEY = env.str("SECRET_KEY", default="")
+if not SECRET_KEY:
+    # A per-installation key kept with the data, so `make run` works out of the box
+    # while nothing secret is ever committed.
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    _key_file = DATA_DIR / "secret_key"
+    if not _key_file.exists():
+        from django.core.management.utils import get_random_secret_key
+
+        _key_file.write_text(get_random_secret_key())
+        _key_file.chmod(0o600)
+    SECRET_KEY = _key_file.read_text().strip()
+
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "channels",
+    "django_q",
+    "accounts",
+    "skills",
+    "runs",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "skillrunner.urls"
+ASGI_APPLICATION = "skillrunner.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASE_URL = env.str("DATABASE_URL", default="")
+if DATABASE_URL:
+    DATABASES = {"default": env.db_url_config(DATABASE_URL)}
+    if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+        raise ImproperlyConfigured("DATABASE_URL must point at PostgreSQL (postgres://...)")
+    DATABASES["default"].setdefault("CONN_MAX_AGE", 60)
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": DATA_DIR / "skillrunner.sqlite3",
+            "OPTIONS": {
+                # IMMEDIATE takes the write lock at BEGIN, so concurrent writers queue on the
+                # busy timeout instead of failing with "database is locked" mid-transaction.
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 30,
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            },
+        }
+    }
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env.str("REDIS_URL", default="")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL], "prefix": "skillrunner"},
+        }
+    }
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+else:
+    # No cross-process layer on the embedded default: consumers poll the event table instead.
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+            "LOCATION": "skillrunner_cache",
+        }
+    }
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "ui:run-list"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "staticfiles"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = True
+
+# Upload limits: a request body over these answers 413 (R-SK5, SPEC §8).
+SKILLRUNNER_MAX_UPLOAD_BYTES = _positive_int("SKILLRUNNER_MAX_UPLOAD_BYTES", 50 * 1024 * 1024)
+SKILLRUNNER_MAX_JSON_BODY_BYTES = _positive_int("SKILLRUNNER_MAX_JSON_BODY_BYTES", 2 * 1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = SKILLRUNNER_MAX_JSON_BODY_BYTES
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
+SKILLRUNNER_ZIP_MAX_MEMBERS = _positive_int("SKILLRUNNER_ZIP_MAX_MEMBERS", 2000)
+SKILLRUNNER_ZIP_MAX_TOTAL_BYTES = _positive_int("SKILLRUNNER_ZIP_MAX_TOTAL_BYTES", 200 * 1024 * 1024)
+SKILLRUNNER_ZIP_MAX_RATIO = _positive_int("SKILLRUNNER_ZIP_MAX_RATIO", 200)
+
+# Execution limits.
+SKILLRUNNER_MAX_CONCURRENT_TURNS = _positive_int("SKILLRUNNER_MAX_CONCURRENT_TURNS", 4)
+SKILLRUNNER_MAX_QUEUED_RUNS = _positive_int("SKILLRUNNER_MAX_QUEUED_RUNS", 256)
+SKILLRUNNER_DEFAULT_HARD_TIMEOUT = _positive_int("SKILLRUNNER_DEFAULT_HARD_TIMEOUT", 1200)
+SKILLRUNNER_MAX_HARD_TIMEOUT = _positive_int("SKILLRUNNER_MAX_HARD_TIMEOUT", 6 * 3600)
+SKILLRUNNER_DEFAULT_SESSION_TIMEOUT = _positive_int("SKILLRUNNER_DEFAULT_SESSION_TIMEOUT", 1200)
+SKILLRUNNER_KILL_GRACE_SECONDS = env.float("SKILLRUNNER_KILL_GRACE_SECONDS", default=5.0)
+SKILLRUNNER_HEARTBEAT_SECONDS = env.float("SKILLRUNNER_HEARTBEAT_SECONDS", default=10.0)
+
+SKILLRUNNER_BUNDLED_SKILLS_DIR = BASE_DIR / "skills" / "bundled"
+
+# Engines (R-EN4, R-EN8): binary, provider endpoint, key and default model per engine.
+_ENGINE_CLI_BIN = BASE_DIR / "engines" / "cli" / "node_modules" / ".bin"
+SKILLRUNNER_ENGINES = {
+    name: {
+        "binary": env.str(f"SKILLRUNNER_{name.upper()}_BIN", default=""),
+        "base_url": env.str(f"SKILLRUNNER_{name.upper()}_BASE_URL", default=""),
+        "api_key": env.str(f"SKILLRUNNER_{name.upper()}_API_KEY", default=""),
+        "model": env.str(f"SKILLRUNNER_{name.upper()}_MODEL", default=""),
+    }
+    for name in ("codex", "gemini", "iflow", "claude")
+}
+SKILLRUNNER_ENGINE_CLI_BIN_DIR = _ENGINE_CLI_BIN
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "accounts.authentication.HashedTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "skillrunner.api_errors.exception_handler",
+    "DEFAULT_THROTTLE_RATES": {
+        "run_create": env.str("SKILLRUNNER_RATE_RUN_CREATE", default="120/min"),
+        "interaction_reply": env.str("SKILLRUNNER_RATE_REPLY", default="240/min"),
+    },
+    "UNAUTHENTICATED_USER": None,
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Skill Runner API",
+    "DESCRIPTION": "Run agent skills through agent CLIs as jobs.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# django-q2 delivers at least once; a run is claimed atomically before its turn, so a
+# redelivered task is a no-op (R-LC14). `retry` stays above the longest possible turn
+# (hard timeout cap plus the longest sticky wait), and our own reconciler, not redelivery,
+# handles workers that die.
+Q_CLUSTER = {
+    "name": "skillrunner",
+    "workers": SKILLRUNNER_MAX_CONCURRENT_TURNS + 1,
+    "recycle": 500,
+    "timeout": None,
+    "retry": SKILLRUNNER_MAX_HARD_TIMEOUT * 4 + 7 * 24 * 3600,
+    "max_attempts": 1,
+    "ack_failures": True,
+    "save_limit": 1000,
+    "queue_limit": SKILLRUNNER_MAX_CONCURRENT_TURNS * 2,
+    "poll": 0.05,
+    "catch_up": False,
+    "label": "Task queue",
+}
+if REDIS_URL:
+    Q_CLUSTER["redis"] = REDIS_URL
+else:
+    Q_CLUSTER["orm"] = "default"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {"redact": {"()": "skillrunner.logging.RedactSecretsFilter"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact"]}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    "loggers": {"django_q": {"level": "WARNING"}, "daphne": {"level": "WARNING"}},
+}
