@@ -1,0 +1,450 @@
+"""Run the real engine CLIs isolated and offline against the scripted model server (tests only).
+
+Given an engine name, the fake server's URL and a fresh temporary home directory, ``engine_env``
+writes the config files the CLI needs into that home and returns the complete environment for the
+subprocess. Nothing of the caller's environment leaks in except ``PATH`` and the locale, so real API
+keys or a real ``~/.codex`` can never be picked up, and no CLI writes outside the temp home.
+
+Layout of a home (one per CLI per test)::
+
+    <home>/            HOME (all three CLIs write caches/state below $HOME unless redirected)
+    <home>/tmp/        TMPDIR (Gemini drops gemini-client-error-*.json into os.tmpdir() on API errors)
+    <home>/.codex/     CODEX_HOME + config.toml
+    <home>/.gemini/    settings.json, sessions (GEMINI_CLI_HOME=<home>)
+    <home>/.claude/    CLAUDE_CONFIG_DIR
+
+The per-engine docstrings (``codex_env``, ``gemini_env``, ``claude_env``) say exactly which files and
+variables are needed and why; the production adapters in ``engines/`` should mirror them.
+
+The module also holds the argv builders and a subprocess runner with a hard timeout that kills the
+whole process group, shared by the real-engine tests and ``tests/support/record_golden.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CLI_DIR = REPO_ROOT / "engines" / "cli"
+BIN_DIR = CLI_DIR / "node_modules" / ".bin"
+
+ENGINES = ("codex", "gemini", "claude")
+API_KEY = "test-key"  # dummy; the scripted server accepts anything
+CODEX_MODEL = "gpt-5.5"  # a slug in Codex 0.169's bundled catalog -> no "model metadata" warning item
+GEMINI_MODEL = "gemini-2.5-flash"  # pinned: the default "auto" model adds a router side call per turn
+CODEX_PROVIDER_ID = "scripted"
+CODEX_KEY_ENV = "SCRIPTED_MODEL_API_KEY"
+
+
+def engine_binary(engine: str) -> Path:
+    """Path of the pinned CLI installed by ``make engines`` (``npm ci`` in engines/cli)."""
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}")
+    return BIN_DIR / engine
+
+
+def base_env(home: Path) -> dict[str, str]:
+    """A minimal environment rooted in ``home``: PATH and locale from the caller, nothing else."""
+    home = Path(home)
+    tmp = home / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        "HOME": str(home),
+        "TMPDIR": str(tmp),
+        "LANG": os.environ.get("LANG", "C.UTF-8"),
+        "NO_COLOR": "1",
+    }
+    if "LC_ALL" in os.environ:
+        env["LC_ALL"] = os.environ["LC_ALL"]
+    return env
+
+
+def codex_env(server_url: str, home: Path) -> dict[str, str]:
+    """Codex CLI 0.169: ``CODEX_HOME`` + ``$CODEX_HOME/config.toml`` with a custom model provider.
+
+    * ``CODEX_HOME=<home>/.codex`` -- sessions (SQLite ``state_*.sqlite``), logs and the arg0 helper
+      binaries live here; without it Codex writes to ``~/.codex`` (even for ``--version``).
+    * ``config.toml`` sets ``model_provider`` to a custom ``[model_providers.<id>]`` entry with
+      ``base_url = "<server>/v1"`` (Codex POSTs ``{base_url}/responses``) and
+      ``wire_api = "responses"`` (the only value 0.169 accepts). The built-in ``openai`` provider
+      would try WebSockets first and ignores ``OPENAI_BASE_URL``, so a custom provider is required.
+    * ``env_key = "SCRIPTED_MODEL_API_KEY"`` names the variable holding the key; Codex sends it as
+      ``Authorization: Bearer <value>``, so that variable must be set.
+    * ``request_max_retries = 0`` and ``stream_max_retries = 0``: an HTTP 5xx fails the turn in
+      well under a second instead of ~25 s of retries. (A *refused connection* still makes Codex
+      wait "for network" forever -- always run it under a hard timeout.)
+    * ``model = "gpt-5.5"`` (also passed as ``-m``): a slug from the bundled model catalog, so
+      stdout has no extra ``"Model metadata ... not found"`` error item.
+    * ``TMPDIR`` points into the home: Codex refuses to create its PATH helper aliases under a
+      temporary dir and prints a warning when CODEX_HOME is inside ``$TMPDIR``.
+    Invoke with ``stdin=DEVNULL`` (else it prints "Reading additional input from stdin...").
+    """
+    env = base_env(home)
+    codex_home = Path(home) / ".codex"
+    codex_home.mkdir(parents=True, exist_ok=True)
+    base_url = server_url.rstrip("/") + "/v1"
+    (codex_home / "config.toml").write_text(
+        f"""model = "{CODEX_MODEL}"
+model_provider = "{CODEX_PROVIDER_ID}"
+check_for_update_on_startup = false
+
+[model_providers.{CODEX_PROVIDER_ID}]
+name = "Scripted"
+base_url = "{base_url}"
+wire_api = "responses"
+env_key = "{CODEX_KEY_ENV}"
+request_max_retries = 0
+stream_max_retries = 0
+
+[analytics]
+enabled = false
+""",
+        encoding="utf-8",
+    )
+    env["CODEX_HOME"] = str(codex_home)
+    env[CODEX_KEY_ENV] = API_KEY
+    return env
+
+
+def gemini_env(server_url: str, home: Path) -> dict[str, str]:
+    """Gemini CLI 0.61: ``GEMINI_CLI_HOME`` + ``$GEMINI_CLI_HOME/.gemini/settings.json`` + key/URL.
+
+    * ``GEMINI_CLI_HOME=<home>`` -- Gemini uses it instead of the OS home dir and keeps everything in
+      ``<home>/.gemini/`` (settings.json, projects.json, ``tmp/<project>/chats/session-*.jsonl``).
+    * ``GEMINI_API_KEY`` (sent as ``x-goog-api-key``) and ``GOOGLE_GEMINI_BASE_URL=<server>`` with
+      no ``/v1beta`` (the SDK appends it; plain http is allowed only for loopback hosts).
+    * settings.json:
+      ``security.auth.selectedType = "gemini-api-key"`` -- required: with a base URL set and no
+      selected type the CLI picks auth type "gateway" and exits 41 "Invalid auth method selected.";
+      ``security.folderTrust.enabled = false`` -- otherwise an untrusted cwd silently downgrades
+      ``--yolo`` to the default approval mode (tool calls are then refused);
+      ``general.maxAttempts = 1`` -- an HTTP 5xx fails at once (exit 244) instead of retrying with
+      backoff for minutes; auto-update, usage statistics and telemetry are switched off.
+    * ``GEMINI_CLI_NO_RELAUNCH=1`` -- by default ``gemini`` re-spawns itself as a child node process
+      (to raise the heap limit); skipping that saves startup time and keeps one process per run.
+    Pin the model with ``-m gemini-2.5-flash`` (no router side call). Resume (``--resume <id>``) is
+    scoped to the project, i.e. the cwd: run the resumed turn from the same directory.
+    """
+    env = base_env(home)
+    gemini_dir = Path(home) / ".gemini"
+    gemini_dir.mkdir(parents=True, exist_ok=True)
+    settings = {
+        "security": {
+            "auth": {"selectedType": "gemini-api-key"},
+            "folderTrust": {"enabled": False},
+        },
+        "general": {
+            "maxAttempts": 1,
+            "enableAutoUpdate": False,
+            "enableAutoUpdateNotification": False,
+        },
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+    }
+    (gemini_dir / "settings.json").write_text(json.dumps(settings, indent=2), encoding="utf-8")
+    env["GEMINI_CLI_HOME"] = str(home)
+    env["GEMINI_API_KEY"] = API_KEY
+    env["GOOGLE_GEMINI_BASE_URL"] = server_url.rstrip("/")
+    env["GEMINI_CLI_NO_RELAUNCH"] = "1"
+    return env
+
+
+def claude_env(server_url: str, home: Path) -> dict[str, str]:
+    """Claude Code 2.1.332: environment variables only, no config file is needed.
+
+    * ``CLAUDE_CONFIG_DIR=<home>/.claude`` -- sessions/settings go there instead of ``~/.claude``
+      and ``~/.claude.json``.
+    * ``ANTHROPIC_API_KEY`` (sent as ``x-api-key``) and ``ANTHROPIC_BASE_URL=<server>`` (Claude
+      POSTs ``/v1/messages?beta=true``).
+    * ``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1``, ``DISABLE_AUTOUPDATER=1``,
+      ``DISABLE_TELEMETRY=1`` -- no update checks, telemetry or other calls to the internet.
+    * ``IS_SANDBOX=1`` -- the tests run as root, and as root Claude refuses
+      ``--dangerously-skip-permissions`` unless this is set. (``--allowedTools Bash`` works
+      without it.)
+    * ``CLAUDE_CODE_MAX_RETRIES=0`` -- an HTTP 5xx ends the turn at once instead of retrying with
+      backoff.
+    """
+    env = base_env(home)
+    config_dir = Path(home) / ".claude"
+    config_dir.mkdir(parents=True, exist_ok=True)
+    env.update(
+        {
+            "CLAUDE_CONFIG_DIR": str(config_dir),
+            "ANTHROPIC_API_KEY": API_KEY,
+            "ANTHROPIC_BASE_URL": server_url.rstrip("/"),
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_TELEMETRY": "1",
+            "IS_SANDBOX": "1",
+            "CLAUDE_CODE_MAX_RETRIES": "0",
+        }
+    )
+    return env
+
+
+def engine_env(engine: str, server_url: str, home: Path) -> dict[str, str]:
+    """Write ``engine``'s config into ``home`` and return the full subprocess environment."""
+    builders: dict[str, Callable[[str, Path], dict[str, str]]] = {
+        "codex": codex_env,
+        "gemini": gemini_env,
+        "claude": claude_env,
+    }
+    if engine not in builders:
+        raise ValueError(f"unknown engine {engine!r}")
+    Path(home).mkdir(parents=True, exist_ok=True)
+    return builders[engine](server_url, Path(home))
+
+
+# ------------------------------------------------------------------------------------------------
+# Command lines
+# ------------------------------------------------------------------------------------------------
+
+
+def codex_argv(prompt: str, resume: str | None = None) -> list[str]:
+    """``codex exec`` (global flags before the ``resume`` subcommand)."""
+    argv = [
+        str(engine_binary("codex")),
+        "exec",
+        "--skip-git-repo-check",
+        "--json",
+        "--dangerously-bypass-approvals-and-sandbox",
+        "-m",
+        CODEX_MODEL,
+    ]
+    if resume:
+        argv += ["resume", resume]
+    return argv + [prompt]
+
+
+def gemini_argv(prompt: str, resume: str | None = None, output_format: str = "json") -> list[str]:
+    argv = [
+        str(engine_binary("gemini")),
+        "--yolo",
+        "--output-format",
+        output_format,
+        "-m",
+        GEMINI_MODEL,
+    ]
+    if resume:
+        argv += ["--resume", resume]
+    return argv + ["-p", prompt]
+
+
+def claude_argv(prompt: str | None = None, resume: str | None = None) -> list[str]:
+    """One-shot ``claude -p <prompt>``, or with ``prompt=None`` the resident stream-json process."""
+    argv = [str(engine_binary("claude")), "-p"]
+    if prompt is None:
+        argv += ["--input-format", "stream-json"]
+    argv += ["--output-format", "stream-json", "--verbose", "--allowedTools", "Bash"]
+    if resume:
+        argv += ["--resume", resume]
+    if prompt is not None:
+        # "--" because --allowedTools is variadic and would swallow a trailing prompt.
+        argv += ["--", prompt]
+    return argv
+
+
+# ------------------------------------------------------------------------------------------------
+# Running a CLI with a hard timeout
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class CliRun:
+    argv: list[str]
+    returncode: int | None  # None only if the process could not be reaped
+    stdout: str
+    stderr: str
+    duration: float
+    timed_out: bool
+
+    def json_lines(self) -> list[dict[str, Any]]:
+        """stdout parsed as JSONL (non-JSON lines skipped)."""
+        return parse_json_lines(self.stdout)
+
+    def json_doc(self) -> Any:
+        """stdout parsed as one JSON document (Gemini ``--output-format json``)."""
+        return json.loads(self.stdout)
+
+
+def parse_json_lines(text: str) -> list[dict[str, Any]]:
+    events = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            events.append(json.loads(line))
+        except ValueError:
+            continue
+    return events
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the process group started with ``start_new_session=True`` (idempotent)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def run_cli(
+    argv: Sequence[str],
+    env: dict[str, str],
+    cwd: Path,
+    timeout: float = 60.0,
+) -> CliRun:
+    """Run one CLI turn: stdin=DEVNULL, own session, output read to EOF, group killed at the end.
+
+    On timeout the whole process group is SIGKILLed and ``timed_out`` is True.
+    """
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=str(cwd),
+        env=env,
+        start_new_session=True,
+    )
+    timed_out = False
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        kill_group(proc)
+        out, err = proc.communicate(timeout=10)
+    finally:
+        # Also reap helpers that outlived the main process (the group shares our session id).
+        kill_group(proc)
+    return CliRun(
+        argv=list(argv),
+        returncode=proc.returncode,
+        stdout=out.decode("utf-8", "replace"),
+        stderr=err.decode("utf-8", "replace"),
+        duration=time.monotonic() - start,
+        timed_out=timed_out,
+    )
+
+
+@dataclass
+class ResidentCli:
+    """A long-lived CLI reading JSON lines on stdin (``claude -p --input-format stream-json``).
+
+    stdout/stderr are drained by background threads; ``read_until`` returns the stdout events up to
+    and including the first one matching the predicate.
+    """
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+    proc: subprocess.Popen | None = None
+    stdout_lines: list[str] = field(default_factory=list)
+    stderr_lines: list[str] = field(default_factory=list)
+    _events: "queue.Queue[dict[str, Any] | None]" = field(default_factory=queue.Queue)
+    _threads: list[threading.Thread] = field(default_factory=list)
+
+    def start(self) -> "ResidentCli":
+        self.proc = subprocess.Popen(
+            self.argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=str(self.cwd),
+            env=self.env,
+            start_new_session=True,
+        )
+        self._threads = [
+            threading.Thread(target=self._pump_stdout, daemon=True),
+            threading.Thread(target=self._pump_stderr, daemon=True),
+        ]
+        for t in self._threads:
+            t.start()
+        return self
+
+    def _pump_stdout(self) -> None:
+        assert self.proc and self.proc.stdout
+        for raw in self.proc.stdout:
+            line = raw.decode("utf-8", "replace")
+            self.stdout_lines.append(line)
+            for event in parse_json_lines(line):
+                self._events.put(event)
+        self._events.put(None)  # EOF
+
+    def _pump_stderr(self) -> None:
+        assert self.proc and self.proc.stderr
+        for raw in self.proc.stderr:
+            self.stderr_lines.append(raw.decode("utf-8", "replace"))
+
+    def send(self, payload: dict[str, Any]) -> None:
+        assert self.proc and self.proc.stdin
+        self.proc.stdin.write((json.dumps(payload) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def send_user_text(self, text: str) -> None:
+        self.send(
+            {"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": text}]}}
+        )
+
+    def read_until(
+        self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 60.0
+    ) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + timeout
+        events: list[dict[str, Any]] = []
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"no matching event within {timeout}s; got {events!r}")
+            try:
+                event = self._events.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            if event is None:
+                raise EOFError(f"stdout closed before a matching event; got {events!r}")
+            events.append(event)
+            if predicate(event):
+                return events
+
+    def close(self, timeout: float = 30.0) -> int | None:
+        """Close stdin (ends the session) and wait; kill the group if it does not exit in time."""
+        if self.proc is None:
+            return None
+        try:
+            if self.proc.stdin and not self.proc.stdin.closed:
+                self.proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pass
+        kill_group(self.proc)
+        self.proc.wait(timeout=10)
+        for t in self._threads:
+            t.join(timeout=5)
+        return self.proc.returncode
+
+    @property
+    def stdout(self) -> str:
+        return "".join(self.stdout_lines)
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self.stderr_lines)
+
+    def __enter__(self) -> "ResidentCli":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close(timeout=5)
