@@ -22,6 +22,7 @@ FAILURE_TIMEOUT = "TIMEOUT"
 FAILURE_ABORTED = "ABORTED"
 FAILURE_ENGINE = "ENGINE_FAILED"
 FAILURE_SPAWN = "ENGINE_SPAWN_FAILED"
+FAILURE_PROCESS_LOST = "PROCESS_LOST"  # a sticky_process session whose process is gone
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class EngineConfig:
     api_key: str | None = None
     default_model: str | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
+    kill_grace_seconds: float = 5.0  # SIGTERM → SIGKILL delay when a turn is killed (R-LC12)
 
 
 @dataclass(frozen=True)

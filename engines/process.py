@@ -1,0 +1,350 @@
+"""Running engine processes: spawn, supervise, kill (R-EN5, R-LC11, R-LC12).
+
+Every engine process runs in its own session (hence its own process group), with an argv list
+(never a shell string), a curated environment and stdout/stderr drained by threads so a chatty
+CLI can never block on a full pipe. Nothing here knows which engine it is running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Callable
+
+from .types import FAILURE_ABORTED, FAILURE_SPAWN, FAILURE_TIMEOUT, TurnControl
+
+POLL_SECONDS = 0.1
+DEFAULT_GRACE_SECONDS = 5.0
+# Per stream; engine output past this is cut in the middle, keeping its start (session ids are
+# printed first) and its end (the final message is printed last).
+MAX_STREAM_BYTES = 4 * 1024 * 1024
+# After the engine itself exited, how long leftover children may keep the pipes open.
+_LINGER_SECONDS = 1.0
+
+
+class SpawnError(Exception):
+    """The engine binary could not be started (missing, not executable, bad cwd)."""
+
+
+@dataclass
+class ProcessResult:
+    stdout: str
+    stderr: str
+    exit_code: int | None
+    failure_reason: str | None = None  # FAILURE_TIMEOUT | FAILURE_ABORTED | FAILURE_SPAWN
+    message: str = ""
+    pid: int | None = None
+
+
+class CappedBuffer:
+    """Thread-safe byte sink keeping the head and the tail of a stream within a fixed budget."""
+
+    def __init__(self, limit: int = MAX_STREAM_BYTES) -> None:
+        self._head_limit = limit // 2
+        self._tail_limit = limit - self._head_limit
+        self._head = bytearray()
+        self._tail = bytearray()
+        self._dropped = 0
+        self._lock = threading.Lock()
+
+    def write(self, data: bytes) -> None:
+        with self._lock:
+            room = self._head_limit - len(self._head)
+            if room > 0:
+                self._head += data[:room]
+                data = data[room:]
+            if not data:
+                return
+            self._tail += data
+            excess = len(self._tail) - self._tail_limit
+            if excess > 0:
+                del self._tail[:excess]
+                self._dropped += excess
+
+    def take(self) -> str:
+        """Return everything collected so far as text and start afresh."""
+        with self._lock:
+            middle = f"\n[... {self._dropped} bytes omitted ...]\n".encode() if self._dropped else b""
+            text = bytes(self._head + middle + self._tail).decode("utf-8", errors="replace")
+            self._head, self._tail, self._dropped = bytearray(), bytearray(), 0
+            return text
+
+
+def _drain(stream: IO[bytes], sink: CappedBuffer | None, on_line: Callable[[bytes], None] | None) -> None:
+    try:
+        if on_line is None:
+            for chunk in iter(lambda: stream.read1(65536), b""):  # type: ignore[attr-defined]
+                if sink is not None:
+                    sink.write(chunk)
+        else:
+            for line in stream:
+                on_line(line)
+    except (OSError, ValueError):
+        pass  # the pipe was closed under us while killing the process
+    finally:
+        stream.close()
+
+
+def _start_reader(
+    stream: IO[bytes], sink: CappedBuffer | None, on_line: Callable[[bytes], None] | None = None
+) -> threading.Thread:
+    thread = threading.Thread(target=_drain, args=(stream, sink, on_line), daemon=True)
+    thread.start()
+    return thread
+
+
+def resolve_executable(binary: str, env: dict[str, str]) -> str:
+    """Absolute path of the engine binary, looked up on the engine's own PATH (R-EN4).
+
+    A path with a separator is taken relative to the server's cwd, not the run directory the
+    engine is started in.
+    """
+    if os.sep in binary:
+        path = os.path.abspath(binary)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+        raise SpawnError(f"engine binary {binary!r} does not exist or is not executable")
+    found = shutil.which(binary, path=env.get("PATH", os.defpath))
+    if found is None:
+        raise SpawnError(f"engine binary {binary!r} was not found on PATH")
+    return found
+
+
+def spawn(argv: list[str], cwd: Path, env: dict[str, str], *, stdin_pipe: bool = False) -> subprocess.Popen[bytes]:
+    """Start ``argv`` in a new session; stdin is closed unless the caller keeps a live process."""
+    if not argv:
+        raise SpawnError("empty command")
+    executable = resolve_executable(argv[0], env)
+    try:
+        return subprocess.Popen(
+            argv,
+            executable=executable,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            close_fds=True,
+        )
+    except OSError as exc:
+        raise SpawnError(f"could not start {argv[0]!r}: {exc}") from exc
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def kill_process_group(pgid: int, grace: float = DEFAULT_GRACE_SECONDS, leader: subprocess.Popen[bytes] | None = None) -> None:
+    """SIGTERM the whole group, give it ``grace`` seconds, then SIGKILL what is left (R-LC12).
+
+    Usable for orphan cleanup too (R-LC13): with no ``leader`` it only needs the group id the
+    orchestrator recorded from ``TurnControl.on_spawn`` (the leader's pid, since every engine
+    starts a new session).
+    """
+    _signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if leader is not None:
+            leader.poll()  # reap the leader, or its zombie keeps the group "alive"
+        if not _group_alive(pgid):
+            break
+        time.sleep(0.05)
+    _signal_group(pgid, signal.SIGKILL)
+    if leader is not None:
+        try:
+            leader.wait(timeout=grace + 1)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def supervise(
+    proc: subprocess.Popen[bytes],
+    control: TurnControl,
+    hard_timeout: float,
+    grace: float,
+    finished: Callable[[], bool] | None = None,
+) -> str | None:
+    """Wait until the process exits (or ``finished()`` says the turn is over).
+
+    Polls ``control.should_abort()`` every ``POLL_SECONDS``; on abort or after ``hard_timeout``
+    seconds the whole group is killed and FAILURE_ABORTED / FAILURE_TIMEOUT returned.
+    """
+    deadline = time.monotonic() + hard_timeout
+    while True:
+        if finished is not None and finished():
+            return None
+        try:
+            proc.wait(timeout=POLL_SECONDS)
+            return None  # exited; whether the turn was complete is the caller's question
+        except subprocess.TimeoutExpired:
+            pass
+        if control.should_abort():
+            kill_process_group(proc.pid, grace, proc)
+            return FAILURE_ABORTED
+        if time.monotonic() >= deadline:
+            kill_process_group(proc.pid, grace, proc)
+            return FAILURE_TIMEOUT
+
+
+def _finish_readers(proc: subprocess.Popen[bytes], readers: list[threading.Thread]) -> None:
+    """Read to EOF; children that outlive the engine and hold its pipes are killed (turn is over)."""
+    deadline = time.monotonic() + _LINGER_SECONDS
+    for thread in readers:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    if any(thread.is_alive() for thread in readers):
+        kill_process_group(proc.pid, _LINGER_SECONDS, proc)
+        for thread in readers:
+            thread.join()
+
+
+def run_process(
+    argv: list[str],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    control: TurnControl,
+    hard_timeout: float,
+    grace: float = DEFAULT_GRACE_SECONDS,
+) -> ProcessResult:
+    """Run one engine process to completion, with stdin closed."""
+    try:
+        proc = spawn(argv, cwd, env)
+    except SpawnError as exc:
+        return ProcessResult("", "", None, FAILURE_SPAWN, str(exc))
+    out, err = CappedBuffer(), CappedBuffer()
+    assert proc.stdout is not None and proc.stderr is not None
+    readers = [_start_reader(proc.stdout, out), _start_reader(proc.stderr, err)]
+    control.on_spawn(proc.pid)
+    failure = supervise(proc, control, hard_timeout, grace)
+    _finish_readers(proc, readers)
+    message = {
+        FAILURE_TIMEOUT: f"the engine did not finish within {hard_timeout:g} s and was killed",
+        FAILURE_ABORTED: "the engine was stopped on request",
+    }.get(failure or "", "")
+    return ProcessResult(out.take(), err.take(), proc.returncode, failure, message, proc.pid)
+
+
+class ResidentProcess:
+    """An engine process that stays alive between turns, fed JSON lines on stdin (sticky_process).
+
+    stdout lines are queued by a reader thread; ``exchange`` writes one message and collects
+    stdout lines until ``is_last(event)`` recognises the event that ends the turn.
+    """
+
+    def __init__(self, proc: subprocess.Popen[bytes], grace: float) -> None:
+        self.proc = proc
+        self.grace = grace
+        self._lines: queue.Queue[bytes] = queue.Queue()
+        self._stderr = CappedBuffer()
+        assert proc.stdout is not None and proc.stderr is not None
+        self._readers = [
+            _start_reader(proc.stdout, None, self._lines.put),
+            _start_reader(proc.stderr, self._stderr),
+        ]
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def is_alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def exchange(
+        self,
+        message: dict[str, object],
+        control: TurnControl,
+        hard_timeout: float,
+        is_last: Callable[[dict[str, object]], bool],
+    ) -> ProcessResult:
+        """Send one stdin message and read stdout until the turn's last event."""
+        out = CappedBuffer()
+        done = threading.Event()
+
+        def pump() -> bool:
+            # Runs on the supervising thread: move queued lines into this turn's output.
+            while not done.is_set():
+                try:
+                    line = self._lines.get_nowait()
+                except queue.Empty:
+                    return False
+                out.write(line)
+                event = _json_object(line)
+                if event is not None and is_last(event):
+                    done.set()
+            return True
+
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(json.dumps(message, ensure_ascii=False).encode() + b"\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            pass  # the process is gone; reported below from its exit code
+        failure = supervise(self.proc, control, hard_timeout, self.grace, finished=pump)
+        if not done.is_set() and self.proc.poll() is not None:
+            _finish_readers(self.proc, self._readers)
+            pump()
+        message_text = {
+            FAILURE_TIMEOUT: f"the engine did not answer within {hard_timeout:g} s and was killed",
+            FAILURE_ABORTED: "the engine was stopped on request",
+        }.get(failure or "", "")
+        return ProcessResult(out.take(), self._stderr.take(), self.proc.returncode, failure, message_text, self.pid)
+
+    def close(self) -> None:
+        """End the process politely (EOF on stdin), then by force after the grace period."""
+        if self.proc.stdin is not None:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout=self.grace)
+        except subprocess.TimeoutExpired:
+            pass
+        kill_process_group(self.pid, self.grace if self.proc.poll() is None else 0.0, self.proc)
+        _finish_readers(self.proc, self._readers)
+
+
+def run_quick(argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float = 15.0) -> tuple[int | None, str]:
+    """Run a short probe (``--version``, ``--help``); returns (exit code, stdout + stderr).
+
+    Raises SpawnError when the binary is missing; a probe that hangs is killed with its group
+    and reported with exit code None.
+    """
+    proc = spawn(argv, cwd, env)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_process_group(proc.pid, 0.5, proc)
+        out, err = proc.communicate()
+        return None, (out + err).decode("utf-8", errors="replace")
+    return proc.returncode, (out + err).decode("utf-8", errors="replace")
+
+
+def _json_object(line: bytes) -> dict[str, object] | None:
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
