@@ -1,0 +1,220 @@
+"""Engine-neutral reading of the agent's final message (R-TP2, R-TP3, R-TP4).
+
+Adapters hand this layer only the agent's own final message: tool and command output never gets
+here, so a done marker or an envelope echoed by a shell command is never evidence.
+
+Outcome rules of ``interpret_final_message`` (the engine did not fail; engine failures are
+decided by the adapter before this layer is reached):
+
+* interactive mode
+  - done marker found, or JSON data without any ask_user envelope → ``final``
+  - a valid ask_user envelope → ``ask_user`` with ``interaction`` set
+  - an invalid envelope → ``ask_user`` with ``interaction=None`` and ``ask_user_invalid=True``
+    (R-TP5: the envelope is discarded, the backend builds the pending itself)
+  - no usable JSON at all → ``ask_user`` with ``interaction=None``: a plain-text message is a
+    question (R-LC2), the backend builds the pending from ``assistant_text`` (R-LC4)
+* auto mode: always ``final``; ``final_data`` is None when the message holds no JSON data, and the
+  schema check fails the run. Envelopes are never data.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from .types import DONE_MARKER, ExecutionMode, Interaction, Outcome, RepairLevel
+
+WARNING_REPAIRED = "OUTPUT_REPAIRED_GENERIC"
+WARNING_ASK_USER_INVALID = "ASK_USER_PAYLOAD_INVALID"
+
+KINDS = ("open_text", "choose_one", "confirm", "upload_files")
+KIND_ALIASES = {
+    "decision": "choose_one",
+    "single_select": "choose_one",
+    "confirmation": "confirm",
+    "clarification": "open_text",
+}
+DEFAULT_DECISION_POLICY = "engine_judgement"
+
+_FENCE_JSON = re.compile(r"```[ \t]*json[ \t]*\r?\n(.*?)```", re.DOTALL | re.IGNORECASE)
+_FENCE_ANY = re.compile(r"```[^\n`]*\r?\n(.*?)```", re.DOTALL)
+_MARKER_LINE = re.compile(r'^[ \t]*\{\s*"' + DONE_MARKER + r'"\s*:\s*true\s*\}[ \t]*\r?$', re.MULTILINE)
+
+
+@dataclass
+class MessageReading:
+    """The protocol fields of a TurnResult, as read from one final message."""
+
+    outcome: Outcome
+    assistant_text: str
+    final_data: dict[str, Any] | None = None
+    interaction: Interaction | None = None
+    ask_user_invalid: bool = False
+    done_marker_found: bool = False
+    repair_level: RepairLevel = "none"
+    warnings: list[dict[str, str]] = field(default_factory=list)
+
+
+def _loads_object(text: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _balanced_end(text: str, start: int) -> int | None:
+    """Index just past the ``}`` closing the ``{`` at ``start``; braces inside strings don't count."""
+    depth = 0
+    in_string = False
+    escaped = False
+    for index in range(start, len(text)):
+        char = text[index]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                return index + 1
+    return None
+
+
+def balanced_objects(text: str) -> Iterator[dict[str, Any]]:
+    """Every top-level ``{...}`` in ``text`` that parses as a JSON object, left to right."""
+    position = text.find("{")
+    while position != -1:
+        end = _balanced_end(text, position)
+        parsed = _loads_object(text[position:end]) if end is not None else None
+        if parsed is not None:
+            yield parsed
+            position = text.find("{", end)
+        else:
+            position = text.find("{", position + 1)
+
+
+def _fenced_objects(text: str) -> Iterator[dict[str, Any]]:
+    for pattern in (_FENCE_JSON, _FENCE_ANY):
+        for match in pattern.finditer(text):
+            parsed = _loads_object(match.group(1).strip())
+            if parsed is not None:
+                yield parsed
+
+
+def extract_json(text: str) -> tuple[dict[str, Any] | None, RepairLevel]:
+    """The deterministic ladder: whole text, trimmed, fenced (json first), first balanced object."""
+    whole = _loads_object(text)
+    if whole is not None:
+        return whole, "none"
+    for candidate in (_loads_object(text.strip()), next(_fenced_objects(text), None), next(balanced_objects(text), None)):
+        if candidate is not None:
+            return candidate, "deterministic_generic"
+    return None, "none"
+
+
+def _envelope_body(obj: dict[str, Any]) -> tuple[bool, Any]:
+    """(is an envelope, its interaction body) for either accepted envelope shape."""
+    if "ask_user" in obj:
+        return True, obj["ask_user"]
+    if obj.get("outcome") == "ask_user":
+        return True, obj.get("interaction")
+    return False, None
+
+
+def _normalise_options(raw: Any) -> list[dict[str, Any]]:
+    if not isinstance(raw, list):
+        return []
+    options = []
+    for item in raw:
+        if isinstance(item, dict) and ("label" in item or "value" in item):
+            label = item.get("label", item.get("value"))
+            options.append({**item, "label": str(label), "value": item.get("value", label)})
+        elif isinstance(item, str):
+            options.append({"label": item, "value": item})
+        elif item is not None:
+            options.append({"label": json.dumps(item, ensure_ascii=False), "value": item})
+    return options
+
+
+def normalise_kind(raw: Any) -> str:
+    """``kind`` is display metadata only (R-LC3): anything unknown becomes ``open_text``."""
+    kind = raw.strip().lower() if isinstance(raw, str) else ""
+    kind = KIND_ALIASES.get(kind, kind)
+    return kind if kind in KINDS else "open_text"
+
+
+def parse_interaction(body: Any) -> tuple[Interaction | None, str]:
+    """A normalised Interaction from an envelope body, or (None, why it is unusable)."""
+    if not isinstance(body, dict):
+        return None, "the ask_user payload is not a JSON object"
+    interaction_id = body.get("interaction_id")
+    if isinstance(interaction_id, bool) or not isinstance(interaction_id, int) or interaction_id <= 0:
+        return None, "interaction_id must be a positive integer"
+    prompt = body.get("prompt")
+    if not isinstance(prompt, str) or not prompt.strip():
+        return None, "prompt must be a non-empty string"
+    policy = body.get("default_decision_policy")
+    return (
+        Interaction(
+            interaction_id=interaction_id,
+            prompt=prompt.strip(),
+            kind=normalise_kind(body.get("kind")),
+            options=_normalise_options(body.get("options")),
+            required_fields=body["required_fields"] if isinstance(body.get("required_fields"), list) else [],
+            context=body["context"] if isinstance(body.get("context"), dict) else {},
+            ui_hints=body["ui_hints"] if isinstance(body.get("ui_hints"), dict) else {},
+            default_decision_policy=policy if isinstance(policy, str) and policy.strip() else DEFAULT_DECISION_POLICY,
+        ),
+        "",
+    )
+
+
+def _find_envelope(data: dict[str, Any] | None, text: str) -> tuple[bool, Any]:
+    """Control signals first (R-TP2): an envelope may sit anywhere in the message, not only in
+    the object the extraction ladder picked."""
+    candidates = [data] if data is not None else []
+    candidates += list(_fenced_objects(text)) + list(balanced_objects(text))
+    for candidate in candidates:
+        found, body = _envelope_body(candidate)
+        if found:
+            return True, body
+    return False, None
+
+
+def interpret_final_message(text: str, mode: ExecutionMode) -> MessageReading:
+    """Read done marker, ask_user envelope and result data from the agent's final message."""
+    marker_line = bool(_MARKER_LINE.search(text))
+    # Standalone marker lines are a control signal, not data: drop them before extraction so the
+    # result object next to them is what the ladder finds.
+    data, repair = extract_json(_MARKER_LINE.sub("", text) if marker_line else text)
+    has_envelope, body = _find_envelope(data, text)
+    if data is not None and _envelope_body(data)[0]:
+        data, repair = None, "none"
+    marker_key = data is not None and data.get(DONE_MARKER) is True
+    if data is not None:
+        data = {key: value for key, value in data.items() if key != DONE_MARKER}
+    reading = MessageReading(outcome="final", assistant_text=text, final_data=data, repair_level=repair)
+    reading.done_marker_found = marker_line or marker_key
+    if data is not None and repair == "deterministic_generic":
+        reading.warnings.append(
+            {"code": WARNING_REPAIRED, "message": "the result JSON was recovered from surrounding text"}
+        )
+    if mode == "auto" or reading.done_marker_found or (data is not None and not has_envelope):
+        return reading
+    reading.outcome = "ask_user"
+    if has_envelope:
+        reading.interaction, problem = parse_interaction(body)
+        if reading.interaction is None:
+            reading.ask_user_invalid = True
+            reading.warnings.append({"code": WARNING_ASK_USER_INVALID, "message": f"ask_user envelope ignored: {problem}"})
+    return reading
