@@ -1,0 +1,97 @@
+"""Mode-aware runtime patches appended to a run's own copy of SKILL.md (R-PA1..R-PA5).
+
+Two parts, always in this order: ``artifact_patch`` (identical in both modes, the only place the
+artifacts path appears) then ``mode_patch``. Each part opens with its own marker comment, and a
+part whose marker is already in the file is not appended again, so patching twice is a no-op.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+from .types import DONE_MARKER, ArtifactSpec, ExecutionMode
+
+ARTIFACT_MARKER = "<!-- skill-runner:artifact-patch -->"
+MODE_MARKER = "<!-- skill-runner:mode-patch -->"
+
+
+def artifact_patch(run_dir: Path, artifacts: Iterable[ArtifactSpec]) -> str:
+    """Redirect every output file of the skill to ``<run_dir>/artifacts/`` (R-PA2)."""
+    target = Path(run_dir).resolve() / "artifacts"
+    lines = [
+        ARTIFACT_MARKER,
+        "## Runtime override: where output files go",
+        "",
+        f"Write every output file of this skill into the directory `{target}/` and refer to",
+        "such files by their absolute path there. This overrides every other output location in",
+        "this document (\"the current directory\", `{{ run_dir }}`, any other folder): intermediate",
+        "scratch files may go elsewhere, deliverables go only there.",
+        "",
+    ]
+    specs = list(artifacts)
+    if specs:
+        lines.append("Expected output files in that directory:")
+        for spec in specs:
+            need = "required" if spec.required else "optional"
+            lines.append(f"- `{target}/{spec.filename}` (role `{spec.role}`, {need})")
+    else:
+        lines.append("This skill names no fixed output files; any file it produces still goes there.")
+    return "\n".join(lines) + "\n"
+
+
+_AUTO = f"""{MODE_MARKER}
+## Runtime execution mode: automatic
+
+No person is available during this run and nobody will read questions. Never ask the user
+anything and never stop to wait for an answer. Whenever a choice is needed, decide by yourself:
+use the defaults the skill gives, otherwise your best judgement, and carry on until the whole
+task is finished. End with the result as one JSON object following the skill's output format.
+"""
+
+_INTERACTIVE = f"""{MODE_MARKER}
+## Runtime execution mode: interactive
+
+A person takes part in this run. You may ask the user whenever the skill calls for their input
+or a decision you cannot make well on your own. Ask one question at a time, then end your turn:
+the user's answer arrives as free text in the next message.
+
+Preferred (optional) way to ask: end the message with one JSON object of this form
+
+```json
+{{"ask_user": {{"interaction_id": 1, "kind": "choose_one", "prompt": "Which tone should the text use?", "options": ["formal", "casual"]}}}}
+```
+
+- `interaction_id`: a positive integer, one higher for each new question;
+- `kind`: `open_text` (free answer), `choose_one` (pick one of `options`) or `confirm` (yes/no);
+- `prompt`: the question itself, in the user's language;
+- `options`: suggested answers, may be empty; the user can still answer anything.
+
+A question asked in plain words is understood as well.
+
+When the whole task is done, answer with the final result as one JSON object following the
+skill's output format and include `"{DONE_MARKER}": true` in that object. Add this marker only
+once everything is finished; leave it out of any message that is waiting for the user.
+"""
+
+
+def mode_patch(mode: ExecutionMode) -> str:
+    """Execution semantics for ``mode`` (R-PA3, R-PA4)."""
+    if mode == "auto":
+        return _AUTO
+    if mode == "interactive":
+        return _INTERACTIVE
+    raise ValueError(f"unknown execution mode {mode!r}")
+
+
+def patch_skill_file(path: Path, run_dir: Path, mode: ExecutionMode, artifacts: Iterable[ArtifactSpec]) -> None:
+    """Append the parts that are not in ``path`` yet, artifact part first (R-PA1, R-PA5)."""
+    text = path.read_text(encoding="utf-8")
+    parts = []
+    if ARTIFACT_MARKER not in text:
+        parts.append(artifact_patch(run_dir, artifacts))
+    if MODE_MARKER not in text:
+        parts.append(mode_patch(mode))
+    if parts:
+        separator = "" if text.endswith("\n") or not text else "\n"
+        path.write_text(text + separator + "\n" + "\n".join(parts), encoding="utf-8")
