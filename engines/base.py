@@ -1,0 +1,269 @@
+"""The shared engine adapter: everything a turn needs except what differs per CLI.
+
+An adapter subclass supplies its name, profile, skill folder, automatic-execution flags, command
+line, environment variables, home config files and stdout extraction; this base class does the
+rest (skill copy + patch, process run, failure detection, protocol interpretation, probes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import threading
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Callable, ClassVar
+
+from .patching import patch_skill_file
+from .process import ProcessResult, SpawnError, resolve_executable, run_process, run_quick
+from .protocol import MessageReading, interpret_final_message
+from .types import (
+    FAILURE_ENGINE,
+    FAILURE_SPAWN,
+    EngineConfig,
+    ExecutionMode,
+    InteractiveProfileKind,
+    TurnControl,
+    TurnRequest,
+    TurnResult,
+)
+
+# The only variables of the server's environment an engine inherits (R-EN5); the engine's own
+# home, key and endpoint variables are added by the adapter.
+PASSTHROUGH_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
+_VERSION = re.compile(r"\d+\.\d+(?:\.\d+)?(?:[-+.][0-9A-Za-z.]+)?")
+_STDERR_TAIL_CHARS = 800
+
+
+@dataclass
+class EngineOutput:
+    """What an adapter reads out of its CLI's raw output before the shared protocol layer."""
+
+    final_message: str = ""
+    session_handle: str | None = None
+    error: str | None = None  # set when the CLI reported a failed turn
+
+
+_probe_lock = threading.Lock()
+_probe_cache: dict[tuple[str, str, int, int], Any] = {}
+
+
+def json_lines(text: str) -> list[dict[str, Any]]:
+    """The JSON objects of a JSONL stream, skipping noise lines and cut-off lines."""
+    events = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                events.append(value)
+    return events
+
+
+def write_if_changed(path: Path, content: str) -> None:
+    """Write atomically, and only when different: homes are shared by concurrent runs."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists() and path.read_text(encoding="utf-8") == content:
+        return
+    staging = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    staging.write_text(content, encoding="utf-8")
+    os.replace(staging, path)
+
+
+def argv_prompt(prompt: str) -> str:
+    """A prompt that a CLI's option parser cannot mistake for a flag (a reply like "-5 °C")."""
+    return " " + prompt if prompt.startswith("-") else prompt
+
+
+class EngineAdapter:
+    """Base of every engine adapter; one instance serves all runs of its engine (stateless)."""
+
+    name: ClassVar[str]
+    interactive_profile: ClassVar[InteractiveProfileKind] = "resumable"
+    skill_root: ClassVar[str]  # folder under the run dir where the CLI discovers skills
+    model_flag: ClassVar[str] = "-m"
+    known_models: ClassVar[tuple[str, ...]] = ()
+
+    # ---- what each engine provides -------------------------------------------------------
+
+    def auto_flags(self, config: EngineConfig) -> list[str]:
+        """The automatic-execution flags, the same in both modes and on resume turns (§7)."""
+        raise NotImplementedError
+
+    def command(self, request: TurnRequest, config: EngineConfig) -> list[str]:
+        """The argv of one turn (first or resume), exactly as in SPEC §7."""
+        raise NotImplementedError
+
+    def engine_env(self, config: EngineConfig) -> dict[str, str]:
+        """The engine's own variables: home/config dir, API key, base URL (R-EN8)."""
+        raise NotImplementedError
+
+    def extract(self, stdout: str, stderr: str) -> EngineOutput:
+        """Final agent message, session handle and reported failure from raw CLI output."""
+        raise NotImplementedError
+
+    def prepare_home(self, config: EngineConfig) -> None:
+        """Create the engine's isolated home; subclasses add their config files. Idempotent."""
+        self.home_dir(config).mkdir(parents=True, exist_ok=True)
+
+    # ---- shared machinery ------------------------------------------------------------------
+
+    def home_dir(self, config: EngineConfig) -> Path:
+        """HOME of the engine process: inside its config dir, never the server user's (R-EN5)."""
+        return Path(config.home) / "home"
+
+    def model_args(self, request: TurnRequest, config: EngineConfig) -> list[str]:
+        model = request.model or config.default_model
+        return [self.model_flag, model] if model else []
+
+    def environment(self, config: EngineConfig) -> dict[str, str]:
+        """Allow-listed server variables, then operator extras, then the enforced engine ones."""
+        env = {key: os.environ[key] for key in PASSTHROUGH_ENV if key in os.environ}
+        env.setdefault("PATH", os.defpath)
+        env.setdefault("LANG", "C.UTF-8")
+        env.update(config.extra_env)
+        env["HOME"] = str(self.home_dir(config))
+        env.update(self.engine_env(config))
+        return env
+
+    def skill_dir(self, run_dir: Path, skill_id: str) -> Path:
+        """Where the run-local skill copy lives, i.e. where the engine discovers it (R-EN5)."""
+        return Path(run_dir).resolve() / self.skill_root / "skills" / skill_id
+
+    def materialize_skill(self, request: TurnRequest) -> Path:
+        """Copy the skill snapshot into the run once, patch the copy, create ``artifacts/``.
+
+        Safe to call on every turn: an existing copy is kept and re-patching is a no-op.
+        """
+        target = self.skill_dir(request.run_dir, request.skill.skill_id)
+        (Path(request.run_dir) / "artifacts").mkdir(parents=True, exist_ok=True)
+        if not target.exists():
+            staging = target.with_name(f".{target.name}.staging")
+            shutil.rmtree(staging, ignore_errors=True)  # left over by a crashed earlier attempt
+            shutil.copytree(request.skill.source_dir, staging)
+            staging.rename(target)
+        patch_skill_file(target / "SKILL.md", request.run_dir, request.mode, request.skill.artifacts)
+        return target
+
+    def parse(self, stdout: str, stderr: str, exit_code: int | None, mode: ExecutionMode) -> TurnResult:
+        """Engine-specific extraction, engine failure detection, then the shared protocol layer.
+
+        ``exit_code`` None means the process is still alive (a sticky session between turns).
+        """
+        output = self.extract(stdout, stderr)
+        result = TurnResult(
+            outcome="error",
+            assistant_text=output.final_message,
+            session_handle=output.session_handle,
+            stdout=stdout,
+            stderr=stderr,
+            exit_code=exit_code,
+        )
+        if output.error is not None or exit_code not in (0, None):
+            result.failure_reason = FAILURE_ENGINE
+            result.failure_message = self._failure_message(output, stderr, exit_code)
+            return result
+        reading = interpret_final_message(output.final_message, mode)
+        for item in fields(MessageReading):
+            setattr(result, item.name, getattr(reading, item.name))
+        return result
+
+    def _failure_message(self, output: EngineOutput, stderr: str, exit_code: int | None) -> str:
+        message = output.error or f"{self.name} exited with code {exit_code}"
+        if output.error is None and stderr.strip():
+            message += ": " + stderr.strip()[-_STDERR_TAIL_CHARS:]
+        return message
+
+    def turn_result(self, proc: ProcessResult, mode: ExecutionMode, argv: list[str]) -> TurnResult:
+        """A TurnResult from a finished (or killed, or never started) process."""
+        if proc.failure_reason is None:
+            result = self.parse(proc.stdout, proc.stderr, proc.exit_code, mode)
+        else:
+            # Timeout, abort or spawn failure: the turn failed whatever the output says, but the
+            # session handle and the last message are still worth keeping.
+            output = self.extract(proc.stdout, proc.stderr)
+            result = TurnResult(
+                outcome="error",
+                assistant_text=output.final_message,
+                session_handle=output.session_handle,
+                stdout=proc.stdout,
+                stderr=proc.stderr,
+                exit_code=proc.exit_code,
+                failure_reason=proc.failure_reason,
+                failure_message=proc.message,
+            )
+        result.command = list(argv)
+        return result
+
+    def prepare_turn(self, request: TurnRequest, config: EngineConfig) -> list[str]:
+        """Everything before the spawn: skill copy, engine home, command line."""
+        self.materialize_skill(request)
+        self.prepare_home(config)
+        return self.command(request, config)
+
+    def spawn_failure(self, message: str, argv: list[str] | None = None) -> TurnResult:
+        return TurnResult(
+            outcome="error", failure_reason=FAILURE_SPAWN, failure_message=message, command=list(argv or [])
+        )
+
+    def run_turn(self, request: TurnRequest, config: EngineConfig, control: TurnControl) -> TurnResult:
+        """One engine turn in a fresh process; never raises for engine or workspace trouble."""
+        try:
+            argv = self.prepare_turn(request, config)
+        except OSError as exc:
+            return self.spawn_failure(f"could not prepare the run directory for {self.name}: {exc}")
+        proc = run_process(
+            argv,
+            cwd=Path(request.run_dir),
+            env=self.environment(config),
+            control=control,
+            hard_timeout=request.hard_timeout_seconds,
+            grace=config.kill_grace_seconds,
+        )
+        return self.turn_result(proc, request.mode, argv)
+
+    def probe(self, config: EngineConfig, purpose: str, run: Callable[[str, dict[str, str], Path], Any]) -> Any:
+        """Run ``run(binary_path, env, cwd)`` once per binary file (path + mtime + size).
+
+        Returns None, uncached, when the binary cannot be found.
+        """
+        env = self.environment(config)
+        try:
+            path = resolve_executable(config.binary, env)
+            stat = os.stat(path)
+        except (SpawnError, OSError):
+            return None
+        key = (purpose, os.path.realpath(path), stat.st_mtime_ns, stat.st_size)
+        with _probe_lock:
+            if key in _probe_cache:
+                return _probe_cache[key]
+        self.prepare_home(config)  # probes run with the isolated home too: CLIs write into it
+        value = run(path, env, Path(config.home))
+        with _probe_lock:
+            _probe_cache[key] = value
+        return value
+
+    def detect_version(self, config: EngineConfig) -> str | None:
+        """The CLI's version from ``<bin> --version`` (cached per binary), None if unavailable."""
+
+        def read_version(path: str, env: dict[str, str], cwd: Path) -> str | None:
+            try:
+                code, output = run_quick([path, "--version"], cwd=cwd, env=env)
+            except SpawnError:
+                return None
+            match = _VERSION.search(output)
+            return match.group(0) if code == 0 and match else None
+
+        return self.probe(config, "version", read_version)
+
+    def models(self, config: EngineConfig) -> list[dict[str, Any]]:
+        """A small static catalogue plus the operator's default model."""
+        names = list(self.known_models)
+        if config.default_model and config.default_model not in names:
+            names.insert(0, config.default_model)
+        return [{"id": name, "display_name": name, "is_default": name == config.default_model} for name in names]

@@ -1,0 +1,156 @@
+"""Claude Code as a resident process (sticky_process): stream-json in, stream-json out.
+
+The prompt of every turn is one user message on stdin; the turn ends with the ``result``
+event, and the process stays alive for the reply (R-LC7). Permissions: Claude Code runs with
+``--dangerously-skip-permissions`` — the counterpart of the other engines' ``--yolo`` — plus
+``IS_SANDBOX=1``, without which it refuses that flag when the server runs as root.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .base import EngineAdapter, EngineOutput, json_lines
+from .process import ResidentProcess, SpawnError, spawn
+from .types import FAILURE_PROCESS_LOST, EngineConfig, ExecutionMode, TurnControl, TurnRequest, TurnResult
+
+
+def user_message(prompt: str) -> dict[str, Any]:
+    """One stream-json stdin line carrying a user turn."""
+    return {"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": prompt}]}}
+
+
+def _is_result(event: dict[str, Any]) -> bool:
+    return event.get("type") == "result"
+
+
+def _assistant_text(event: dict[str, Any]) -> str:
+    message = event.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    return "".join(block.get("text", "") for block in content if isinstance(block, dict) and block.get("type") == "text")
+
+
+class ClaudeAdapter(EngineAdapter):
+    name = "claude"
+    interactive_profile = "sticky_process"
+    skill_root = ".claude"
+    model_flag = "--model"
+    known_models = ("sonnet", "opus", "haiku")
+
+    def auto_flags(self, config: EngineConfig) -> list[str]:
+        return ["--dangerously-skip-permissions"]
+
+    def command(self, request: TurnRequest, config: EngineConfig) -> list[str]:
+        if request.is_resume:
+            raise ValueError("claude continues a conversation through its live session, not a resume command")
+        return [
+            config.binary,
+            "-p",
+            "--input-format",
+            "stream-json",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            *self.auto_flags(config),
+            *self.model_args(request, config),
+        ]
+
+    def engine_env(self, config: EngineConfig) -> dict[str, str]:
+        env = {
+            "CLAUDE_CONFIG_DIR": str(config.home),
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_TELEMETRY": "1",
+            "IS_SANDBOX": "1",
+        }
+        if config.api_key:
+            env["ANTHROPIC_API_KEY"] = config.api_key
+        if config.base_url:
+            env["ANTHROPIC_BASE_URL"] = config.base_url
+        return env
+
+    def extract(self, stdout: str, stderr: str) -> EngineOutput:
+        output = EngineOutput()
+        result: dict[str, Any] | None = None
+        for event in json_lines(stdout):
+            if output.session_handle is None and isinstance(event.get("session_id"), str):
+                output.session_handle = event["session_id"]  # system/init comes first
+            if event.get("type") == "assistant":
+                output.final_message = _assistant_text(event) or output.final_message
+            elif _is_result(event):
+                result = event
+        if result is None:
+            output.error = "claude ended the turn without a result event"
+            return output
+        if isinstance(result.get("result"), str):
+            output.final_message = result["result"]
+        if result.get("is_error") or str(result.get("subtype", "success")) != "success":
+            output.error = output.final_message or f"claude turn failed ({result.get('subtype')})"
+        return output
+
+    def open_live_session(self, request: TurnRequest, config: EngineConfig, control: TurnControl) -> ClaudeLiveSession:
+        """Start the resident process (no prompt sent yet); spawn trouble surfaces on ``send``."""
+        try:
+            argv = self.prepare_turn(request, config)
+            process = ResidentProcess(spawn(argv, Path(request.run_dir), self.environment(config), stdin_pipe=True), config.kill_grace_seconds)
+        except (OSError, SpawnError) as exc:
+            return ClaudeLiveSession(self, request.mode, [], None, f"could not start claude: {exc}")
+        control.on_spawn(process.pid)
+        return ClaudeLiveSession(self, request.mode, argv, process, "")
+
+    def run_turn(self, request: TurnRequest, config: EngineConfig, control: TurnControl) -> TurnResult:
+        """A one-off turn: start the process, send the prompt, end the process."""
+        session = self.open_live_session(request, config, control)
+        try:
+            return session.send(request.prompt, control, request.hard_timeout_seconds)
+        finally:
+            session.close()
+
+
+class ClaudeLiveSession:
+    """A LiveSession over one resident Claude Code process."""
+
+    def __init__(
+        self,
+        adapter: ClaudeAdapter,
+        mode: ExecutionMode,
+        argv: list[str],
+        process: ResidentProcess | None,
+        spawn_error: str,
+    ) -> None:
+        self._adapter = adapter
+        self._mode = mode
+        self._argv = argv
+        self._process = process
+        self._spawn_error = spawn_error
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    def send(self, prompt: str, control: TurnControl, hard_timeout_seconds: float) -> TurnResult:
+        """One turn: write ``prompt`` as a user message, read up to the ``result`` event."""
+        if self._process is None:
+            return self._adapter.spawn_failure(self._spawn_error, self._argv)
+        if not self._process.is_alive():
+            return TurnResult(
+                outcome="error",
+                failure_reason=FAILURE_PROCESS_LOST,
+                failure_message="the claude process is no longer running",
+                exit_code=self._process.proc.returncode,
+                command=list(self._argv),
+            )
+        proc = self._process.exchange(user_message(prompt), control, hard_timeout_seconds, _is_result)
+        return self._adapter.turn_result(proc, self._mode, self._argv)
+
+    def is_alive(self) -> bool:
+        return self._process is not None and self._process.is_alive()
+
+    def close(self) -> None:
+        if self._process is not None:
+            self._process.close()

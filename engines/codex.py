@@ -1,0 +1,115 @@
+"""OpenAI Codex CLI (``codex exec --json``), resumable by thread id."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from .base import EngineAdapter, EngineOutput, argv_prompt, json_lines, write_if_changed
+from .process import SpawnError, run_quick
+from .types import EngineConfig, TurnRequest
+
+FULL_AUTO = "--full-auto"
+YOLO = "--yolo"
+BYPASS = "--dangerously-bypass-approvals-and-sandbox"
+PROVIDER_ID = "skillrunner"
+PROVIDER_KEY_VAR = "SKILLRUNNER_PROVIDER_API_KEY"
+
+
+def _lists_flag(help_text: str, flag: str) -> bool:
+    return re.search(r"(?<![\w-])" + re.escape(flag) + r"(?![\w-])", help_text) is not None
+
+
+def choose_auto_flag(path: str, env: dict[str, str], cwd: Path) -> str:
+    """R-EN1: ``--full-auto`` when listed by ``codex exec --help``, else ``--yolo``.
+
+    Codex 0.169 lists neither: ``--yolo`` is a hidden alias of the bypass flag there, so it is
+    tried (``exec --yolo --help`` parses the flag before printing help). The bypass flag itself
+    is the last resort.
+    """
+    try:
+        code, help_text = run_quick([path, "exec", "--help"], cwd=cwd, env=env)
+        if code == 0 and _lists_flag(help_text, FULL_AUTO):
+            return FULL_AUTO
+        if _lists_flag(help_text, YOLO) or run_quick([path, "exec", YOLO, "--help"], cwd=cwd, env=env)[0] == 0:
+            return YOLO
+    except SpawnError:
+        return YOLO
+    return BYPASS if _lists_flag(help_text, BYPASS) else YOLO
+
+
+def _toml(value: str) -> str:
+    return json.dumps(value)  # a JSON string is a valid TOML basic string
+
+
+class CodexAdapter(EngineAdapter):
+    name = "codex"
+    skill_root = ".codex"
+    known_models = ("gpt-5.5", "gpt-5.1-codex-mini")
+
+    def auto_flags(self, config: EngineConfig) -> list[str]:
+        return [self.probe(config, "codex-auto-flag", choose_auto_flag) or YOLO]
+
+    def command(self, request: TurnRequest, config: EngineConfig) -> list[str]:
+        argv = [config.binary, "exec", "--skip-git-repo-check", "--json", *self.auto_flags(config)]
+        argv += self.model_args(request, config)
+        if request.is_resume:
+            argv += ["resume", str(request.session_handle)]
+        return argv + [argv_prompt(request.prompt)]
+
+    def engine_env(self, config: EngineConfig) -> dict[str, str]:
+        env = {"CODEX_HOME": str(config.home)}
+        if config.api_key:
+            if config.base_url:
+                env[PROVIDER_KEY_VAR] = config.api_key
+            else:
+                env["OPENAI_API_KEY"] = env["CODEX_API_KEY"] = config.api_key
+        return env
+
+    def prepare_home(self, config: EngineConfig) -> None:
+        super().prepare_home(config)
+        lines = ["# Written by Skill Runner for every run of this engine home; edits are overwritten."]
+        if config.base_url:
+            # A custom provider speaks plain HTTP+SSE (the built-in one tries WebSockets first),
+            # and few retries keep a dead endpoint from eating the whole hard timeout (R-EN8).
+            lines += [
+                f"model_provider = {_toml(PROVIDER_ID)}",
+                "",
+                f"[model_providers.{PROVIDER_ID}]",
+                f"name = {_toml(PROVIDER_ID)}",
+                f"base_url = {_toml(config.base_url)}",
+                'wire_api = "responses"',
+                f"env_key = {_toml(PROVIDER_KEY_VAR)}",
+                "request_max_retries = 1",
+                "stream_max_retries = 1",
+            ]
+        write_if_changed(Path(config.home) / "config.toml", "\n".join(lines) + "\n")
+
+    def extract(self, stdout: str, stderr: str) -> EngineOutput:
+        events = json_lines(stdout)
+        output = EngineOutput()
+        for event in events:
+            if event.get("type") == "thread.started" and isinstance(event.get("thread_id"), str):
+                output.session_handle = event["thread_id"]
+                break
+        # Only the latest turn counts: a resumed thread may replay earlier turns.
+        starts = [index for index, event in enumerate(events) if event.get("type") == "turn.started"]
+        turn = events[starts[-1] :] if starts else events
+        completed = False
+        notice: str | None = None
+        for event in turn:
+            kind = event.get("type")
+            item = event.get("item") if isinstance(event.get("item"), dict) else {}
+            if kind == "item.completed" and item.get("type") == "agent_message":
+                output.final_message = str(item.get("text") or "")
+            elif kind == "turn.failed":
+                error = event.get("error")
+                output.error = str((error.get("message") if isinstance(error, dict) else error) or "turn failed")
+            elif kind == "turn.completed":
+                completed = True
+            elif kind == "error":
+                notice = str(event.get("message") or "error")
+        if output.error is None and notice is not None and not completed:
+            output.error = notice  # an error event with no completed turn after it was fatal
+        return output

@@ -1,0 +1,82 @@
+"""iFlow CLI (``iflow -p``): plain text plus an ``<Execution Info>`` JSON block, resumable.
+
+The CLI is no longer distributed (npm 404), so this adapter is built and tested against the
+output format recorded by the upstream project (see engines/README.md).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from .base import EngineAdapter, EngineOutput, argv_prompt, write_if_changed
+from .types import EngineConfig, TurnRequest
+
+_EXECUTION_INFO = re.compile(r"<Execution Info>(.*?)</Execution Info>", re.DOTALL)
+_EXECUTION_INFO_BLOCK = re.compile(r"<Execution Info>.*?</Execution Info>", re.DOTALL)
+_RESUMING = re.compile(r"^\s*Resuming session.*$", re.MULTILINE)
+# Printed by the CLI's top-level handler before a stack trace; exit code alone is not reliable.
+_CRASH = re.compile(r"An unexpected critical error occurred:?\s*(.*)")
+DEFAULT_BASE_URL = "https://apis.iflow.cn/v1"
+
+
+def _session_id(info_blocks: list[str]) -> str | None:
+    for block in reversed(info_blocks):
+        try:
+            info = json.loads(block)
+        except ValueError:
+            match = re.search(r'"session-id"\s*:\s*"([^"]+)"', block)
+            if match:
+                return match.group(1)
+            continue
+        if isinstance(info, dict) and isinstance(info.get("session-id"), str) and info["session-id"]:
+            return info["session-id"]
+    return None
+
+
+class IFlowAdapter(EngineAdapter):
+    name = "iflow"
+    skill_root = ".iflow"
+    known_models = ("glm-4.6", "qwen3-coder-plus", "kimi-k2")
+
+    def auto_flags(self, config: EngineConfig) -> list[str]:
+        return ["--yolo", "--thinking"]
+
+    def command(self, request: TurnRequest, config: EngineConfig) -> list[str]:
+        argv = [config.binary]
+        if request.is_resume:
+            # SPEC §7: the resumed session keeps its model, so no -m on resume turns.
+            argv += ["--resume", str(request.session_handle), *self.auto_flags(config)]
+        else:
+            argv += [*self.auto_flags(config), *self.model_args(request, config)]
+        return argv + ["-p", argv_prompt(request.prompt)]
+
+    def engine_env(self, config: EngineConfig) -> dict[str, str]:
+        return {}  # iFlow reads its key and endpoint from $HOME/.iflow/settings.json
+
+    def prepare_home(self, config: EngineConfig) -> None:
+        super().prepare_home(config)
+        settings: dict[str, object] = {
+            "selectedAuthType": "iflow",
+            "baseUrl": config.base_url or DEFAULT_BASE_URL,
+            "disableAutoUpdate": True,
+            "hideTips": True,
+            "hideBanner": True,
+        }
+        if config.api_key:
+            settings["apiKey"] = config.api_key
+        if config.default_model:
+            settings["modelName"] = config.default_model
+        write_if_changed(self.home_dir(config) / ".iflow" / "settings.json", json.dumps(settings, indent=2) + "\n")
+
+    def extract(self, stdout: str, stderr: str) -> EngineOutput:
+        # The block normally goes to stderr but has been seen on stdout as well.
+        blocks = _EXECUTION_INFO.findall(stderr) + _EXECUTION_INFO.findall(stdout)
+        output = EngineOutput(session_handle=_session_id(blocks))
+        segments = [_RESUMING.sub("", part).strip() for part in _EXECUTION_INFO_BLOCK.split(stdout)]
+        output.final_message = next((part for part in reversed(segments) if part), "")
+        crash = _CRASH.search(stdout) or _CRASH.search(stderr)
+        if crash:
+            output.error = "iflow crashed: " + (crash.group(1).strip() or "see stderr")
+        return output
