@@ -211,15 +211,16 @@ SPECTACULAR_SETTINGS = {
 }
 
 # django-q2 delivers at least once; a run is claimed atomically before its turn, so a
-# redelivered task is a no-op (R-LC14). `retry` stays above the longest possible turn
-# (hard timeout cap plus the longest sticky wait), and our own reconciler, not redelivery,
-# handles workers that die.
+# redelivered task is a no-op (R-LC14). A task is one resumable turn, or a whole sticky
+# conversation that holds its process; `timeout` bounds that, `retry` stays above it, and our
+# own reconciler, not redelivery, handles workers that die.
+SKILLRUNNER_MAX_TASK_SECONDS = _positive_int("SKILLRUNNER_MAX_TASK_SECONDS", 2 * 24 * 3600)
 Q_CLUSTER = {
     "name": "skillrunner",
     "workers": SKILLRUNNER_MAX_CONCURRENT_TURNS + 1,
     "recycle": 500,
-    "timeout": None,
-    "retry": SKILLRUNNER_MAX_HARD_TIMEOUT * 4 + 7 * 24 * 3600,
+    "timeout": SKILLRUNNER_MAX_TASK_SECONDS,
+    "retry": SKILLRUNNER_MAX_TASK_SECONDS + 3600,
     "max_attempts": 1,
     "ack_failures": True,
     "save_limit": 1000,
@@ -242,3 +243,6 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {"django_q": {"level": "WARNING"}, "daphne": {"level": "WARNING"}},
 }
+
+# Skill folders dropped here are installed by `load_skills` (run by `make run` and worker start).
+SKILLRUNNER_SKILLS_DIR = Path(env.str("SKILLRUNNER_SKILLS_DIR", default=str(DATA_DIR / "skills"))).resolve()

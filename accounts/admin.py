@@ -1,0 +1,22 @@
+from django.contrib import admin
+
+from .models import ApiToken
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    list_display = ("__str__", "user", "created_at", "last_used_at", "revoked_at")
+    list_filter = ("revoked_at",)
+    search_fields = ("user__username", "lookup")
+    readonly_fields = ("user", "lookup", "created_at", "last_used_at")
+    exclude = ("key_hash",)
+    actions = ["revoke"]
+
+    def has_add_permission(self, request) -> bool:
+        return False  # keys are shown once, by `manage.py create_api_token`
+
+    @admin.action(description="Revoke selected tokens")
+    def revoke(self, request, queryset):
+        from django.utils import timezone
+
+        queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())

@@ -1,0 +1,23 @@
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+
+from accounts.models import ApiToken
+
+
+class Command(BaseCommand):
+    help = "Create an API token for a user (created if missing); the key is printed alone on the last line."
+
+    def add_arguments(self, parser):
+        parser.add_argument("username")
+        parser.add_argument("--staff", action="store_true", help="make the user staff (may install skills, sees all runs)")
+
+    def handle(self, *args, username: str, staff: bool, **options):
+        user, created = get_user_model().objects.get_or_create(username=username)
+        if created:
+            user.set_unusable_password()
+        if staff and not user.is_staff:
+            user.is_staff = True
+        user.save()
+        _, key = ApiToken.issue(user)
+        self.stderr.write(f"{'Created' if created else 'Existing'} user {username}{' (staff)' if user.is_staff else ''}; new token:")
+        self.stdout.write(key)

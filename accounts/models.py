@@ -1,0 +1,55 @@
+"""API tokens, stored hashed: only the holder ever sees the secret (shown once at creation)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+
+from django.conf import settings
+from django.db import models
+
+TOKEN_PREFIX = "sr_"
+LOOKUP_LENGTH = 8
+
+
+def _digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+class ApiTokenQuerySet(models.QuerySet):
+    def for_key(self, key: str) -> "ApiToken | None":
+        """The active token whose key this is, compared in constant time."""
+        if not key.startswith(TOKEN_PREFIX) or len(key) < len(TOKEN_PREFIX) + LOOKUP_LENGTH + 16:
+            return None
+        lookup = key[len(TOKEN_PREFIX) : len(TOKEN_PREFIX) + LOOKUP_LENGTH]
+        digest = _digest(key)
+        for token in self.filter(lookup=lookup, revoked_at__isnull=True).select_related("user"):
+            if hmac.compare_digest(token.key_hash, digest):
+                return token
+        return None
+
+
+class ApiToken(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    lookup = models.CharField(max_length=LOOKUP_LENGTH, db_index=True, editable=False)
+    key_hash = models.CharField(max_length=64, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ApiTokenQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{TOKEN_PREFIX}{self.lookup}… ({self.user})"
+
+    @classmethod
+    def issue(cls, user) -> tuple["ApiToken", str]:
+        """Create a token and return it with its plain key, which is not stored anywhere."""
+        lookup = secrets.token_hex(LOOKUP_LENGTH // 2)
+        key = f"{TOKEN_PREFIX}{lookup}{secrets.token_urlsafe(32)}"
+        token = cls.objects.create(user=user, lookup=lookup, key_hash=_digest(key))
+        return token, key

@@ -1,0 +1,231 @@
+"""The /v1/jobs API: thin views over runs.services (writes) and runs.selectors (reads)."""
+
+from __future__ import annotations
+
+from django.http import FileResponse, StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle
+from rest_framework.views import APIView
+
+from skillrunner.errors import ApplicationError, Conflict
+
+from . import selectors, services
+from .bundles import bundle_path
+from .models import RunStatus
+from .outcome import list_artifacts
+from .serializers import (
+    EventRecord,
+    InteractionRecord,
+    PendingOutput,
+    ReplyInput,
+    ResultOutput,
+    RunCreateInput,
+    RunCreateOutput,
+    RunStatusOutput,
+    StateChangeOutput,
+    UploadOutput,
+)
+from .streaming import event_stream
+
+
+class RunPagination(PageNumberPagination):
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 200
+
+
+def _uploaded_file(request):
+    upload = request.FILES.get("file")
+    if upload is None:
+        raise ApplicationError("UPLOAD_FILE_MISSING", "send the zip as multipart field `file`")
+    return upload
+
+
+class JobListCreateView(APIView):
+    throttle_scope = "run_create"
+
+    def get_throttles(self):
+        return [ScopedRateThrottle()] if self.request.method == "POST" else []
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("status", str, enum=[s.value for s in RunStatus]),
+            OpenApiParameter("skill_id", str),
+            OpenApiParameter("page", int),
+            OpenApiParameter("page_size", int),
+        ],
+        responses=RunStatusOutput(many=True),
+    )
+    def get(self, request):
+        runs = selectors.runs_visible_to(request.user)
+        status_filter = request.query_params.get("status")
+        if status_filter:
+            if status_filter not in RunStatus.values:
+                raise ApplicationError("INVALID_FILTER", f"status must be one of {', '.join(RunStatus.values)}")
+            runs = runs.filter(status=status_filter)
+        if skill_id := request.query_params.get("skill_id"):
+            runs = runs.filter(skill__skill_id=skill_id)
+        paginator = RunPagination()
+        page = paginator.paginate_queryset(runs.order_by("-created_at"), request, view=self)
+        return paginator.get_paginated_response(RunStatusOutput(page, many=True).data)
+
+    @extend_schema(request=RunCreateInput, responses=RunCreateOutput)
+    def post(self, request):
+        payload = RunCreateInput(data=request.data)
+        payload.is_valid(raise_exception=True)
+        data = payload.validated_data
+        run = services.create_run(
+            owner=request.user,
+            skill_id=data["skill_id"],
+            engine=data["engine"],
+            model=data.get("model"),
+            input=data["input"],
+            parameter=data["parameter"],
+            runtime_options=data["runtime_options"],
+        )
+        return Response({"request_id": str(run.pk), "cache_hit": False, "status": None if run.awaiting_upload else run.status})
+
+
+class JobUploadView(APIView):
+    parser_classes = [MultiPartParser, FormParser]
+
+    @extend_schema(
+        request={"multipart/form-data": inline_serializer("JobUpload", {"file": serializers.FileField()})},
+        responses=UploadOutput,
+    )
+    def post(self, request, request_id):
+        run = selectors.run_for(request.user, request_id)
+        extracted = services.attach_upload(run, _uploaded_file(request))
+        run.refresh_from_db()
+        return Response({"request_id": str(run.pk), "cache_hit": False, "status": run.status, "extracted_files": extracted})
+
+
+class JobDetailView(APIView):
+    @extend_schema(responses=RunStatusOutput)
+    def get(self, request, request_id):
+        return Response(RunStatusOutput(selectors.run_for(request.user, request_id)).data)
+
+
+class PendingInteractionView(APIView):
+    @extend_schema(responses=PendingOutput)
+    def get(self, request, request_id):
+        run = selectors.run_for(request.user, request_id)
+        if run.execution_mode != "interactive":
+            raise ApplicationError("RUN_NOT_INTERACTIVE", "this run is not interactive")
+        return Response({"request_id": str(run.pk), "status": run.status, "pending": selectors.pending_payload(run)})
+
+
+class ReplyView(APIView):
+    throttle_classes = [ScopedRateThrottle]
+    throttle_scope = "interaction_reply"
+
+    @extend_schema(request=ReplyInput, responses=StateChangeOutput)
+    def post(self, request, request_id):
+        run = selectors.run_for(request.user, request_id)
+        payload = ReplyInput(data=request.data)
+        payload.is_valid(raise_exception=True)
+        data = payload.validated_data
+        run = services.submit_reply(
+            run,
+            user=request.user,
+            interaction_id=data["interaction_id"],
+            response=data["response"],
+            idempotency_key=data["idempotency_key"],
+        )
+        return Response({"request_id": str(run.pk), "status": run.status, "accepted": True})
+
+
+class InteractionHistoryView(APIView):
+    @extend_schema(responses=inline_serializer("InteractionHistory", {"request_id": serializers.UUIDField(), "interactions": InteractionRecord(many=True)}))
+    def get(self, request, request_id):
+        run = selectors.run_for(request.user, request_id)
+        history = InteractionRecord(selectors.interaction_history(run), many=True).data
+        return Response({"request_id": str(run.pk), "interactions": history})
+
+
+class CancelView(APIView):
+    @extend_schema(request=None, responses=StateChangeOutput)
+    def post(self, request, request_id):
+        run, accepted = services.cancel_run(selectors.run_for(request.user, request_id))
+        return Response({"request_id": str(run.pk), "status": run.status, "accepted": accepted})
+
+
+def _terminal(run):
+    if not run.is_terminal:
+        raise Conflict("RESULT_NOT_READY", f"the run is {run.status}; its result exists once it ends", status=run.status)
+    return run
+
+
+class ResultView(APIView):
+    @extend_schema(responses=ResultOutput)
+    def get(self, request, request_id):
+        run = _terminal(selectors.run_for(request.user, request_id))
+        return Response({"request_id": str(run.pk), "result": run.result})
+
+
+class ArtifactListView(APIView):
+    @extend_schema(responses=inline_serializer("ArtifactList", {"request_id": serializers.UUIDField(), "artifacts": serializers.ListField(child=serializers.CharField())}))
+    def get(self, request, request_id):
+        run = selectors.run_for(request.user, request_id)
+        return Response({"request_id": str(run.pk), "artifacts": list_artifacts(run.run_dir)})
+
+
+class ArtifactFileView(APIView):
+    @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY})
+    def get(self, request, request_id, path):
+        run = selectors.run_for(request.user, request_id)
+        file = selectors.artifact_file(run, path)
+        return FileResponse(open(file, "rb"), as_attachment=True, filename=file.name)
+
+
+class BundleView(APIView):
+    @extend_schema(responses={(200, "application/zip"): OpenApiTypes.BINARY})
+    def get(self, request, request_id):
+        run = _terminal(selectors.run_for(request.user, request_id))
+        return FileResponse(open(bundle_path(run), "rb"), as_attachment=True, filename="run_bundle.zip", content_type="application/zip")
+
+
+class LogsView(APIView):
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def get(self, request, request_id):
+        run = selectors.run_for(request.user, request_id)
+        attempts = selectors.attempt_logs(run)
+        latest = attempts[-1] if attempts else {"prompt": "", "stdout": "", "stderr": ""}
+        return Response(
+            {"request_id": str(run.pk), "prompt": latest["prompt"], "stdout": latest["stdout"], "stderr": latest["stderr"], "attempts": attempts}
+        )
+
+
+def _after_seq(request) -> int:
+    raw = request.query_params.get("after_seq") or request.headers.get("Last-Event-ID") or "0"
+    if not raw.isdigit():
+        raise ApplicationError("INVALID_CURSOR", "after_seq must be a non-negative integer")
+    return int(raw)
+
+
+class EventHistoryView(APIView):
+    @extend_schema(
+        parameters=[OpenApiParameter("after_seq", int)],
+        responses=inline_serializer("EventHistory", {"request_id": serializers.UUIDField(), "events": EventRecord(many=True), "last_seq": serializers.IntegerField()}),
+    )
+    def get(self, request, request_id):
+        run = selectors.run_for(request.user, request_id)
+        events = selectors.events_after(run, _after_seq(request))
+        return Response(
+            {"request_id": str(run.pk), "events": EventRecord(events, many=True).data, "last_seq": events[-1].seq if events else _after_seq(request)}
+        )
+
+
+class EventStreamView(APIView):
+    @extend_schema(parameters=[OpenApiParameter("after_seq", int)], responses={(200, "text/event-stream"): OpenApiTypes.STR})
+    def get(self, request, request_id):
+        run = selectors.run_for(request.user, request_id)
+        response = StreamingHttpResponse(event_stream(run.pk, _after_seq(request)), content_type="text/event-stream")
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"
+        return response

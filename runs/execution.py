@@ -1,0 +1,176 @@
+"""The worker side of a run: claim a turn, drive the engine adapter, hand the outcome to services.
+
+The orchestrator sees only engine-neutral TurnResults; it never parses engine output itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.db import close_old_connections
+from django.utils import timezone
+
+from engines.prompt import first_turn_prompt
+from engines.registry import get_adapter
+from engines.types import FAILURE_ABORTED, ArtifactSpec, LiveSession, SkillMaterial, TurnRequest, TurnResult
+from skillrunner.logging import redact
+
+from . import services
+from .engine_settings import configured_secrets, engine_config
+from .inputs import resolve_file_inputs
+from .models import InteractiveProfile, Run, RunStatus
+from .outcome import decide
+
+logger = logging.getLogger(__name__)
+
+CLAIM_POLL_SECONDS = 0.25
+# Set by `manage.py worker` before the cluster forks, so a stopping worker knows its own claims.
+CLUSTER_TOKEN_ENV = "SKILLRUNNER_CLUSTER_TOKEN"
+
+
+def worker_id() -> str:
+    """host:pid:cluster — the pid tells recovery whether the claimant still lives."""
+    token = os.environ.get(CLUSTER_TOKEN_ENV) or "adhoc"
+    return f"{socket.gethostname()}:{os.getpid()}:{token}"
+
+
+class ClaimControl:
+    """TurnControl for a claimed attempt: records the pid, renews the heartbeat, notices cancels."""
+
+    def __init__(self, request_id, attempt_number: int, worker: str):
+        self.request_id = request_id
+        self.attempt_number = attempt_number
+        self.worker = worker
+        self._last_check = 0.0
+        self._last_beat = time.monotonic()
+        self._lost = False
+
+    def on_spawn(self, pid: int) -> None:
+        services.record_engine_pid(self.request_id, self.attempt_number, self.worker, pid)
+
+    def should_abort(self) -> bool:
+        now = time.monotonic()
+        if self._lost or now - self._last_check < CLAIM_POLL_SECONDS:
+            return self._lost
+        self._last_check = now
+        beat = now - self._last_beat >= settings.SKILLRUNNER_HEARTBEAT_SECONDS
+        if beat:
+            self._last_beat = now
+        self._lost = not services.turn_still_ours(self.request_id, self.attempt_number, self.worker, beat=beat)
+        return self._lost
+
+
+def _artifact_specs(run: Run) -> tuple[ArtifactSpec, ...]:
+    return tuple(ArtifactSpec(role=a["role"], filename=a["filename"], required=a["required"]) for a in run.skill_version.artifacts)
+
+
+def build_turn_request(run: Run) -> TurnRequest:
+    version = run.skill_version
+    run_dir = run.run_dir
+    if run.attempt_number == 1 or not run.session_handle:
+        prompt = first_turn_prompt(
+            skill_id=run.skill.skill_id,
+            skill_name=version.name,
+            inputs=run.input,
+            parameters=run.parameter,
+            file_inputs=resolve_file_inputs(version.schemas["input"], run.input, run_dir / "uploads"),
+            run_dir=run_dir,
+        )
+    else:
+        prompt = run.next_prompt
+    return TurnRequest(
+        run_dir=run_dir,
+        prompt=prompt,
+        mode=run.execution_mode,
+        skill=SkillMaterial(skill_id=run.skill.skill_id, source_dir=version.path, artifacts=_artifact_specs(run)),
+        hard_timeout_seconds=float(run.runtime_options.get("hard_timeout_seconds", settings.SKILLRUNNER_DEFAULT_HARD_TIMEOUT)),
+        model=run.model or None,
+        session_handle=run.session_handle if run.attempt_number > 1 else None,
+    )
+
+
+def _save_logs(run_dir: Path, attempt_number: int, prompt: str, turn: TurnResult) -> None:
+    logs = run_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    secrets = configured_secrets()
+    for name, text in (("prompt", prompt), ("stdout", turn.stdout), ("stderr", turn.stderr)):
+        (logs / f"attempt-{attempt_number}.{name}.txt").write_text(redact(text or "", secrets), encoding="utf-8")
+
+
+def _finish_turn(run: Run, worker: str, prompt: str, turn: TurnResult) -> Run | None:
+    _save_logs(run.run_dir, run.attempt_number, prompt, turn)
+    if turn.failure_reason == FAILURE_ABORTED:
+        return None  # the claim ended (cancel): services already recorded why
+    decision = decide(
+        mode=run.execution_mode,
+        turn=turn,
+        output_schema=run.skill_version.schemas["output"],
+        artifact_specs=run.skill_version.artifacts,
+        run_dir=run.run_dir,
+        attempt_number=run.attempt_number,
+        max_attempt=run.skill_version.max_attempt,
+        needs_session_handle=run.interactive_profile == InteractiveProfile.RESUMABLE,
+    )
+    return services.complete_turn(run.pk, run.attempt_number, worker, turn, decision)
+
+
+def run_claimed_turn(request_id: str, attempt_number: int) -> None:
+    """django-q2 task body. A redelivered or superseded task finds nothing to claim and returns."""
+    close_old_connections()
+    worker = worker_id()
+    run = services.claim_turn(request_id, attempt_number, worker)
+    if run is None:
+        return
+    adapter = get_adapter(run.engine)
+    config = engine_config(run.engine, str(run.pk))
+    try:
+        request = build_turn_request(run)
+        if run.execution_mode == "interactive" and run.interactive_profile == InteractiveProfile.STICKY_PROCESS:
+            _drive_live_session(run, adapter.open_live_session(request, config, ClaimControl(run.pk, attempt_number, worker)), request, worker)
+            return
+        turn = adapter.run_turn(request, config, ClaimControl(run.pk, attempt_number, worker))
+        _finish_turn(run, worker, request.prompt, turn)
+    except Exception as exc:  # an orchestrator bug must still end the run with a cause
+        logger.exception("turn %s/%s crashed", request_id, attempt_number)
+        services.fail_run(request_id, "ORCHESTRATOR_ERROR", f"internal error while running the turn: {type(exc).__name__}")
+
+
+def _await_sticky_reply(run: Run, worker: str, session: LiveSession) -> Run | None:
+    """Hold the live process while the run waits; return the run once a reply resumed it."""
+    last_beat = time.monotonic()
+    while True:
+        time.sleep(CLAIM_POLL_SECONDS)
+        current = Run.objects.filter(pk=run.pk).only("status", "attempt_number", "claimed_by", "next_prompt").first()
+        if current is None or current.claimed_by != worker or current.is_terminal:
+            return None
+        if current.status == RunStatus.RUNNING and current.attempt_number > run.attempt_number:
+            return Run.objects.select_related("skill", "skill_version").get(pk=run.pk)
+        if not session.is_alive():
+            services.fail_run(run.pk, "INTERACTION_PROCESS_LOST", "the engine process ended while waiting for a reply")
+            return None
+        if time.monotonic() - last_beat >= settings.SKILLRUNNER_HEARTBEAT_SECONDS:
+            last_beat = time.monotonic()
+            Run.objects.filter(pk=run.pk, claimed_by=worker).update(heartbeat_at=timezone.now())
+
+
+def _drive_live_session(run: Run, session: LiveSession, request: TurnRequest, worker: str) -> None:
+    """sticky_process (R-LC7): one resident engine process answers every turn of the run."""
+    prompt = request.prompt
+    try:
+        while True:
+            control = ClaimControl(run.pk, run.attempt_number, worker)
+            turn = session.send(prompt, control, request.hard_timeout_seconds)
+            updated = _finish_turn(run, worker, prompt, turn)
+            if updated is None or updated.status != RunStatus.WAITING_USER:
+                return
+            run = _await_sticky_reply(updated, worker, session)
+            if run is None:
+                return
+            prompt = run.next_prompt
+    finally:
+        session.close()

@@ -1,0 +1,146 @@
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from django.conf import settings
+from django.db import models
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    WAITING_USER = "waiting_user"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELED = "canceled"
+
+
+TERMINAL_STATUSES = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELED})
+ACTIVE_STATUSES = frozenset({RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING_USER})
+
+
+class ExecutionMode(models.TextChoices):
+    AUTO = "auto"
+    INTERACTIVE = "interactive"
+
+
+class InteractiveProfile(models.TextChoices):
+    RESUMABLE = "resumable"
+    STICKY_PROCESS = "sticky_process"
+
+
+class RecoveryState(models.TextChoices):
+    NONE = "none"
+    RECOVERED_WAITING = "recovered_waiting"
+    FAILED_RECONCILED = "failed_reconciled"
+
+
+class Run(models.Model):
+    """One execution of one skill version on one engine. Changed only through runs.services."""
+
+    request_id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="runs")
+    skill = models.ForeignKey("skills.Skill", on_delete=models.PROTECT, related_name="runs")
+    skill_version = models.ForeignKey("skills.SkillVersion", on_delete=models.PROTECT, related_name="runs")
+    engine = models.CharField(max_length=32, db_index=True)
+    model = models.CharField(max_length=128, blank=True)
+    execution_mode = models.CharField(max_length=16, choices=ExecutionMode.choices)
+    interactive_profile = models.CharField(max_length=16, choices=InteractiveProfile.choices)
+    input = models.JSONField(default=dict)
+    parameter = models.JSONField(default=dict)
+    runtime_options = models.JSONField(default=dict, help_text="effective runtime options")
+
+    status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED, db_index=True)
+    awaiting_upload = models.BooleanField(default=False, help_text="file inputs still to be uploaded; not dispatched yet")
+    attempt_number = models.PositiveIntegerField(default=1)
+    next_prompt = models.TextField(blank=True, help_text="prompt of the next resumed turn (the reply)")
+    session_handle = models.CharField(max_length=256, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    warnings = models.JSONField(default=list, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    pending_interaction_id = models.PositiveIntegerField(null=True, blank=True)
+    interaction_count = models.PositiveIntegerField(default=0)
+    auto_decision_count = models.PositiveIntegerField(default=0)
+    recovery_state = models.CharField(max_length=24, choices=RecoveryState.choices, default=RecoveryState.NONE)
+    wait_deadline_at = models.DateTimeField(null=True, blank=True, db_index=True)
+
+    holds_slot = models.BooleanField(default=False, db_index=True)
+    claimed_by = models.CharField(max_length=128, blank=True, help_text="worker holding the running turn")
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    engine_pid = models.IntegerField(null=True, blank=True)
+    last_event_seq = models.PositiveIntegerField(default=0)
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["owner", "-created_at"]), models.Index(fields=["status", "created_at"])]
+
+    def __str__(self) -> str:
+        return str(self.request_id)
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+    @property
+    def run_dir(self) -> Path:
+        return settings.DATA_DIR / "runs" / str(self.request_id)
+
+
+class Interaction(models.Model):
+    """A question a run waited on and the answer it got; never edited once answered (R-LC6)."""
+
+    class ResolutionMode(models.TextChoices):
+        USER_REPLY = "user_reply"
+        AUTO_DECIDE_TIMEOUT = "auto_decide_timeout"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="interactions")
+    interaction_id = models.PositiveIntegerField()
+    attempt_number = models.PositiveIntegerField()
+    kind = models.CharField(max_length=32, default="open_text")
+    prompt = models.TextField()
+    payload = models.JSONField(help_text="the pending payload as served to clients")
+    asked_at = models.DateTimeField(auto_now_add=True)
+    response = models.JSONField(null=True, blank=True)
+    resolution_mode = models.CharField(max_length=24, choices=ResolutionMode.choices, blank=True)
+    idempotency_key = models.CharField(max_length=128, blank=True)
+    answered_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    answered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "interaction_id"]
+        constraints = [models.UniqueConstraint(fields=["run", "interaction_id"], name="unique_interaction_per_run")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id} #{self.interaction_id}"
+
+
+class RunEvent(models.Model):
+    """The append-only log of a run (R-UI1): the single source for history, SSE and websocket."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveIntegerField()
+    kind = models.CharField(max_length=32)
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="unique_event_seq_per_run")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id} #{self.seq} {self.kind}"
+
+    def as_message(self) -> dict:
+        return {"type": "event", "seq": self.seq, "kind": self.kind, "payload": self.payload, "ts": self.created_at.isoformat()}
+
+
+class DispatchLock(models.Model):
+    """A single row locked to serialise slot accounting across processes and machines (R-LC8)."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)

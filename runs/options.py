@@ -1,0 +1,101 @@
+"""Runtime options of a run (R-AD4): one whitelist, strict types, skill defaults underneath."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+from skillrunner.errors import ApplicationError
+
+BOOL_KEYS = ("interactive_require_user_reply", "interactive_auto_reply", "no_cache")
+POSITIVE_INT_KEYS = ("session_timeout_sec", "interactive_reply_timeout_sec", "hard_timeout_seconds")
+KNOWN_KEYS = ("execution_mode", *BOOL_KEYS, *POSITIVE_INT_KEYS)
+
+
+@dataclass(frozen=True)
+class EffectiveOptions:
+    execution_mode: str
+    interactive_require_user_reply: bool
+    session_timeout_sec: int
+    hard_timeout_seconds: int
+    no_cache: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _invalid(key: str, message: str) -> ApplicationError:
+    return ApplicationError("RUNTIME_OPTION_INVALID", f"runtime_options.{key}: {message}", key=key)
+
+
+def _check(options: dict[str, Any]) -> dict[str, Any]:
+    unknown = sorted(set(options) - set(KNOWN_KEYS))
+    if unknown:
+        raise _invalid(unknown[0], f"unknown option (known: {', '.join(KNOWN_KEYS)})")
+    mode = options.get("execution_mode")
+    if mode is not None and mode not in ("auto", "interactive"):
+        raise _invalid("execution_mode", "must be \"auto\" or \"interactive\"")
+    for key in BOOL_KEYS:
+        if key in options and not isinstance(options[key], bool):
+            raise _invalid(key, "must be a boolean")
+    for key in POSITIVE_INT_KEYS:
+        if key in options:
+            value = options[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise _invalid(key, "must be an integer greater than 0")
+    if options.get("hard_timeout_seconds", 0) > settings.SKILLRUNNER_MAX_HARD_TIMEOUT:
+        raise _invalid("hard_timeout_seconds", f"must be at most {settings.SKILLRUNNER_MAX_HARD_TIMEOUT}")
+    return options
+
+
+def _merge_aliases(options: dict[str, Any]) -> dict[str, Any]:
+    """Newer clients' names mean the same as the seed's names; a contradicting pair is refused."""
+    merged = dict(options)
+    if "interactive_auto_reply" in merged:
+        implied = not merged.pop("interactive_auto_reply")
+        if "interactive_require_user_reply" in merged and merged["interactive_require_user_reply"] != implied:
+            raise ApplicationError(
+                "RUNTIME_OPTION_CONFLICT",
+                "interactive_auto_reply and interactive_require_user_reply contradict each other",
+                key="interactive_auto_reply",
+            )
+        merged["interactive_require_user_reply"] = implied
+    if "interactive_reply_timeout_sec" in merged:
+        implied_timeout = merged.pop("interactive_reply_timeout_sec")
+        if "session_timeout_sec" in merged and merged["session_timeout_sec"] != implied_timeout:
+            raise ApplicationError(
+                "RUNTIME_OPTION_CONFLICT",
+                "interactive_reply_timeout_sec and session_timeout_sec contradict each other",
+                key="interactive_reply_timeout_sec",
+            )
+        merged["session_timeout_sec"] = implied_timeout
+    return merged
+
+
+def resolve_options(requested: Any, skill_defaults: dict[str, Any]) -> tuple[EffectiveOptions, list[dict[str, str]]]:
+    """Request values over the skill's runtime.default_options; bad skill defaults are dropped with a warning."""
+    if requested is None:
+        requested = {}
+    if not isinstance(requested, dict):
+        raise ApplicationError("RUNTIME_OPTION_INVALID", "runtime_options must be an object", key="runtime_options")
+    requested = _merge_aliases(_check(requested))
+    warnings: list[dict[str, str]] = []
+    defaults: dict[str, Any] = {}
+    for key, value in skill_defaults.items():
+        try:
+            defaults.update(_merge_aliases(_check({key: value})))
+        except ApplicationError as exc:
+            warnings.append({"code": "SKILL_RUNTIME_DEFAULT_OPTION_IGNORED", "message": exc.message})
+    merged = {**defaults, **requested}
+    return (
+        EffectiveOptions(
+            execution_mode=merged.get("execution_mode", "auto"),
+            interactive_require_user_reply=merged.get("interactive_require_user_reply", True),
+            session_timeout_sec=merged.get("session_timeout_sec", settings.SKILLRUNNER_DEFAULT_SESSION_TIMEOUT),
+            hard_timeout_seconds=merged.get("hard_timeout_seconds", settings.SKILLRUNNER_DEFAULT_HARD_TIMEOUT),
+            no_cache=merged.get("no_cache", False),
+        ),
+        warnings,
+    )

@@ -1,0 +1,178 @@
+"""What a finished engine turn means for the run: the completion gates of R-LC1 and R-LC2.
+
+Pure functions over the engine-neutral TurnResult, the skill's output schema and the run
+directory; the state change itself is made by runs.services.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jsonschema import validators
+
+from engines.types import FAILURE_SPAWN, FAILURE_TIMEOUT, TurnResult
+
+PLACEHOLDER_PROMPT = "The agent is waiting for your reply. Please answer to continue."
+
+
+@dataclass
+class TurnDecision:
+    status: str  # succeeded | failed | waiting_user
+    data: dict[str, Any] | None = None
+    artifacts: list[str] = field(default_factory=list)
+    error: dict[str, str] | None = None
+    warnings: list[dict[str, str]] = field(default_factory=list)
+    pending: dict[str, Any] | None = None
+    repair_level: str = "none"
+
+    def result_envelope(self) -> dict[str, Any]:
+        """The R-OU2 envelope for a terminal decision."""
+        return {
+            "status": "success" if self.status == "succeeded" else "failed",
+            "data": self.data if self.status == "succeeded" else None,
+            "artifacts": self.artifacts,
+            "repair_level": self.repair_level,
+            "validation_warnings": self.warnings,
+            "error": self.error,
+        }
+
+
+def _error(code: str, message: str) -> dict[str, str]:
+    return {"code": code, "message": message}
+
+
+def engine_failure(turn: TurnResult) -> dict[str, str] | None:
+    """Step 1 of both gates: the engine itself failed."""
+    if turn.failure_reason == FAILURE_TIMEOUT:
+        return _error("TIMEOUT", "the engine turn exceeded its hard timeout and was killed")
+    if turn.failure_reason == FAILURE_SPAWN:
+        return _error("ENGINE_SPAWN_FAILED", turn.failure_message or "the engine could not be started")
+    if turn.outcome == "error" or (turn.exit_code not in (0, None)):
+        detail = turn.failure_message or f"exit code {turn.exit_code}"
+        return _error("ENGINE_FAILED", f"the engine failed: {detail}")
+    return None
+
+
+def list_artifacts(run_dir: Path) -> list[str]:
+    root = run_dir / "artifacts"
+    if not root.is_dir():
+        return []
+    return sorted(p.relative_to(run_dir).as_posix() for p in root.rglob("*") if p.is_file())
+
+
+def _collect_declared_artifacts(data: dict[str, Any], specs: list[dict[str, Any]], run_dir: Path) -> list[str]:
+    """Required artifact files missing from artifacts/; a file the output points at inside the
+    run directory is moved in first, since agents sometimes follow the skill's own path."""
+    missing = []
+    root = run_dir.resolve()
+    for spec in specs:
+        target = run_dir / "artifacts" / spec["filename"]
+        if target.is_file():
+            continue
+        pointed = data.get(spec.get("property") or "") if isinstance(data, dict) else None
+        if isinstance(pointed, str) and pointed:
+            source = (run_dir / pointed).resolve() if not Path(pointed).is_absolute() else Path(pointed).resolve()
+            if source.is_relative_to(root) and source.is_file():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(str(source), target)
+                continue
+        if spec.get("required"):
+            missing.append(spec["filename"])
+    return missing
+
+
+def _validate_output(data: dict[str, Any] | None, schema: dict[str, Any], specs: list[dict[str, Any]], run_dir: Path) -> dict[str, str] | None:
+    if data is None:
+        return _error("OUTPUT_MISSING", "the agent's final message held no JSON object")
+    validator = validators.validator_for(schema)(schema)
+    problems = [
+        f"{'.'.join(str(p) for p in e.absolute_path) or '(root)'}: {e.message}"
+        for e in sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+    ]
+    if problems:
+        return _error("OUTPUT_SCHEMA_INVALID", "output does not match the skill's output schema: " + "; ".join(problems))
+    missing = _collect_declared_artifacts(data, specs, run_dir)
+    if missing:
+        return _error("ARTIFACT_MISSING", "required artifact missing from artifacts/: " + ", ".join(missing))
+    return None
+
+
+def _finish(turn: TurnResult, problem: dict[str, str] | None, run_dir: Path, warnings: list[dict[str, str]]) -> TurnDecision:
+    if problem:
+        return TurnDecision("failed", data=turn.final_data, error=problem, warnings=warnings, artifacts=list_artifacts(run_dir), repair_level=turn.repair_level)
+    return TurnDecision("succeeded", data=turn.final_data, warnings=warnings, artifacts=list_artifacts(run_dir), repair_level=turn.repair_level)
+
+
+def build_pending(turn: TurnResult, attempt_number: int) -> tuple[dict[str, Any], list[dict[str, str]]]:
+    """The backend-owned pending payload (R-LC3, R-LC4): always an id and a non-empty prompt."""
+    warnings: list[dict[str, str]] = []
+    context: dict[str, Any] = {}
+    if turn.interaction is not None and not turn.ask_user_invalid:
+        payload = turn.interaction.as_dict()
+        if payload["interaction_id"] != attempt_number:
+            context["agent_interaction_id"] = payload["interaction_id"]
+        context["source"] = "ask_user_envelope"
+    else:
+        if turn.ask_user_invalid:
+            warnings.append({"code": "ASK_USER_PAYLOAD_INVALID", "message": "the agent's ask_user payload was unusable; the question was taken from its message"})
+        text = (turn.assistant_text or "").strip()
+        payload = {
+            "kind": "open_text",
+            "prompt": text or PLACEHOLDER_PROMPT,
+            "options": [],
+            "ui_hints": {},
+            "default_decision_policy": "engine_judgement",
+            "required_fields": [],
+            "context": {},
+        }
+        context["source"] = "assistant_message" if text else "placeholder"
+    payload["interaction_id"] = attempt_number
+    payload["context"] = {**(payload.get("context") or {}), **context}
+    if not str(payload.get("prompt") or "").strip():
+        payload["prompt"] = PLACEHOLDER_PROMPT
+    payload.setdefault("default_decision_policy", "engine_judgement")
+    payload["default_decision_policy"] = payload["default_decision_policy"] or "engine_judgement"
+    return payload, warnings
+
+
+def decide(
+    *,
+    mode: str,
+    turn: TurnResult,
+    output_schema: dict[str, Any],
+    artifact_specs: list[dict[str, Any]],
+    run_dir: Path,
+    attempt_number: int,
+    max_attempt: int | None,
+    needs_session_handle: bool,
+) -> TurnDecision:
+    warnings = list(turn.warnings)
+    failure = engine_failure(turn)
+    if failure:
+        return TurnDecision("failed", error=failure, warnings=warnings, artifacts=list_artifacts(run_dir), repair_level=turn.repair_level)
+
+    if mode == "auto":  # R-LC1: exit 0 + schema-valid output + artifacts; no marker needed
+        return _finish(turn, _validate_output(turn.final_data, output_schema, artifact_specs, run_dir), run_dir, warnings)
+
+    if turn.done_marker_found:  # R-LC2 step 2: strong evidence, never waits
+        return _finish(turn, _validate_output(turn.final_data, output_schema, artifact_specs, run_dir), run_dir, warnings)
+
+    is_question = turn.outcome == "ask_user" or turn.ask_user_invalid or turn.interaction is not None
+    if not is_question and turn.final_data is not None:
+        if _validate_output(turn.final_data, output_schema, artifact_specs, run_dir) is None:  # step 3: soft completion
+            warnings.append({"code": "INTERACTIVE_COMPLETED_WITHOUT_DONE_MARKER", "message": "the output matched the schema but carried no __SKILL_DONE__ marker"})
+            return _finish(turn, None, run_dir, warnings)
+
+    if max_attempt is not None and attempt_number >= max_attempt:  # step 4
+        error = _error("INTERACTIVE_MAX_ATTEMPT_EXCEEDED", f"the skill allows at most {max_attempt} attempts and the task is not done")
+        return TurnDecision("failed", error=error, warnings=warnings, artifacts=list_artifacts(run_dir), repair_level=turn.repair_level)
+
+    if needs_session_handle and not turn.session_handle:  # R-EN7
+        error = _error("SESSION_RESUME_FAILED", "the engine reported no session id, so the conversation could not be resumed")
+        return TurnDecision("failed", error=error, warnings=warnings, artifacts=list_artifacts(run_dir), repair_level=turn.repair_level)
+
+    pending, pending_warnings = build_pending(turn, attempt_number)  # step 5
+    return TurnDecision("waiting_user", pending=pending, warnings=warnings + pending_warnings, repair_level=turn.repair_level)

@@ -1,0 +1,3 @@
+from channels.routing import URLRouter
+
+websocket_application = URLRouter([])

@@ -1,0 +1,69 @@
+"""Reads of runs, always through the caller's visibility (owners see theirs, staff see all)."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+from django.db.models import QuerySet
+
+from skillrunner.errors import NotFound
+
+from .models import Interaction, Run, RunEvent
+
+EVENT_PAGE_LIMIT = 500
+
+
+def runs_visible_to(user) -> QuerySet[Run]:
+    runs = Run.objects.select_related("skill", "skill_version", "owner")
+    return runs if user.is_staff else runs.filter(owner=user)
+
+
+def run_for(user, request_id: Any) -> Run:
+    """The run, or a 404 that does not reveal whether someone else's run exists."""
+    try:
+        key = uuid.UUID(str(request_id))
+    except ValueError:
+        key = None
+    run = runs_visible_to(user).filter(pk=key).first() if key else None
+    if run is None:
+        raise NotFound("RUN_NOT_FOUND", f"no run {request_id}")
+    return run
+
+
+def events_after(run: Run, after_seq: int, limit: int = EVENT_PAGE_LIMIT) -> list[RunEvent]:
+    return list(RunEvent.objects.filter(run=run, seq__gt=after_seq).order_by("seq")[:limit])
+
+
+def interaction_history(run: Run) -> QuerySet[Interaction]:
+    return run.interactions.select_related("answered_by").order_by("interaction_id")
+
+
+def pending_payload(run: Run) -> dict[str, Any] | None:
+    if run.status != "waiting_user" or run.pending_interaction_id is None:
+        return None
+    interaction = run.interactions.filter(interaction_id=run.pending_interaction_id).first()
+    return interaction.payload if interaction else None
+
+
+def artifact_file(run: Run, relative: str) -> Path:
+    """A file under the run's artifacts/, given as `artifacts/x` or `x`; never anything outside."""
+    root = (run.run_dir / "artifacts").resolve()
+    relative = relative.removeprefix("artifacts/")
+    candidate = (root / relative).resolve()
+    if not relative or not candidate.is_relative_to(root) or not candidate.is_file():
+        raise NotFound("ARTIFACT_NOT_FOUND", f"no artifact {relative!r}")
+    return candidate
+
+
+def attempt_logs(run: Run) -> list[dict[str, Any]]:
+    logs = run.run_dir / "logs"
+    attempts = []
+    for number in range(1, run.attempt_number + 1):
+        parts = {name: logs / f"attempt-{number}.{name}.txt" for name in ("prompt", "stdout", "stderr")}
+        if any(path.exists() for path in parts.values()):
+            attempts.append(
+                {"attempt_number": number, **{name: path.read_text(encoding="utf-8", errors="replace") if path.exists() else "" for name, path in parts.items()}}
+            )
+    return attempts

@@ -1,0 +1,118 @@
+"""Request parsing and response shapes of the job API (SPEC §8)."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from .models import Run
+
+
+class RunCreateInput(serializers.Serializer):
+    skill_id = serializers.CharField(max_length=128)
+    engine = serializers.CharField(max_length=32, default="codex")
+    model = serializers.CharField(max_length=128, required=False, allow_blank=True, allow_null=True)
+    input = serializers.DictField(required=False, default=dict)
+    parameter = serializers.DictField(required=False, default=dict)
+    runtime_options = serializers.DictField(required=False, default=dict)
+
+
+class RunCreateOutput(serializers.Serializer):
+    request_id = serializers.UUIDField()
+    cache_hit = serializers.BooleanField()
+    status = serializers.CharField(allow_null=True, help_text="null while the run waits for its input files upload")
+
+
+class CodedMessage(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+
+
+class RunStatusOutput(serializers.ModelSerializer):
+    skill_id = serializers.CharField(source="skill.skill_id")
+    skill_version = serializers.CharField(source="skill_version.version")
+    error = CodedMessage(allow_null=True)
+    warnings = CodedMessage(many=True)
+    awaiting_upload = serializers.BooleanField()
+
+    class Meta:
+        model = Run
+        fields = [
+            "request_id",
+            "status",
+            "skill_id",
+            "skill_version",
+            "engine",
+            "model",
+            "execution_mode",
+            "interactive_profile",
+            "attempt_number",
+            "created_at",
+            "updated_at",
+            "warnings",
+            "error",
+            "pending_interaction_id",
+            "interaction_count",
+            "auto_decision_count",
+            "recovery_state",
+            "wait_deadline_at",
+            "awaiting_upload",
+        ]
+
+
+class UploadOutput(serializers.Serializer):
+    request_id = serializers.UUIDField()
+    cache_hit = serializers.BooleanField()
+    status = serializers.CharField()
+    extracted_files = serializers.ListField(child=serializers.CharField())
+
+
+class StateChangeOutput(serializers.Serializer):
+    request_id = serializers.UUIDField()
+    status = serializers.CharField()
+    accepted = serializers.BooleanField()
+
+
+class ReplyInput(serializers.Serializer):
+    interaction_id = serializers.IntegerField(min_value=1)
+    response = serializers.JSONField()
+    idempotency_key = serializers.CharField(max_length=128, required=False, allow_blank=True, default="")
+
+
+class PendingOutput(serializers.Serializer):
+    request_id = serializers.UUIDField()
+    status = serializers.CharField()
+    pending = serializers.JSONField(allow_null=True)
+
+
+class InteractionRecord(serializers.Serializer):
+    interaction_id = serializers.IntegerField()
+    attempt_number = serializers.IntegerField()
+    kind = serializers.CharField()
+    prompt = serializers.CharField()
+    payload = serializers.JSONField()
+    asked_at = serializers.DateTimeField()
+    response = serializers.JSONField(allow_null=True)
+    resolution_mode = serializers.CharField(allow_null=True)
+    answered_at = serializers.DateTimeField(allow_null=True)
+    answered_by = serializers.CharField(source="answered_by.username", allow_null=True, default=None)
+
+
+class ResultEnvelope(serializers.Serializer):
+    status = serializers.CharField()
+    data = serializers.JSONField(allow_null=True)
+    artifacts = serializers.ListField(child=serializers.CharField())
+    repair_level = serializers.CharField()
+    validation_warnings = CodedMessage(many=True)
+    error = CodedMessage(allow_null=True)
+
+
+class ResultOutput(serializers.Serializer):
+    request_id = serializers.UUIDField()
+    result = ResultEnvelope()
+
+
+class EventRecord(serializers.Serializer):
+    seq = serializers.IntegerField()
+    kind = serializers.CharField()
+    payload = serializers.JSONField()
+    ts = serializers.DateTimeField(source="created_at")

@@ -1,0 +1,117 @@
+"""Keeping runs honest when processes die (R-LC9, R-LC13): recovery at worker start, and a
+once-a-second tick that fires wait deadlines, reaps dead claims and re-dispatches queued runs."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import close_old_connections
+from django.utils import timezone
+
+from engines.process import kill_process_group
+
+from . import services
+from .models import InteractiveProfile, RecoveryState, Run, RunStatus
+
+logger = logging.getLogger(__name__)
+
+INTERRUPTED = "ORCHESTRATOR_RESTART_INTERRUPTED"
+
+
+def _parse_claim(claimed_by: str) -> tuple[str, int | None, str]:
+    host, _, rest = claimed_by.partition(":")
+    pid_text, _, token = rest.partition(":")
+    return host, int(pid_text) if pid_text.isdigit() else None, token
+
+
+def _pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _claim_is_dead(run: Run, stale_before) -> bool:
+    host, pid, _ = _parse_claim(run.claimed_by)
+    if host == socket.gethostname():
+        return not _pid_alive(pid)
+    return run.heartbeat_at is None or run.heartbeat_at < stale_before
+
+
+def _kill_orphan_engine(run: Run) -> None:
+    host, _, _ = _parse_claim(run.claimed_by)
+    if run.engine_pid and host == socket.gethostname():
+        kill_process_group(run.engine_pid, grace_seconds=settings.SKILLRUNNER_KILL_GRACE_SECONDS)
+
+
+def _fail_dead_claim(run: Run) -> None:
+    _kill_orphan_engine(run)
+    if run.status == RunStatus.WAITING_USER:
+        services.fail_run(run.pk, "INTERACTION_PROCESS_LOST", "the resident engine process was lost while waiting", recovery_state=RecoveryState.FAILED_RECONCILED)
+    else:
+        services.fail_run(run.pk, INTERRUPTED, "the worker running this turn stopped before it finished", recovery_state=RecoveryState.FAILED_RECONCILED)
+
+
+def reap_dead_claims() -> int:
+    """Running turns (and sticky waits) whose worker is gone fail with their stable code."""
+    stale_before = timezone.now() - timedelta(seconds=settings.SKILLRUNNER_HEARTBEAT_SECONDS * 3 + 5)
+    claimed = Run.objects.filter(status__in=[RunStatus.RUNNING, RunStatus.WAITING_USER]).exclude(claimed_by="")
+    dead = [run for run in claimed.only("request_id", "status", "claimed_by", "heartbeat_at", "engine_pid") if _claim_is_dead(run, stale_before)]
+    for run in dead:
+        _fail_dead_claim(run)
+    return len(dead)
+
+
+def expire_waits() -> int:
+    due = Run.objects.filter(status=RunStatus.WAITING_USER, wait_deadline_at__lte=timezone.now()).values_list("request_id", flat=True)
+    return sum(1 for request_id in list(due) if services.expire_wait(request_id))
+
+
+def recover_on_worker_start() -> None:
+    """R-LC13, run before the cluster takes work."""
+    reap_dead_claims()
+    waiting = Run.objects.filter(status=RunStatus.WAITING_USER, interactive_profile=InteractiveProfile.RESUMABLE)
+    for run in waiting.only("request_id", "session_handle", "pending_interaction_id"):
+        if run.session_handle and run.pending_interaction_id:
+            services.recover_waiting_run(run.pk)
+        else:
+            services.fail_run(run.pk, "SESSION_RESUME_FAILED", "the waiting run has no session to resume after a restart", recovery_state=RecoveryState.FAILED_RECONCILED)
+    services.dispatch_queued_runs()
+
+
+def release_own_claims(token: str) -> None:
+    """On shutdown, end this cluster's turns so their engine processes are killed promptly."""
+    mine = Run.objects.filter(status__in=[RunStatus.RUNNING, RunStatus.WAITING_USER], claimed_by__endswith=f":{token}")
+    for run in mine.only("request_id", "status", "claimed_by", "engine_pid"):
+        _fail_dead_claim(run)
+
+
+def supervise_once() -> None:
+    expire_waits()
+    reap_dead_claims()
+    services.dispatch_queued_runs()
+
+
+def start_supervisor(stop: threading.Event, interval: float = 1.0) -> threading.Thread:
+    def loop() -> None:
+        while not stop.wait(interval):
+            try:
+                supervise_once()
+            except Exception:
+                logger.exception("supervisor tick failed")
+            finally:
+                close_old_connections()
+
+    thread = threading.Thread(target=loop, name="run-supervisor", daemon=True)
+    thread.start()
+    return thread

@@ -1,0 +1,43 @@
+"""One error envelope for the whole API (SPEC §8): coded errors carry {code, message}."""
+
+from __future__ import annotations
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from .errors import ApplicationError
+
+
+def _flatten(detail, prefix: str = "") -> list[str]:
+    if isinstance(detail, dict):
+        return [msg for key, value in detail.items() for msg in _flatten(value, f"{prefix}{key}: " if key != "non_field_errors" else prefix)]
+    if isinstance(detail, list):
+        return [msg for item in detail for msg in _flatten(item, prefix)]
+    return [f"{prefix}{detail}"]
+
+
+def exception_handler(exc, context):
+    if isinstance(exc, ApplicationError):
+        return Response({"detail": exc.as_detail()}, status=exc.status_code)
+    if isinstance(exc, exceptions.ValidationError):
+        errors = _flatten(exc.detail)
+        return Response(
+            {"detail": {"code": "VALIDATION_ERROR", "message": "; ".join(errors), "errors": errors}},
+            status=status.HTTP_400_BAD_REQUEST,
+        )
+    if isinstance(exc, exceptions.ParseError):
+        return Response({"detail": {"code": "MALFORMED_REQUEST", "message": str(exc.detail)}}, status=400)
+    if isinstance(exc, exceptions.UnsupportedMediaType):
+        return Response({"detail": {"code": "UNSUPPORTED_MEDIA_TYPE", "message": str(exc.detail)}}, status=415)
+    if isinstance(exc, exceptions.Throttled):
+        response = drf_exception_handler(exc, context)
+        response.data = {"detail": {"code": "RATE_LIMITED", "message": str(exc.detail), "retry_after": exc.wait}}
+        return response
+    if isinstance(exc, (Http404, exceptions.NotFound)):
+        return Response({"detail": {"code": "NOT_FOUND", "message": "Not found."}}, status=404)
+    if isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied()
+    return drf_exception_handler(exc, context)

@@ -1,0 +1,28 @@
+"""Errors with a stable code that the API renders as {"detail": {"code", "message", ...}}."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ApplicationError(Exception):
+    status_code = 400
+
+    def __init__(self, code: str, message: str, *, status_code: int | None = None, **extra: Any):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        if status_code is not None:
+            self.status_code = status_code
+        self.extra = extra
+
+    def as_detail(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, **self.extra}
+
+
+class NotFound(ApplicationError):
+    status_code = 404
+
+
+class Conflict(ApplicationError):
+    status_code = 409

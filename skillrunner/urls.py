@@ -1,0 +1,45 @@
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from runs import api as jobs
+from skills import api as skills
+
+from . import system
+
+job = "v1/jobs/<str:request_id>"
+
+api_v1 = [
+    path("v1/system/ping", system.ping, name="ping"),
+    path("v1/system/healthz", system.healthz),
+    path("v1/system/readyz", system.readyz),
+    path("v1/skills", skills.SkillListView.as_view(), name="skill-list"),
+    path("v1/skills/<str:skill_id>", skills.SkillDetailView.as_view(), name="skill-detail"),
+    path("v1/skill-packages/install", skills.SkillInstallView.as_view(), name="skill-install"),
+    path("v1/engines", system.EngineListView.as_view(), name="engine-list"),
+    path("v1/engines/<str:engine>/models", system.EngineModelsView.as_view(), name="engine-models"),
+    path("v1/jobs", jobs.JobListCreateView.as_view(), name="job-list"),
+    path(job, jobs.JobDetailView.as_view(), name="job-detail"),
+    path(f"{job}/upload", jobs.JobUploadView.as_view(), name="job-upload"),
+    path(f"{job}/interaction/pending", jobs.PendingInteractionView.as_view(), name="job-pending"),
+    path(f"{job}/interaction/reply", jobs.ReplyView.as_view(), name="job-reply"),
+    path(f"{job}/interaction/history", jobs.InteractionHistoryView.as_view(), name="job-history"),
+    path(f"{job}/cancel", jobs.CancelView.as_view(), name="job-cancel"),
+    path(f"{job}/result", jobs.ResultView.as_view(), name="job-result"),
+    path(f"{job}/artifacts", jobs.ArtifactListView.as_view(), name="job-artifacts"),
+    path(f"{job}/artifacts/<path:path>", jobs.ArtifactFileView.as_view(), name="job-artifact"),
+    path(f"{job}/bundle", jobs.BundleView.as_view(), name="job-bundle"),
+    path(f"{job}/logs", jobs.LogsView.as_view(), name="job-logs"),
+    path(f"{job}/events/history", jobs.EventHistoryView.as_view(), name="job-events-history"),
+    path(f"{job}/events", jobs.EventStreamView.as_view(), name="job-events"),
+    path("v1/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("v1/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+]
+
+urlpatterns = [
+    *api_v1,
+    path("healthz", system.healthz),
+    path("readyz", system.readyz),
+    path("admin/", admin.site.urls),
+    path("accounts/", include("django.contrib.auth.urls")),
+]

@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+
+
+class Skill(models.Model):
+    """An installed skill; `current` is the version new runs use."""
+
+    skill_id = models.CharField(max_length=128, unique=True)
+    current = models.OneToOneField("SkillVersion", null=True, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["skill_id"]
+
+    def __str__(self) -> str:
+        return self.skill_id
+
+
+class SkillVersion(models.Model):
+    """An immutable snapshot of one version of a skill package (R-SK6)."""
+
+    skill = models.ForeignKey(Skill, on_delete=models.PROTECT, related_name="versions")
+    version = models.CharField(max_length=64)
+    name = models.CharField(max_length=256)
+    description = models.TextField(blank=True)
+    manifest = models.JSONField(help_text="runner.json as installed")
+    schemas = models.JSONField(help_text="{input, parameter, output} JSON Schemas")
+    engines = models.JSONField(default=list)
+    unsupported_engines = models.JSONField(default=list)
+    effective_engines = models.JSONField(default=list)
+    execution_modes = models.JSONField(default=list)
+    max_attempt = models.PositiveIntegerField(null=True, blank=True)
+    artifacts = models.JSONField(default=list, help_text="[{role, filename, required}]")
+    warnings = models.JSONField(default=list)
+    snapshot_dir = models.CharField(max_length=1024)
+    package_sha256 = models.CharField(max_length=64)
+    installed_at = models.DateTimeField(auto_now_add=True)
+    installed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+
+    class Meta:
+        ordering = ["skill__skill_id", "-installed_at"]
+        constraints = [models.UniqueConstraint(fields=["skill", "version"], name="unique_skill_version")]
+
+    def __str__(self) -> str:
+        return f"{self.skill.skill_id} {self.version}"
+
+    @property
+    def path(self) -> Path:
+        return Path(self.snapshot_dir)
+
+    @property
+    def runtime_defaults(self) -> dict[str, Any]:
+        runtime = self.manifest.get("runtime") or {}
+        defaults = runtime.get("default_options") if isinstance(runtime, dict) else None
+        return defaults if isinstance(defaults, dict) else {}

@@ -1,0 +1,147 @@
+"""Installing skills: every path (zip upload, folder, bundled set) ends in `install_package`."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+from pathlib import Path
+from typing import BinaryIO
+
+from django.conf import settings
+from django.db import transaction
+from packaging.version import Version
+
+from skillrunner.archives import ArchiveError, ArchiveLimits, extract_zip
+
+from .models import Skill, SkillVersion
+from .packages import SkillPackage, SkillPackageError, load_skill_dir
+
+logger = logging.getLogger(__name__)
+
+# Stripped from packages: version-control metadata is never part of a skill.
+STRIPPED_NAMES = (".git",)
+
+
+def snapshot_root() -> Path:
+    return settings.DATA_DIR / "skill-snapshots"
+
+
+def _staging_dir() -> Path:
+    path = settings.DATA_DIR / "tmp"
+    path.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix="skill-", dir=path))
+
+
+def archive_limits() -> ArchiveLimits:
+    return ArchiveLimits(
+        max_members=settings.SKILLRUNNER_ZIP_MAX_MEMBERS,
+        max_total_bytes=settings.SKILLRUNNER_ZIP_MAX_TOTAL_BYTES,
+        max_ratio=settings.SKILLRUNNER_ZIP_MAX_RATIO,
+    )
+
+
+def _check_newer(package: SkillPackage) -> None:
+    skill = Skill.objects.filter(skill_id=package.skill_id).select_related("current").first()
+    if skill and skill.current and Version(package.version) <= Version(skill.current.version):
+        raise SkillPackageError(
+            "SKILL_VERSION_NOT_NEWER",
+            f"{package.skill_id} {skill.current.version} is installed; an update needs a strictly greater version than {package.version}",
+        )
+
+
+def install_package(package: SkillPackage, *, user=None) -> SkillVersion:
+    """Snapshot the validated package and make it the current version (R-SK6)."""
+    _check_newer(package)
+    target = snapshot_root() / package.skill_id / package.version
+    if target.exists():
+        # Left behind by an install whose database write failed: never reused blindly.
+        shutil.rmtree(target)
+    staging = _staging_dir()
+    try:
+        copy = staging / package.skill_id
+        shutil.copytree(package.root, copy, ignore=shutil.ignore_patterns(*STRIPPED_NAMES), symlinks=False)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        copy.rename(target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    try:
+        with transaction.atomic():
+            skill, _ = Skill.objects.select_for_update().get_or_create(skill_id=package.skill_id)
+            if skill.current and Version(package.version) <= Version(skill.current.version):
+                raise SkillPackageError("SKILL_VERSION_NOT_NEWER", f"{package.skill_id} {skill.current.version} was installed meanwhile")
+            version = SkillVersion.objects.create(
+                skill=skill,
+                version=package.version,
+                name=package.name,
+                description=package.description,
+                manifest=package.manifest,
+                schemas=package.schemas,
+                engines=package.engines,
+                unsupported_engines=package.unsupported_engines,
+                effective_engines=package.effective_engines,
+                execution_modes=package.execution_modes,
+                max_attempt=package.max_attempt,
+                artifacts=package.artifacts,
+                warnings=package.warnings,
+                snapshot_dir=str(target),
+                package_sha256=package.fingerprint(),
+                installed_by=user,
+            )
+            skill.current = version
+            skill.save(update_fields=["current", "updated_at"])
+    except BaseException:
+        shutil.rmtree(target, ignore_errors=True)
+        raise
+    logger.info("installed skill %s %s", package.skill_id, package.version)
+    return version
+
+
+def _single_top_level(root: Path) -> Path:
+    entries = [p for p in root.iterdir() if p.name != "__MACOSX"]
+    if len(entries) != 1 or not entries[0].is_dir():
+        names = ", ".join(sorted(p.name for p in entries)) or "nothing"
+        raise SkillPackageError("SKILL_PACKAGE_INVALID", f"a skill zip must hold exactly one top-level folder; found {names}")
+    return entries[0]
+
+
+def install_zip(source: BinaryIO | Path, *, user=None) -> SkillVersion:
+    """Install a zipped package; a refused archive leaves nothing behind."""
+    staging = _staging_dir()
+    try:
+        try:
+            extract_zip(source, staging, archive_limits())
+        except ArchiveError as exc:
+            raise SkillPackageError(exc.code, exc.message) from exc
+        package = load_skill_dir(_single_top_level(staging))
+        return install_package(package, user=user)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def install_path(path: Path, *, user=None) -> SkillVersion:
+    if path.is_dir():
+        return install_package(load_skill_dir(path), user=user)
+    with open(path, "rb") as handle:
+        return install_zip(handle, user=user)
+
+
+def sync_skill_directory(directory: Path) -> list[str]:
+    """Install every skill folder in `directory` whose version is new; returns what was installed.
+
+    Folders placed by hand may predate `execution_modes` (R-SK4: loaded as auto, with a warning).
+    """
+    installed: list[str] = []
+    if not directory.is_dir():
+        return installed
+    for folder in sorted(p for p in directory.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        try:
+            package = load_skill_dir(folder, legacy=True)
+            current = Skill.objects.filter(skill_id=package.skill_id).values_list("current__version", flat=True).first()
+            if current and Version(package.version) <= Version(current):
+                continue
+            install_package(package)
+            installed.append(f"{package.skill_id} {package.version}")
+        except SkillPackageError as exc:
+            logger.warning("skipping skill folder %s: %s %s", folder, exc.code, exc.message)
+    return installed
