@@ -110,12 +110,17 @@ class EngineAdapter:
     def prepare_home(self, config: EngineConfig) -> None:
         """Create the engine's isolated home; subclasses add their config files. Idempotent."""
         self.home_dir(config).mkdir(parents=True, exist_ok=True)
+        self.tmp_dir(config).mkdir(parents=True, exist_ok=True)
 
     # ---- shared machinery ------------------------------------------------------------------
 
     def home_dir(self, config: EngineConfig) -> Path:
         """HOME of the engine process: inside its config dir, never the server user's (R-EN5)."""
         return Path(config.home) / "home"
+
+    def tmp_dir(self, config: EngineConfig) -> Path:
+        """TMPDIR of the engine process: CLIs drop error reports and helper binaries there."""
+        return Path(config.home) / "tmp"
 
     def model_args(self, request: TurnRequest, config: EngineConfig) -> list[str]:
         model = request.model or config.default_model
@@ -128,6 +133,8 @@ class EngineAdapter:
         env.setdefault("LANG", "C.UTF-8")
         env.update(config.extra_env)
         env["HOME"] = str(self.home_dir(config))
+        env["TMPDIR"] = str(self.tmp_dir(config))
+        env["NO_COLOR"] = "1"  # plain output is what the parsers read
         env.update(self.engine_env(config))
         return env
 

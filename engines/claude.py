@@ -67,6 +67,7 @@ class ClaudeAdapter(EngineAdapter):
             "DISABLE_AUTOUPDATER": "1",
             "DISABLE_TELEMETRY": "1",
             "IS_SANDBOX": "1",
+            "CLAUDE_CODE_MAX_RETRIES": "2",  # a failing endpoint should not eat the hard timeout
         }
         if config.api_key:
             env["ANTHROPIC_API_KEY"] = config.api_key

@@ -69,7 +69,10 @@ class CodexAdapter(EngineAdapter):
 
     def prepare_home(self, config: EngineConfig) -> None:
         super().prepare_home(config)
-        lines = ["# Written by Skill Runner for every run of this engine home; edits are overwritten."]
+        lines = [
+            "# Written by Skill Runner for every run of this engine home; edits are overwritten.",
+            "check_for_update_on_startup = false",
+        ]
         if config.base_url:
             # A custom provider speaks plain HTTP+SSE (the built-in one tries WebSockets first),
             # and few retries keep a dead endpoint from eating the whole hard timeout (R-EN8).
@@ -84,6 +87,7 @@ class CodexAdapter(EngineAdapter):
                 "request_max_retries = 1",
                 "stream_max_retries = 1",
             ]
+        lines += ["", "[analytics]", "enabled = false"]
         write_if_changed(Path(config.home) / "config.toml", "\n".join(lines) + "\n")
 
     def extract(self, stdout: str, stderr: str) -> EngineOutput:

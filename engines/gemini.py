@@ -60,7 +60,8 @@ class GeminiAdapter(EngineAdapter):
         return argv + ["-p", argv_prompt(request.prompt)]
 
     def engine_env(self, config: EngineConfig) -> dict[str, str]:
-        env = {"GEMINI_CLI_HOME": str(config.home)}
+        # NO_RELAUNCH: the CLI otherwise re-spawns itself, leaving two node processes per turn.
+        env = {"GEMINI_CLI_HOME": str(config.home), "GEMINI_CLI_NO_RELAUNCH": "1"}
         if config.api_key:
             env["GEMINI_API_KEY"] = config.api_key
         if config.base_url:
