@@ -72,6 +72,7 @@ def _artifact_specs(run: Run) -> tuple[ArtifactSpec, ...]:
 def build_turn_request(run: Run) -> TurnRequest:
     version = run.skill_version
     run_dir = run.run_dir
+    adapter = get_adapter(run.engine)
     if run.attempt_number == 1 or not run.session_handle:
         prompt = first_turn_prompt(
             skill_id=run.skill.skill_id,
@@ -80,6 +81,7 @@ def build_turn_request(run: Run) -> TurnRequest:
             parameters=run.parameter,
             file_inputs=resolve_file_inputs(version.schemas["input"], run.input, run_dir / "uploads"),
             run_dir=run_dir,
+            skill_dir=adapter.skill_dir(run_dir, run.skill.skill_id),
         )
     else:
         prompt = run.next_prompt

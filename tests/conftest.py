@@ -1,0 +1,108 @@
+"""Shared fixtures: isolated data dirs, users with API tokens, installed skills, a scripted engine."""
+
+from __future__ import annotations
+
+import json
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+from rest_framework.test import APIClient
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_SKILLS = REPO.parent / "shared" / "skills"
+BUNDLED_SKILLS = REPO / "skills" / "bundled"
+FAKE_CODEX = REPO / "tests" / "support" / "fake_codex.py"
+
+
+@pytest.fixture(autouse=True)
+def isolated_data_dir(settings, tmp_path):
+    """Every test gets its own data dir: runs, snapshots and engine homes never leak between tests."""
+    settings.DATA_DIR = tmp_path / "data"
+    settings.DATA_DIR.mkdir()
+    return settings.DATA_DIR
+
+
+def _client_for(user) -> APIClient:
+    from accounts.models import ApiToken
+
+    _, key = ApiToken.issue(user)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    client.token_key = key
+    client.user = user
+    return client
+
+
+@pytest.fixture
+def alice(db, django_user_model):
+    return django_user_model.objects.create_user("alice", password="alice-password-123")
+
+
+@pytest.fixture
+def bob(db, django_user_model):
+    return django_user_model.objects.create_user("bob", password="bob-password-123")
+
+
+@pytest.fixture
+def admin_user(db, django_user_model):
+    return django_user_model.objects.create_user("root", password="root-password-123", is_staff=True, is_superuser=True)
+
+
+@pytest.fixture
+def api(alice) -> APIClient:
+    return _client_for(alice)
+
+
+@pytest.fixture
+def bob_api(bob) -> APIClient:
+    return _client_for(bob)
+
+
+@pytest.fixture
+def staff_api(admin_user) -> APIClient:
+    return _client_for(admin_user)
+
+
+@pytest.fixture
+def install_skill(db):
+    """Install a skill folder by name from our bundled skills or ../shared/skills."""
+    from skills.services import install_path
+
+    def install(name: str, root: Path | None = None):
+        for base in ([root] if root else [BUNDLED_SKILLS, SHARED_SKILLS]):
+            if (base / name).is_dir():
+                return install_path(base / name)
+        raise FileNotFoundError(name)
+
+    return install
+
+
+class FakeCodex:
+    """Points the codex engine at tests/support/fake_codex.py playing a script."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.script_file = root / "script.json"
+        self.binary = root / "codex"
+        self.binary.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_CODEX}" "{self.script_file}" "$@"\n')
+        self.binary.chmod(self.binary.stat().st_mode | stat.S_IXUSR)
+
+    def script(self, *turns: dict) -> None:
+        self.script_file.write_text(json.dumps({"turns": list(turns)}))
+
+    def invocations(self) -> list[dict]:
+        log = self.root / "invocations.jsonl"
+        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+@pytest.fixture
+def fake_codex(settings, tmp_path) -> FakeCodex:
+    root = tmp_path / "fake-codex"
+    root.mkdir()
+    fake = FakeCodex(root)
+    engines = {name: dict(conf) for name, conf in settings.SKILLRUNNER_ENGINES.items()}
+    engines["codex"]["binary"] = str(fake.binary)
+    settings.SKILLRUNNER_ENGINES = engines
+    return fake

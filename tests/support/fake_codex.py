@@ -1,0 +1,99 @@
+"""A scripted stand-in for `codex exec --json`, for fast orchestration tests and benchmarks.
+
+It prints the same JSONL event shapes as Codex 0.169 (see tests/golden/codex) and follows a
+script instead of a model. Real-engine tests use the real CLI; this only speeds up the rest.
+
+Script (JSON file): {"turns": [step, ...]}; the n-th turn of a thread plays step n (the last
+step repeats). A step may hold:
+  message   the agent's final message text
+  files     {relative path: content} written in the run directory before answering
+  sleep     seconds to wait before answering (hard-timeout and cancel tests)
+  exit      exit code (default 0)
+  fail      emit turn.failed with this message (exit 1)
+  stderr    text written to stderr
+  no_thread omit thread.started (no session id)
+  echo_env  write the environment to this file (isolation tests)
+Each invocation is appended to invocations.jsonl beside the script.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+
+
+def _emit(event: dict) -> None:
+    sys.stdout.write(json.dumps(event) + "\n")
+    sys.stdout.flush()
+
+
+def _parse(argv: list[str]) -> tuple[str | None, str]:
+    """(thread id to resume or None, prompt) from `exec [flags] [-m M] [resume ID] PROMPT`."""
+    args = argv[1:]
+    thread = None
+    positional = []
+    skip = False
+    for index, arg in enumerate(args):
+        if skip:
+            skip = False
+            continue
+        if arg in ("-m", "--model", "-c"):
+            skip = True
+        elif not arg.startswith("-") or arg.startswith(" -"):
+            positional.append(arg)
+    if positional[:1] == ["resume"]:
+        thread, positional = positional[1], positional[2:]
+    return thread, (positional[0] if positional else "")
+
+
+def main(script_path: str, argv: list[str]) -> int:
+    if argv[:1] == ["--version"]:
+        print("codex-cli 0.0.0-fake")
+        return 0
+    if "--help" in argv:
+        print("Usage: codex exec [OPTIONS] [PROMPT]\n  --yolo  run without approvals\n  --json  JSONL events")
+        return 0
+    script_file = Path(script_path)
+    script = json.loads(script_file.read_text())
+    thread, prompt = _parse(argv)
+    threads = script_file.parent / "threads"
+    threads.mkdir(exist_ok=True)
+    thread_id = thread or str(uuid.uuid4())
+    turn_log = threads / thread_id
+    turn_index = len(turn_log.read_text().splitlines()) if turn_log.exists() else 0
+    with open(turn_log, "a") as log:
+        log.write(json.dumps(prompt) + "\n")
+    with open(script_file.parent / "invocations.jsonl", "a") as log:
+        log.write(json.dumps({"argv": argv, "cwd": os.getcwd(), "pid": os.getpid(), "thread": thread_id, "turn": turn_index, "prompt": prompt}) + "\n")
+    turns = script["turns"]
+    step = turns[min(turn_index, len(turns) - 1)]
+
+    if step.get("echo_env"):
+        Path(step["echo_env"]).write_text(json.dumps(dict(os.environ)))
+    if not step.get("no_thread"):
+        _emit({"type": "thread.started", "thread_id": thread_id})
+    _emit({"type": "turn.started"})
+    if step.get("stderr"):
+        sys.stderr.write(step["stderr"])
+    for relative, content in (step.get("files") or {}).items():
+        target = Path(relative)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(content)
+        _emit({"type": "item.completed", "item": {"id": "item_0", "type": "command_execution", "command": f"write {relative}", "aggregated_output": "", "exit_code": 0, "status": "completed"}})
+    if step.get("sleep"):
+        time.sleep(float(step["sleep"]))
+    if step.get("fail"):
+        _emit({"type": "turn.failed", "error": {"message": step["fail"]}})
+        return 1
+    if "message" in step:
+        _emit({"type": "item.completed", "item": {"id": "item_1", "type": "agent_message", "text": step["message"]}})
+    _emit({"type": "turn.completed", "usage": {"input_tokens": 1, "output_tokens": 1}})
+    return int(step.get("exit", 0))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2:]))
