@@ -116,7 +116,10 @@ def extract_json(text: str) -> tuple[dict[str, Any] | None, RepairLevel]:
     whole = _loads_object(text)
     if whole is not None:
         return whole, "none"
-    for candidate in (_loads_object(text.strip()), next(_fenced_objects(text), None), next(balanced_objects(text), None)):
+    # A bare {"__SKILL_DONE__": ...} quoted inside prose is neither data nor evidence (R-TP3 counts
+    # it only as a standalone line, removed before this ladder runs).
+    embedded = (obj for obj in balanced_objects(text) if set(obj) != {DONE_MARKER})
+    for candidate in (_loads_object(text.strip()), next(_fenced_objects(text), None), next(embedded, None)):
         if candidate is not None:
             return candidate, "deterministic_generic"
     return None, "none"

@@ -1,0 +1,238 @@
+"""Per-engine output parsing on synthetic samples (R-TP1, R-TP3; SPEC §7 session ids)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engines.registry import get_adapter
+from engines.types import FAILURE_ENGINE
+
+IFLOW_DATA = Path(__file__).parent / "data" / "iflow"
+
+
+def jsonl(*events: dict) -> str:
+    return "".join(json.dumps(event) + "\n" for event in events)
+
+
+# --- codex ---------------------------------------------------------------------------------------
+
+THREAD = {"type": "thread.started", "thread_id": "thread-1"}
+TURN = {"type": "turn.started"}
+DONE = {"type": "turn.completed", "usage": {"input_tokens": 1, "output_tokens": 1}}
+
+
+def agent(text: str) -> dict:
+    return {"type": "item.completed", "item": {"id": "i", "type": "agent_message", "text": text}}
+
+
+def command(output: str) -> dict:
+    return {
+        "type": "item.completed",
+        "item": {"id": "c", "type": "command_execution", "command": "cat x", "aggregated_output": output, "exit_code": 0, "status": "completed"},
+    }
+
+
+def test_codex_final_message_and_thread_id() -> None:
+    stdout = jsonl(THREAD, TURN, agent("thinking out loud"), agent('{"a": 1, "__SKILL_DONE__": true}'), DONE)
+    result = get_adapter("codex").parse(stdout, "Reading additional input from stdin...\n", 0, "interactive")
+    assert result.outcome == "final"
+    assert result.session_handle == "thread-1"
+    assert result.final_data == {"a": 1} and result.done_marker_found is True
+    assert result.assistant_text == '{"a": 1, "__SKILL_DONE__": true}'
+
+
+def test_codex_marker_only_in_command_output_is_not_evidence() -> None:
+    stdout = jsonl(
+        THREAD,
+        TURN,
+        command('{"__SKILL_DONE__": true}\n'),
+        command('{"ask_user": {"interaction_id": 1, "prompt": "from a file"}}'),
+        agent("I printed the file. What should I do next?"),
+        DONE,
+    )
+    result = get_adapter("codex").parse(stdout, "", 0, "interactive")
+    assert result.done_marker_found is False
+    assert result.outcome == "ask_user" and result.interaction is None
+    assert result.assistant_text == "I printed the file. What should I do next?"
+
+
+def test_codex_resume_output_only_the_latest_turn_counts() -> None:
+    stdout = jsonl(
+        THREAD,
+        TURN,
+        agent('{"answer": "old", "__SKILL_DONE__": true}'),
+        DONE,
+        TURN,
+        agent("Which colour do you prefer?"),
+        DONE,
+    )
+    result = get_adapter("codex").parse(stdout, "", 0, "interactive")
+    assert result.outcome == "ask_user"
+    assert result.done_marker_found is False and result.final_data is None
+    assert result.assistant_text == "Which colour do you prefer?"
+
+
+def test_codex_turn_failed_is_an_engine_error() -> None:
+    stdout = jsonl(THREAD, TURN, {"type": "error", "message": "Reconnecting... 1/1"}, {"type": "turn.failed", "error": {"message": "stream disconnected"}})
+    result = get_adapter("codex").parse(stdout, "", 1, "interactive")
+    assert result.outcome == "error" and result.failure_reason == FAILURE_ENGINE
+    assert result.failure_message == "stream disconnected"
+    assert result.session_handle == "thread-1"
+
+
+def test_codex_fatal_error_event_without_completed_turn() -> None:
+    result = get_adapter("codex").parse(jsonl(THREAD, TURN, {"type": "error", "message": "quota exceeded"}), "", 0, "auto")
+    assert result.outcome == "error" and result.failure_message == "quota exceeded"
+
+
+def test_codex_transient_error_notices_before_a_completed_turn_are_ignored() -> None:
+    stdout = jsonl(
+        THREAD,
+        TURN,
+        {"type": "error", "message": "Reconnecting... 1/5"},
+        {"type": "item.completed", "item": {"id": "i0", "type": "error", "message": "Model metadata not found"}},
+        agent('{"ok": true}'),
+        DONE,
+    )
+    result = get_adapter("codex").parse(stdout, "", 0, "auto")
+    assert result.outcome == "final" and result.final_data == {"ok": True}
+
+
+def test_codex_nonzero_exit_without_events_reports_stderr() -> None:
+    result = get_adapter("codex").parse("", "Error loading config.toml: wire_api\n", 1, "auto")
+    assert result.outcome == "error"
+    assert result.failure_message == "codex exited with code 1: Error loading config.toml: wire_api"
+
+
+# --- gemini --------------------------------------------------------------------------------------
+
+GEMINI_DOC = {"session_id": "gem-1", "response": "Need anything else?", "stats": {"models": {}}}
+
+
+def test_gemini_noise_lines_then_pretty_json_document() -> None:
+    stdout = "YOLO mode is enabled. All tool calls will be automatically approved.\nWarning: {legacy} setting\n" + json.dumps(GEMINI_DOC, indent=2)
+    result = get_adapter("gemini").parse(stdout, "", 0, "interactive")
+    assert result.session_handle == "gem-1"
+    assert result.assistant_text == "Need anything else?"
+    assert result.outcome == "ask_user"
+
+
+def test_gemini_last_json_document_wins() -> None:
+    first = json.dumps({"session_id": "gem-1", "response": "old"}, indent=2)
+    last = json.dumps({"session_id": "gem-1", "response": '```json\n{"x": 1, "__SKILL_DONE__": true}\n```'}, indent=2)
+    result = get_adapter("gemini").parse(first + "\nnoise\n" + last + "\n", "", 0, "interactive")
+    assert result.outcome == "final" and result.final_data == {"x": 1} and result.done_marker_found
+
+
+def test_gemini_response_object_is_dumped() -> None:
+    result = get_adapter("gemini").parse(json.dumps({"session_id": "s", "response": {"x": 1}}), "", 0, "auto")
+    assert result.final_data == {"x": 1}
+
+
+def test_gemini_error_envelope_is_an_engine_error() -> None:
+    stdout = json.dumps({"session_id": "gem-2", "error": {"type": "Error", "message": "Invalid auth method selected.", "code": 41}}, indent=2)
+    result = get_adapter("gemini").parse(stdout, "", 41, "interactive")
+    assert result.outcome == "error" and result.failure_reason == FAILURE_ENGINE
+    assert result.failure_message == "Invalid auth method selected."
+    assert result.session_handle == "gem-2"
+
+
+def test_gemini_without_any_json_document_fails() -> None:
+    result = get_adapter("gemini").parse("Loaded cached credentials.\n", "", 0, "interactive")
+    assert result.outcome == "error" and "no JSON result" in result.failure_message
+
+
+# --- iflow (hand-written recorded-format samples, see data/iflow/README.md) ------------------------
+
+
+def iflow_sample(name: str) -> tuple[str, str, int]:
+    read = lambda ext: (IFLOW_DATA / f"{name}.{ext}").read_text(encoding="utf-8")  # noqa: E731
+    return read("stdout"), read("stderr"), int(read("exit"))
+
+
+def test_iflow_execution_info_on_stderr() -> None:
+    result = get_adapter("iflow").parse(*iflow_sample("info_on_stderr"), "interactive")
+    assert result.session_handle == "session-7f3a91c2"
+    assert result.outcome == "final" and result.done_marker_found
+    assert result.final_data == {"report_path": "/runs/r1/artifacts/report.md"}
+
+
+def test_iflow_execution_info_on_stdout_is_not_part_of_the_message() -> None:
+    result = get_adapter("iflow").parse(*iflow_sample("info_on_stdout"), "interactive")
+    assert result.session_handle == "session-0b12"
+    assert result.assistant_text == "Which language should the summary be written in? French or German?"
+    assert result.outcome == "ask_user"
+
+
+def test_iflow_multi_round_output_keeps_the_latest_segment() -> None:
+    result = get_adapter("iflow").parse(*iflow_sample("multi_round"), "interactive")
+    assert result.session_handle == "session-7f3a91c2"
+    assert "Resuming session" not in result.assistant_text
+    assert result.assistant_text.startswith("The file mentions")
+    assert result.final_data == {"summary": "Tea is a drink."} and result.done_marker_found
+
+
+def test_iflow_crash_is_an_engine_error() -> None:
+    result = get_adapter("iflow").parse(*iflow_sample("crash"), "interactive")
+    assert result.outcome == "error"
+    assert result.failure_message == "iflow crashed: Error: SERVER_OAUTH2_REQUIRED: please run `iflow` and log in again"
+
+
+def test_iflow_error_exit_reports_stderr() -> None:
+    result = get_adapter("iflow").parse(*iflow_sample("error_exit"), "auto")
+    assert result.outcome == "error" and result.session_handle is None
+    assert result.failure_message == "iflow exited with code 1: Error: Request failed with status code 401"
+
+
+# --- claude --------------------------------------------------------------------------------------
+
+INIT = {"type": "system", "subtype": "init", "session_id": "cl-1", "model": "m", "tools": ["Bash"]}
+
+
+def assistant(*blocks: dict) -> dict:
+    return {"type": "assistant", "message": {"role": "assistant", "content": list(blocks)}, "session_id": "cl-1"}
+
+
+def result_event(text: str, *, is_error: bool = False, subtype: str = "success") -> dict:
+    return {"subtype": subtype, "is_error": is_error, "result": text, "session_id": "cl-1", "type": "result"}
+
+
+def test_claude_stream_json_result_and_session() -> None:
+    stdout = jsonl(
+        INIT,
+        assistant({"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "cat f"}}),
+        {"type": "user", "message": {"content": [{"type": "tool_result", "tool_use_id": "t1", "content": '{"__SKILL_DONE__": true}'}]}},
+        assistant({"type": "text", "text": "Which format do you want?"}),
+        result_event("Which format do you want?"),
+    )
+    result = get_adapter("claude").parse(stdout, "", None, "interactive")
+    assert result.session_handle == "cl-1"
+    assert result.assistant_text == "Which format do you want?"
+    assert result.outcome == "ask_user" and result.done_marker_found is False
+
+
+def test_claude_result_error_is_an_engine_error() -> None:
+    stdout = jsonl(INIT, result_event("API Error: 400 bad request", is_error=True))
+    result = get_adapter("claude").parse(stdout, "", None, "auto")
+    assert result.outcome == "error" and result.failure_message == "API Error: 400 bad request"
+
+
+def test_claude_error_subtype_without_text() -> None:
+    stdout = jsonl(INIT, {"type": "result", "subtype": "error_max_turns", "is_error": True, "session_id": "cl-1"})
+    result = get_adapter("claude").parse(stdout, "", 0, "auto")
+    assert result.outcome == "error" and "error_max_turns" in result.failure_message
+
+
+def test_claude_without_result_event_falls_back_to_last_assistant_text_but_fails() -> None:
+    stdout = jsonl(INIT, assistant({"type": "text", "text": "partial"}))
+    result = get_adapter("claude").parse(stdout, "", 0, "interactive")
+    assert result.outcome == "error" and result.assistant_text == "partial"
+
+
+@pytest.mark.parametrize("engine", ["codex", "gemini", "iflow", "claude"])
+def test_every_adapter_fills_stdout_stderr_and_exit_code(engine: str) -> None:
+    result = get_adapter(engine).parse("out", "err", 3, "auto")
+    assert (result.stdout, result.stderr, result.exit_code, result.outcome) == ("out", "err", 3, "error")
