@@ -199,7 +199,7 @@ def dispatch_queued_runs() -> int:
 def claim_turn(request_id, attempt_number: int, worker_id: str) -> Run | None:
     """Atomically take a queued run and a slot for one attempt (R-LC8, R-LC14); None if not ours."""
     with transaction.atomic():
-        DispatchLock.objects.select_for_update().get(pk=1)
+        DispatchLock.objects.select_for_update().get_or_create(pk=1)  # the row is migrated; tests may flush it
         run = Run.objects.select_for_update().filter(pk=request_id).first()
         if run is None or run.status != RunStatus.QUEUED or run.attempt_number != attempt_number or run.awaiting_upload:
             return None
