@@ -134,6 +134,12 @@ def gemini_env(server_url: str, home: Path) -> dict[str, str]:
       (to raise the heap limit); skipping that saves startup time and keeps one process per run.
     Pin the model with ``-m gemini-2.5-flash`` (no router side call). Resume (``--resume <id>``) is
     scoped to the project, i.e. the cwd: run the resumed turn from the same directory.
+
+    **Stale lock:** a headless run usually exits while still holding the proper-lockfile directory
+    lock ``<home>/.gemini/projects.json.lock`` (taken at every startup to map the cwd to a project
+    id). The next run in the same home then backs off until the lock is 10 s old: it starts
+    13-26 s late. Remove that directory once the previous Gemini process group has exited (see
+    ``clear_stale_locks``; ``run_cli`` does it before and after every run).
     """
     env = base_env(home)
     gemini_dir = Path(home) / ".gemini"
@@ -190,6 +196,22 @@ def claude_env(server_url: str, home: Path) -> dict[str, str]:
         }
     )
     return env
+
+
+def clear_stale_locks(env: dict[str, str]) -> None:
+    """Remove Gemini's leftover ``projects.json.lock`` (see ``gemini_env``); no-op for others.
+
+    Only safe when no Gemini process is running on that home, which holds for the sequential
+    runs of one test.
+    """
+    gemini_home = env.get("GEMINI_CLI_HOME")
+    if not gemini_home:
+        return
+    lock = Path(gemini_home) / ".gemini" / "projects.json.lock"
+    try:
+        lock.rmdir()
+    except FileNotFoundError:
+        pass
 
 
 def engine_env(engine: str, server_url: str, home: Path) -> dict[str, str]:
@@ -306,8 +328,10 @@ def run_cli(
 ) -> CliRun:
     """Run one CLI turn: stdin=DEVNULL, own session, output read to EOF, group killed at the end.
 
-    On timeout the whole process group is SIGKILLed and ``timed_out`` is True.
+    On timeout the whole process group is SIGKILLed and ``timed_out`` is True. Gemini's stale
+    ``projects.json.lock`` is cleared before and after the run (see ``gemini_env``).
     """
+    clear_stale_locks(env)
     start = time.monotonic()
     proc = subprocess.Popen(
         list(argv),
@@ -328,6 +352,7 @@ def run_cli(
     finally:
         # Also reap helpers that outlived the main process (the group shares our session id).
         kill_group(proc)
+    clear_stale_locks(env)
     return CliRun(
         argv=list(argv),
         returncode=proc.returncode,
@@ -356,6 +381,7 @@ class ResidentCli:
     _threads: list[threading.Thread] = field(default_factory=list)
 
     def start(self) -> "ResidentCli":
+        clear_stale_locks(self.env)
         self.proc = subprocess.Popen(
             self.argv,
             stdin=subprocess.PIPE,
@@ -433,6 +459,7 @@ class ResidentCli:
         self.proc.wait(timeout=10)
         for t in self._threads:
             t.join(timeout=5)
+        clear_stale_locks(self.env)
         return self.proc.returncode
 
     @property
