@@ -1,0 +1,171 @@
+"""The run chat socket `/ws/runs/<request_id>/?after_seq=N` (R-UI2).
+
+Out: a snapshot, then every event after the cursor, then live events, all read from the event
+log (R-UI1). In: replies and cancels, handed to the same services as the REST endpoints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.contrib.auth import get_user_model
+from rest_framework.exceptions import ValidationError
+
+from skillrunner.api_errors import exception_handler
+from skillrunner.errors import ApplicationError, NotFound
+
+from . import selectors, services
+from .live import RunChangeWaiter
+from .models import TERMINAL_STATUSES, Run, RunEvent
+from .selectors import EVENT_PAGE_LIMIT
+from .serializers import ReplyInput, RunStatusOutput
+
+logger = logging.getLogger(__name__)
+
+CLOSE_NORMAL = 1000
+CLOSE_INTERNAL_ERROR = 1011
+CLOSE_BAD_REQUEST = 4400
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_NOT_FOUND = 4404
+
+
+def parse_after_seq(query_string: bytes) -> int:
+    raw = parse_qs(query_string.decode("latin-1")).get("after_seq", ["0"])[-1] or "0"
+    if not raw.isdigit():
+        raise ApplicationError("INVALID_CURSOR", "after_seq must be a non-negative integer")
+    return int(raw)
+
+
+def snapshot(user, request_id: str) -> tuple[Run, dict[str, Any]]:
+    """The run as GET /v1/jobs/{id} shows it, its pending question and the newest event seq."""
+    run = selectors.run_for(user, request_id)
+    message = {
+        "type": "snapshot",
+        "run": RunStatusOutput(run).data,
+        "pending": selectors.pending_payload(run),
+        "last_seq": run.last_event_seq,
+    }
+    return run, message
+
+
+def current_user(user):
+    """The caller as the database has it now: a socket lives long, and rights can change meanwhile."""
+    fresh = get_user_model().objects.filter(pk=user.pk, is_active=True).first()
+    if fresh is None:
+        raise ApplicationError("NOT_AUTHENTICATED", "this account is no longer active", status_code=401)
+    return fresh
+
+
+def reply(user, request_id: str, message: dict[str, Any]) -> dict[str, Any]:
+    # Visibility is checked again for every message, exactly as the REST endpoint does.
+    user = current_user(user)
+    run = selectors.run_for(user, request_id)
+    payload = ReplyInput(data=message)
+    payload.is_valid(raise_exception=True)
+    data = payload.validated_data
+    run = services.submit_reply(
+        run,
+        user=user,
+        interaction_id=data["interaction_id"],
+        response=data["response"],
+        idempotency_key=data["idempotency_key"],
+    )
+    return {"type": "ack", "action": "reply", "request_id": str(run.pk), "status": run.status, "accepted": True}
+
+
+def cancel(user, request_id: str) -> dict[str, Any]:
+    run, accepted = services.cancel_run(selectors.run_for(current_user(user), request_id))
+    return {"type": "ack", "action": "cancel", "request_id": str(run.pk), "status": run.status, "accepted": accepted}
+
+
+def error_message(exc: Exception) -> dict[str, Any]:
+    """The REST error envelope's detail as a socket message, so both transports share codes."""
+    return {"type": "error", **exception_handler(exc, {}).data["detail"]}
+
+
+def ends_run(event: RunEvent) -> bool:
+    return event.kind == "status" and event.payload.get("to") in TERMINAL_STATUSES
+
+
+class RunConsumer(AsyncJsonWebsocketConsumer):
+    run: Run | None = None
+    tail_task: asyncio.Task | None = None
+
+    async def connect(self) -> None:
+        # Accept before closing with a code: a close sent during the handshake reaches the
+        # client as a bare rejection, and it could not tell 4401 from 4404.
+        await self.accept()
+        self.user = self.scope.get("user")
+        if self.user is None or not self.user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        try:
+            cursor = parse_after_seq(self.scope.get("query_string", b""))
+            self.run, first = await database_sync_to_async(snapshot)(self.user, self.scope["url_route"]["kwargs"]["request_id"])
+        except NotFound:
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        except ApplicationError as exc:
+            await self.send_json(error_message(exc))
+            await self.close(code=CLOSE_BAD_REQUEST)
+            return
+        await self.send_json(first)
+        self.tail_task = asyncio.create_task(self.tail(cursor, finished=first["run"]["status"] in TERMINAL_STATUSES))
+
+    async def disconnect(self, code: int) -> None:
+        if self.tail_task is not None:
+            self.tail_task.cancel()
+
+    async def tail(self, cursor: int, *, finished: bool) -> None:
+        """Send events after `cursor` as they are committed; close once a finished run is drained."""
+        try:
+            async with RunChangeWaiter(self.run.pk) as waiter:
+                while True:
+                    # Subscribed before this read, so an event committed meanwhile wakes the next wait.
+                    events = await database_sync_to_async(selectors.events_after)(self.run, cursor)
+                    for event in events:
+                        await self.send_json(event.as_message())
+                        cursor = event.seq
+                        finished = finished or ends_run(event)
+                    if len(events) == EVENT_PAGE_LIMIT:
+                        continue
+                    if finished:
+                        await self.close(code=CLOSE_NORMAL)
+                        return
+                    await waiter.wait()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("run socket for %s stopped", self.run.pk)
+            await self.close(code=CLOSE_INTERNAL_ERROR)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
+        if self.run is None:
+            return  # refused at connect; the close is on its way
+        try:
+            message = json.loads(text_data or "")
+        except ValueError:
+            message = None
+        if not isinstance(message, dict):
+            await self.send_json(error_message(ApplicationError("MALFORMED_REQUEST", "send one JSON object per message")))
+            return
+        await self.receive_json(message)
+
+    async def receive_json(self, content: dict[str, Any], **kwargs: Any) -> None:
+        request_id = str(self.run.pk)
+        try:
+            if content.get("type") == "reply":
+                answer = await database_sync_to_async(reply)(self.user, request_id, content)
+            elif content.get("type") == "cancel":
+                answer = await database_sync_to_async(cancel)(self.user, request_id)
+            else:
+                raise ApplicationError("UNKNOWN_MESSAGE_TYPE", 'type must be "reply" or "cancel"')
+        except (ApplicationError, ValidationError) as exc:
+            answer = error_message(exc)
+        await self.send_json(answer)
