@@ -30,6 +30,7 @@ def engine_config(engine: str, home_name: str) -> EngineConfig:
         base_url=conf["base_url"] or None,
         api_key=conf["api_key"] or None,
         default_model=conf["model"] or None,
+        kill_grace_seconds=settings.SKILLRUNNER_KILL_GRACE_SECONDS,
     )
 
 

@@ -51,7 +51,7 @@ def _claim_is_dead(run: Run, stale_before) -> bool:
 def _kill_orphan_engine(run: Run) -> None:
     host, _, _ = _parse_claim(run.claimed_by)
     if run.engine_pid and host == socket.gethostname():
-        kill_process_group(run.engine_pid, grace_seconds=settings.SKILLRUNNER_KILL_GRACE_SECONDS)
+        kill_process_group(run.engine_pid, grace=settings.SKILLRUNNER_KILL_GRACE_SECONDS)
 
 
 def _fail_dead_claim(run: Run) -> None:

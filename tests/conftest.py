@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import stat
-import sys
 from pathlib import Path
 
 import pytest
 from rest_framework.test import APIClient
+
+from tests.support.fake_codex import FakeCodex
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_SKILLS = REPO.parent / "shared" / "skills"
@@ -77,24 +76,6 @@ def install_skill(db):
         raise FileNotFoundError(name)
 
     return install
-
-
-class FakeCodex:
-    """Points the codex engine at tests/support/fake_codex.py playing a script."""
-
-    def __init__(self, root: Path):
-        self.root = root
-        self.script_file = root / "script.json"
-        self.binary = root / "codex"
-        self.binary.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_CODEX}" "{self.script_file}" "$@"\n')
-        self.binary.chmod(self.binary.stat().st_mode | stat.S_IXUSR)
-
-    def script(self, *turns: dict) -> None:
-        self.script_file.write_text(json.dumps({"turns": list(turns)}))
-
-    def invocations(self) -> list[dict]:
-        log = self.root / "invocations.jsonl"
-        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
 @pytest.fixture

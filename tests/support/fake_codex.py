@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 import time
 import uuid
@@ -93,6 +94,24 @@ def main(script_path: str, argv: list[str]) -> int:
         _emit({"type": "item.completed", "item": {"id": "item_1", "type": "agent_message", "text": step["message"]}})
     _emit({"type": "turn.completed", "usage": {"input_tokens": 1, "output_tokens": 1}})
     return int(step.get("exit", 0))
+
+
+class FakeCodex:
+    """A `codex` executable in `root` that plays this module's script file (for tests)."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.script_file = root / "script.json"
+        self.binary = root / "codex"
+        self.binary.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{Path(__file__).resolve()}" "{self.script_file}" "$@"\n')
+        self.binary.chmod(self.binary.stat().st_mode | stat.S_IXUSR)
+
+    def script(self, *turns: dict) -> None:
+        self.script_file.write_text(json.dumps({"turns": list(turns)}))
+
+    def invocations(self) -> list[dict]:
+        log = self.root / "invocations.jsonl"
+        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
 if __name__ == "__main__":

@@ -1,0 +1,100 @@
+"""R-LC13 and R-LC14 with real processes: workers are killed, not mocked."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+
+from tests.support.fake_codex import FakeCodex
+from tests.support.live_service import LiveService
+
+pytestmark = [pytest.mark.timeout(180)]
+
+HAIKU = {"topic": "t", "haiku": ["a", "b", "c"], "haiku_file": "artifacts/haiku.md"}
+DONE_HAIKU = {"files": {"artifacts/haiku.md": "a\nb\nc\n"}, "message": json.dumps(HAIKU)}
+
+
+@pytest.fixture
+def live(tmp_path):
+    fake = FakeCodex(tmp_path)
+    service = LiveService(tmp_path / "data", env={"SKILLRUNNER_CODEX_BIN": str(fake.binary)})
+    service.fake = fake
+    yield service
+    service.stop()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _create(live, token, skill="haiku-writer", **extra):
+    status, body = live.request("POST", "/v1/jobs", token, {"skill_id": skill, "engine": "codex", "input": {"topic": "t"}, **extra})
+    assert status == 200, body
+    return body["request_id"]
+
+
+def test_worker_killed_mid_turn_fails_run_and_kills_orphan_engine(live):
+    live.fake.script({"sleep": 60, **DONE_HAIKU})
+    live.start()
+    token = live.token("alice")
+    request_id = _create(live, token)
+    live.wait_for_status(token, request_id, {"running"})
+    engine = live.wait_until(lambda: live.fake.invocations(), 20, "the engine to start")[0]
+    assert _pid_alive(engine["pid"])
+
+    live.kill(live.workers[0], signal.SIGKILL)  # the whole cluster dies; the engine is in its own group
+    assert _pid_alive(engine["pid"]), "the engine should outlive its worker until recovery reaps it"
+    live.start_worker()
+
+    status = live.wait_for_status(token, request_id, {"failed"}, timeout=60)
+    assert status["error"]["code"] == "ORCHESTRATOR_RESTART_INTERRUPTED"
+    assert status["recovery_state"] == "failed_reconciled"
+    live.wait_until(lambda: not _pid_alive(engine["pid"]), 20, "the orphan engine process to be killed")
+    assert len(live.fake.invocations()) == 1, "an interrupted turn must never be run again"
+
+
+def test_queued_runs_are_dispatched_once_after_the_worker_starts(live):
+    live.fake.script(DONE_HAIKU)
+    live.start(workers=0)
+    token = live.token("alice")
+    request_ids = [_create(live, token) for _ in range(3)]
+    for request_id in request_ids:
+        assert live.request("GET", f"/v1/jobs/{request_id}", token)[1]["status"] == "queued"
+
+    live.start_worker()
+    for request_id in request_ids:
+        assert live.wait_for_status(token, request_id, {"succeeded", "failed"})["status"] == "succeeded"
+    assert len(live.fake.invocations()) == 3
+
+
+def test_waiting_resumable_run_survives_restart_and_stays_answerable(live):
+    live.fake.script({"message": "Where to?"}, {"files": {"artifacts/plan.md": "# plan\n"}, "message": json.dumps({"destination": "Oslo", "days": [{"day": 1, "activities": ["fjord"]}], "plan_file": "artifacts/plan.md", "__SKILL_DONE__": True})})
+    live.start()
+    token = live.token("alice")
+    request_id = _create(live, token, skill="trip-planner", input={}, runtime_options={"execution_mode": "interactive"})
+    live.wait_for_status(token, request_id, {"waiting_user"})
+
+    live.kill(live.workers[0], signal.SIGKILL)
+    live.kill(live.web, signal.SIGKILL)
+    live.start_web()
+    live.start_worker()
+    live.wait_until(lambda: live._ping() == 204, 30, "the web server to come back")
+    status = live.wait_until(
+        lambda: (s := live.request("GET", f"/v1/jobs/{request_id}", token)[1]).get("recovery_state") == "recovered_waiting" and s,
+        30,
+        "the waiting run to be recovered",
+    )
+    assert status["status"] == "waiting_user" and status["pending_interaction_id"] == 1
+
+    code, body = live.request("POST", f"/v1/jobs/{request_id}/interaction/reply", token, {"interaction_id": 1, "response": "Oslo"})
+    assert code == 200, body
+    assert live.wait_for_status(token, request_id, {"succeeded", "failed"})["status"] == "succeeded"
+    prompts = [call["prompt"] for call in live.fake.invocations()]
+    assert prompts[-1] == "Oslo" and len(prompts) == 2

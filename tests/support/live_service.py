@@ -1,0 +1,174 @@
+"""The service run for real in subprocesses: daphne and `manage.py worker`s on one database.
+
+For tests that must cross process boundaries: browser tests, killing workers mid-turn, restart
+recovery, several workers sharing one database. Every process gets its own process group and is
+killed at `stop()`; waits are bounded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+PYTHON = sys.executable
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def fresh_postgres_url(base_url: str) -> str:
+    """A new empty database on the server of `base_url` (dropped by the caller's teardown)."""
+    import psycopg
+
+    name = f"skillrunner_live_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(base_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return base_url.rsplit("/", 1)[0] + "/" + name
+
+
+def drop_postgres_database(url: str) -> None:
+    import psycopg
+
+    base, name = url.rsplit("/", 1)
+    with psycopg.connect(base + "/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+class LiveService:
+    def __init__(self, data_dir: Path, env: dict[str, str] | None = None):
+        self.data_dir = Path(data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {
+            key: value
+            for key, value in os.environ.items()
+            if key in ("PATH", "LANG", "LC_ALL", "TZ", "HOME", "DATABASE_URL", "REDIS_URL")
+        }
+        self.env.update(
+            DJANGO_SETTINGS_MODULE="tests.settings",
+            SKILLRUNNER_TEST_LIVE_WORKER="1",
+            SKILLRUNNER_DATA_DIR=str(self.data_dir),
+            SECRET_KEY="live-test-secret-key",
+            PYTHONUNBUFFERED="1",
+            **(env or {}),
+        )
+        self.web: subprocess.Popen | None = None
+        self.workers: list[subprocess.Popen] = []
+        self._logs: list[Any] = []
+
+    # --- processes ---------------------------------------------------------------------------
+
+    def manage(self, *args: str, timeout: float = 120) -> str:
+        done = subprocess.run(
+            [PYTHON, "manage.py", *args], cwd=REPO, env=self.env, capture_output=True, text=True, timeout=timeout
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
+        return done.stdout
+
+    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
+        log = open(self.data_dir / f"{name}.log", "ab")
+        self._logs.append(log)
+        return subprocess.Popen(argv, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def start(self, workers: int = 1) -> "LiveService":
+        self.manage("migrate", "--noinput")
+        self.manage("createcachetable")
+        self.manage("load_skills")
+        self.start_web()
+        for _ in range(workers):
+            self.start_worker()
+        self.wait_until(lambda: self._ping() == 204, 30, "the web server to answer")
+        return self
+
+    def start_web(self) -> None:
+        self.web = self._spawn("web", [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "skillrunner.asgi:application"])
+
+    def start_worker(self) -> subprocess.Popen:
+        worker = self._spawn(f"worker-{len(self.workers)}", [PYTHON, "manage.py", "worker"])
+        self.workers.append(worker)
+        return worker
+
+    def kill(self, process: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
+        """Signal a whole process group (a worker's cluster processes die with it)."""
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+
+    def stop(self) -> None:
+        for process in [*self.workers, *([self.web] if self.web else [])]:
+            if process.poll() is None:
+                self.kill(process, signal.SIGTERM)
+        for log in self._logs:
+            log.close()
+
+    def log(self, name: str) -> str:
+        path = self.data_dir / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    # --- HTTP ------------------------------------------------------------------------------
+
+    def token(self, username: str, staff: bool = False) -> str:
+        return self.manage("create_api_token", username, *(["--staff"] if staff else [])).strip().splitlines()[-1]
+
+    def _ping(self) -> int | None:
+        try:
+            with urllib.request.urlopen(self.url + "/v1/system/ping", timeout=2) as response:
+                return response.status
+        except (urllib.error.URLError, OSError):
+            return None
+
+    def request(self, method: str, path: str, token: str, body: Any = None) -> tuple[int, Any]:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        req.add_header("Authorization", f"Token {token}")
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=30) as response:
+                raw = response.read()
+                status = response.status
+        except urllib.error.HTTPError as error:
+            raw, status = error.read(), error.code
+        try:
+            return status, json.loads(raw)
+        except ValueError:
+            return status, raw
+
+    @staticmethod
+    def wait_until(predicate, timeout: float, what: str, interval: float = 0.05):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = predicate()
+            if value:
+                return value
+            time.sleep(interval)
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+    def wait_for_status(self, token: str, request_id: str, statuses: set[str], timeout: float = 60) -> dict:
+        def current():
+            _, body = self.request("GET", f"/v1/jobs/{request_id}", token)
+            return body if isinstance(body, dict) and body.get("status") in statuses else None
+
+        return self.wait_until(current, timeout, f"run {request_id} to become one of {sorted(statuses)}")
