@@ -1,0 +1,175 @@
+"""Plain helpers for the API tests: building requests, zips and scripted turns, watching processes."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import stat
+import time
+import zipfile
+from pathlib import Path
+from typing import Any
+
+HAIKU_DATA = {"topic": "sea", "haiku": ["waves fold", "into the grey", "morning"], "haiku_file": "artifacts/haiku.md"}
+HAIKU_TEXT = "waves fold\ninto the grey\nmorning\n"
+
+
+def haiku_step(**extra: Any) -> dict[str, Any]:
+    """A fake-codex step that writes the haiku artifact and answers with schema-valid output."""
+    step: dict[str, Any] = {"files": {"artifacts/haiku.md": HAIKU_TEXT}, "message": json.dumps(HAIKU_DATA)}
+    step.update(extra)
+    return step
+
+
+def job_body(skill_id: str = "haiku-writer", *, engine: str = "codex", input: Any = None, parameter: Any = None, runtime_options: Any = None, **extra: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "skill_id": skill_id,
+        "engine": engine,
+        "input": {"topic": "sea"} if input is None and skill_id == "haiku-writer" else (input or {}),
+        "parameter": parameter or {},
+        "runtime_options": runtime_options or {},
+    }
+    body.update(extra)
+    return body
+
+
+def create_job(client, skill_id: str = "haiku-writer", **kwargs: Any) -> dict[str, Any]:
+    """POST /v1/jobs and insist on the 200 the upstream clients expect."""
+    response = client.post("/v1/jobs", job_body(skill_id, **kwargs), format="json")
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def detail(response) -> Any:
+    body = response.json()
+    assert "detail" in body, body
+    return body["detail"]
+
+
+def error_code(response) -> str | None:
+    value = detail(response)
+    return value.get("code") if isinstance(value, dict) else None
+
+
+def make_zip(entries: dict[str, bytes | str], *, compression: int = zipfile.ZIP_DEFLATED, symlinks: dict[str, str] | None = None) -> bytes:
+    """A zip with the given members; `symlinks` maps member name → link target (stored as a link)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=compression) as archive:
+        for name, content in entries.items():
+            archive.writestr(name, content)
+        for name, target in (symlinks or {}).items():
+            info = zipfile.ZipInfo(name)
+            info.create_system = 3  # unix, so external_attr carries the file type
+            info.external_attr = (stat.S_IFLNK | 0o777) << 16
+            archive.writestr(info, target)
+    return buffer.getvalue()
+
+
+def zip_folder(folder: Path, *, top: str | None = None, extra: dict[str, bytes | str] | None = None) -> bytes:
+    """Zip `folder` under one top-level folder named `top` (default: the folder's name)."""
+    top = top or folder.name
+    entries: dict[str, bytes | str] = {}
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            entries[f"{top}/{path.relative_to(folder).as_posix()}"] = path.read_bytes()
+    entries.update(extra or {})
+    return make_zip(entries)
+
+
+def upload(name: str, content: bytes) -> io.BytesIO:
+    handle = io.BytesIO(content)
+    handle.name = name
+    return handle
+
+
+def tree_state(root: Path) -> dict[str, str]:
+    """Every file (with a content hash) and every directory under `root`."""
+    state: dict[str, str] = {}
+    if not root.exists():
+        return state
+    for path in sorted(root.rglob("*")):
+        relative = path.relative_to(root).as_posix()
+        if path.is_symlink():
+            state[relative] = "link:" + os.readlink(path)
+        elif path.is_dir():
+            state[relative + "/"] = "dir"
+        else:
+            state[relative] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return state
+
+
+def process_alive(pid: int) -> bool:
+    """Whether `pid` is a live process; zombies (exited, not yet reaped) count as gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return False
+    return fields[0] not in ("Z", "X")
+
+
+def process_group_alive(pgid: int) -> bool:
+    """Whether any live (non-zombie) process is still in group `pgid`."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            return True
+    return False
+
+
+def wait_until(predicate, timeout: float = 5.0, interval: float = 0.02) -> bool:
+    """Poll `predicate` until it is true or `timeout` seconds passed; returns its last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() >= deadline:
+            return bool(value)
+        time.sleep(interval)
+
+
+def write_executable(path: Path, text: str) -> Path:
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return path
+
+
+def clone_skill(
+    source: Path,
+    dest_root: Path,
+    *,
+    skill_id: str | None = None,
+    manifest: dict[str, Any] | None = None,
+    drop: tuple[str, ...] = (),
+    body: str | None = None,
+) -> Path:
+    """A copy of the skill folder `source` with its runner.json changed; `skill_id` renames it
+    consistently (folder, runner.json id, SKILL.md name); `body` replaces the SKILL.md text."""
+    import re
+    import shutil
+
+    skill_id = skill_id or source.name
+    target = dest_root / skill_id
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(source, target)
+    runner_path = target / "assets" / "runner.json"
+    runner = json.loads(runner_path.read_text())
+    runner["id"] = skill_id
+    runner.update(manifest or {})
+    for key in drop:
+        runner.pop(key, None)
+    runner_path.write_text(json.dumps(runner, indent=2))
+    skill_md = target / "SKILL.md"
+    text = re.sub(r"(?m)^name: .*$", f"name: {skill_id}", skill_md.read_text(), count=1)
+    if body is not None:
+        text = text[: text.index("---", 3) + 3] + "\n\n" + body + "\n"
+    skill_md.write_text(text)
+    return target
