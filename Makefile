@@ -5,6 +5,10 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 ENGINE_CLI_DIR := engines/cli
 CHROMIUM ?= /usr/bin/chromium
+# The scale-out configuration the suite also runs against (both services run on this machine kind).
+SCALEOUT_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres
+SCALEOUT_REDIS_URL ?= redis://127.0.0.1:6379/0
+SCALEOUT_TESTS := tests/api tests/interactive tests/live tests/real_engines/test_service_real_engines.py
 
 .PHONY: run test engines browser bench venv clean
 
@@ -29,6 +33,7 @@ browser:
 
 test: venv engines browser
 	$(PY) -m pytest tests
+	DATABASE_URL=$(SCALEOUT_DATABASE_URL) REDIS_URL=$(SCALEOUT_REDIS_URL) $(PY) -m pytest $(wildcard $(SCALEOUT_TESTS))
 
 bench: venv
 	$(PY) -m tests.bench

@@ -111,14 +111,16 @@ else:
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env.str("REDIS_URL", default="")
+# Separates installations (or test runs) sharing one Redis: queue and channel-layer prefix.
+SKILLRUNNER_QUEUE_NAME = env.str("SKILLRUNNER_QUEUE_NAME", default="skillrunner")
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": "skillrunner"},
+            "CONFIG": {"hosts": [REDIS_URL], "prefix": SKILLRUNNER_QUEUE_NAME},
         }
     }
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL, "KEY_PREFIX": SKILLRUNNER_QUEUE_NAME}}
 else:
     # No cross-process layer on the embedded default: consumers poll the event table instead.
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
@@ -217,7 +219,7 @@ SPECTACULAR_SETTINGS = {
 # own reconciler, not redelivery, handles workers that die.
 SKILLRUNNER_MAX_TASK_SECONDS = _positive_int("SKILLRUNNER_MAX_TASK_SECONDS", 2 * 24 * 3600)
 Q_CLUSTER = {
-    "name": "skillrunner",
+    "name": SKILLRUNNER_QUEUE_NAME,
     "workers": SKILLRUNNER_MAX_CONCURRENT_TURNS + 1,
     "recycle": 500,
     "timeout": SKILLRUNNER_MAX_TASK_SECONDS,

@@ -67,6 +67,10 @@ class LiveService:
             PYTHONUNBUFFERED="1",
             **(env or {}),
         )
+        self.database_url = self.env.get("DATABASE_URL", "")
+        if self.database_url.startswith("postgres"):
+            self.database_url = self.env["DATABASE_URL"] = fresh_postgres_url(self.database_url)
+        self.env["SKILLRUNNER_QUEUE_NAME"] = f"live-{uuid.uuid4().hex[:8]}"
         self.web: subprocess.Popen | None = None
         self.workers: list[subprocess.Popen] = []
         self._logs: list[Any] = []
@@ -122,6 +126,8 @@ class LiveService:
                 self.kill(process, signal.SIGTERM)
         for log in self._logs:
             log.close()
+        if self.database_url.startswith("postgres"):
+            drop_postgres_database(self.database_url)
 
     def log(self, name: str) -> str:
         path = self.data_dir / f"{name}.log"
