@@ -59,6 +59,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "skillrunner.middleware.RequestSizeLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -158,6 +159,7 @@ WHITENOISE_USE_FINDERS = True
 SKILLRUNNER_MAX_UPLOAD_BYTES = _positive_int("SKILLRUNNER_MAX_UPLOAD_BYTES", 50 * 1024 * 1024)
 SKILLRUNNER_MAX_JSON_BODY_BYTES = _positive_int("SKILLRUNNER_MAX_JSON_BODY_BYTES", 2 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = SKILLRUNNER_MAX_JSON_BODY_BYTES
+DATA_UPLOAD_MAX_NUMBER_FIELDS = 200
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 SKILLRUNNER_ZIP_MAX_MEMBERS = _positive_int("SKILLRUNNER_ZIP_MAX_MEMBERS", 2000)
 SKILLRUNNER_ZIP_MAX_TOTAL_BYTES = _positive_int("SKILLRUNNER_ZIP_MAX_TOTAL_BYTES", 200 * 1024 * 1024)
