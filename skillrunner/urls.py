@@ -42,4 +42,5 @@ urlpatterns = [
     path("readyz", system.readyz),
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
+    path("", include("runs.urls_ui")),
 ]

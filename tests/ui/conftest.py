@@ -76,3 +76,49 @@ def trip_run(api, install_skill, fake_codex) -> Callable[..., str]:
         return response.json()["request_id"]
 
     return start
+
+
+def write_skill(root, skill_id: str, *, input_schema: dict, parameter_schema: dict, modes=("auto",), engines=None, version="1.0.0"):
+    """A minimal skill folder with the given schemas, for form and install tests."""
+    folder = root / skill_id
+    (folder / "assets").mkdir(parents=True)
+    (folder / "SKILL.md").write_text(f"---\nname: {skill_id}\ndescription: A test skill.\n---\n\nDo the thing.\n")
+    manifest = {
+        "id": skill_id,
+        "version": version,
+        "name": skill_id.replace("-", " ").title(),
+        "description": "A test skill.",
+        "execution_modes": list(modes),
+        "schemas": {"input": "assets/input.schema.json", "parameter": "assets/parameter.schema.json", "output": "assets/output.schema.json"},
+    }
+    if engines:
+        manifest["engines"] = list(engines)
+    (folder / "assets" / "runner.json").write_text(json.dumps(manifest))
+    (folder / "assets" / "input.schema.json").write_text(json.dumps({"type": "object", **input_schema}))
+    (folder / "assets" / "parameter.schema.json").write_text(json.dumps({"type": "object", **parameter_schema}))
+    (folder / "assets" / "output.schema.json").write_text(json.dumps({"type": "object", "properties": {"ok": {"type": "boolean"}}}))
+    return folder
+
+
+SHOWCASE_INPUT = {
+    "properties": {
+        "name": {"type": "string", "pattern": "^[a-z]+$", "maxLength": 20, "description": "Lower-case letters only."},
+        "count": {"type": "integer", "minimum": 1, "maximum": 5, "default": 2},
+        "ratio": {"type": "number", "title": "Mixing ratio"},
+        "size": {"enum": [1, 2, 3]},
+        "tags": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["name", "count"],
+    "additionalProperties": False,
+}
+SHOWCASE_PARAMETER = {
+    "properties": {"loud": {"type": "boolean"}, "style": {"type": "string", "enum": ["plain", "fancy"], "default": "plain"}},
+    "additionalProperties": False,
+}
+
+
+@pytest.fixture
+def showcase_skill(install_skill, tmp_path):
+    root = tmp_path / "skills-src"
+    write_skill(root, "form-showcase", input_schema=SHOWCASE_INPUT, parameter_schema=SHOWCASE_PARAMETER, modes=("auto", "interactive"), engines=["codex", "gemini"])
+    return install_skill("form-showcase", root)

@@ -1,0 +1,144 @@
+"""Forms of the browser pages. The new-run form is generated from the skill's input and
+parameter JSON Schemas (R-UI3), so a newly installed skill gets its form without code."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import zipfile
+from typing import Any
+
+from django import forms
+from django.core.files.uploadedfile import UploadedFile
+
+from runs.inputs import file_fields, required_file_fields
+from runs.models import RunStatus
+from skills.models import SkillVersion
+
+INPUT = "input"
+PARAMETER = "parameter"
+# Strings longer than this get a multi-line box.
+SHORT_TEXT_LIMIT = 200
+
+
+def _schema_type(spec: dict[str, Any]) -> str | None:
+    declared = spec.get("type")
+    if isinstance(declared, list):
+        declared = next((t for t in declared if t != "null"), None)
+    return declared
+
+
+def _label(name: str, spec: dict[str, Any]) -> str:
+    return str(spec.get("title") or name.replace("_", " ").replace("-", " ").capitalize())
+
+
+def schema_field(name: str, spec: dict[str, Any], *, required: bool) -> forms.Field:
+    """One form field for one schema property; types the form cannot express take JSON."""
+    common: dict[str, Any] = {"label": _label(name, spec), "help_text": spec.get("description", ""), "required": required}
+    if "enum" in spec:
+        # Choices are keyed by their JSON text, so integer or boolean enums keep their type.
+        choices = [(json.dumps(value), str(value)) for value in spec["enum"]]
+        if not required:
+            choices.insert(0, ("", "—"))
+        initial = json.dumps(spec["default"]) if "default" in spec else None
+        return forms.TypedChoiceField(choices=choices, coerce=json.loads, empty_value=None, initial=initial, **common)
+    kind = _schema_type(spec)
+    initial = spec.get("default")
+    if kind == "string":
+        max_length = spec.get("maxLength")
+        widget = forms.TextInput if max_length is not None and max_length <= SHORT_TEXT_LIMIT else forms.Textarea(attrs={"rows": 4})
+        return forms.CharField(min_length=spec.get("minLength"), max_length=max_length, widget=widget, strip=False, initial=initial, **common)
+    if kind == "integer":
+        return forms.IntegerField(min_value=spec.get("minimum"), max_value=spec.get("maximum"), initial=initial, **common)
+    if kind == "number":
+        return forms.FloatField(min_value=spec.get("minimum"), max_value=spec.get("maximum"), initial=initial, **common)
+    if kind == "boolean":
+        # An unticked box is an answer too (false), so the box itself is never required.
+        return forms.BooleanField(**{**common, "required": False}, initial=initial)
+    common["help_text"] = " ".join(filter(None, [common["help_text"], "Enter a JSON value."]))
+    return forms.JSONField(initial=initial, widget=forms.Textarea(attrs={"rows": 4}), **common)
+
+
+class PlainLabelForm(forms.Form):
+    """Labels without Django's trailing colon."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        kwargs.setdefault("label_suffix", "")
+        super().__init__(*args, **kwargs)
+
+
+class NewRunForm(PlainLabelForm):
+    engine = forms.ChoiceField()
+    execution_mode = forms.ChoiceField(label="Mode")
+    model = forms.CharField(required=False, max_length=128, help_text="Leave empty to use the engine's default model.")
+
+    def __init__(self, version: SkillVersion, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.version = version
+        self.fields["engine"].choices = [(name, name) for name in version.effective_engines]
+        self.fields["execution_mode"].choices = [(mode, mode) for mode in version.execution_modes]
+        input_schema = version.schemas.get(INPUT) or {}
+        # The run takes files only while it waits for an upload, which it does when a file is required.
+        self.file_names = file_fields(input_schema) if required_file_fields(input_schema) else []
+        self.schema_names = {INPUT: self._add_schema_fields(INPUT, input_schema), PARAMETER: self._add_schema_fields(PARAMETER, version.schemas.get(PARAMETER) or {})}
+
+    def _add_schema_fields(self, section: str, schema: dict[str, Any]) -> list[str]:
+        required = set(schema.get("required") or [])
+        files = set(file_fields(schema)) if section == INPUT else set()
+        names = []
+        for name, spec in (schema.get("properties") or {}).items():
+            if not isinstance(spec, dict) or (name in files and name not in self.file_names):
+                continue
+            if name in files:
+                field: forms.Field = forms.FileField(label=_label(name, spec), help_text=spec.get("description", ""), required=name in required)
+                if spec.get("extensions"):
+                    field.widget.attrs["accept"] = ",".join(spec["extensions"])
+            else:
+                field = schema_field(name, spec, required=name in required)
+            self.fields[f"{section}__{name}"] = field
+            names.append(name)
+        return names
+
+    def section_fields(self, section: str) -> list[forms.BoundField]:
+        return [self[f"{section}__{name}"] for name in self.schema_names[section]]
+
+    @property
+    def input_fields(self) -> list[forms.BoundField]:
+        return self.section_fields(INPUT)
+
+    @property
+    def parameter_fields(self) -> list[forms.BoundField]:
+        return self.section_fields(PARAMETER)
+
+    def values(self, section: str) -> dict[str, Any]:
+        """The section's JSON object; blank optional fields are left out rather than sent empty."""
+        values = {}
+        for name in self.schema_names[section]:
+            if name in self.file_names and section == INPUT:
+                continue
+            value = self.cleaned_data.get(f"{section}__{name}")
+            if value is not None and value != "":
+                values[name] = value
+        return values
+
+    def uploads(self) -> dict[str, UploadedFile]:
+        return {name: upload for name in self.file_names if (upload := self.cleaned_data.get(f"{INPUT}__{name}"))}
+
+    def uploads_zip(self) -> tempfile.SpooledTemporaryFile:
+        """The uploaded files as the run's input zip, each stored under its field's name."""
+        archive_file = tempfile.SpooledTemporaryFile(max_size=4 * 1024 * 1024)
+        with zipfile.ZipFile(archive_file, "w", zipfile.ZIP_DEFLATED) as archive:
+            for name, upload in self.uploads().items():
+                with archive.open(name, "w") as member:
+                    for chunk in upload.chunks():
+                        member.write(chunk)
+        archive_file.seek(0)
+        return archive_file
+
+
+class RunFilterForm(forms.Form):
+    status = forms.ChoiceField(choices=[("", "All statuses"), *RunStatus.choices], required=False)
+
+
+class SkillPackageForm(PlainLabelForm):
+    package = forms.FileField(label="Skill package (.zip)", widget=forms.ClearableFileInput(attrs={"accept": ".zip,application/zip"}))

@@ -1,0 +1,111 @@
+"""Browser pages (R-UI3): thin views over runs.services / runs.selectors and skills.services.
+
+The run page is a shell; its conversation, status and result arrive over the run websocket.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+
+from skillrunner.errors import ApplicationError, NotFound
+from skills.packages import SkillPackageError
+from skills.selectors import current_version, installed_skills
+from skills.services import install_zip
+
+from . import selectors, services
+from .forms import INPUT, PARAMETER, NewRunForm, RunFilterForm, SkillPackageForm
+from .models import Run
+
+RUNS_PER_PAGE = 25
+
+
+def _coded(exc: ApplicationError | SkillPackageError) -> list[str]:
+    """Messages for a coded error; schema failures list every problem."""
+    details = getattr(exc, "extra", {}).get("errors") or [exc.message]
+    return [f"{detail} ({exc.code})" for detail in details]
+
+
+@login_required
+def run_list(request: HttpRequest) -> HttpResponse:
+    filters = RunFilterForm(request.GET)
+    runs = selectors.runs_visible_to(request.user).order_by("-created_at")
+    if filters.is_valid() and filters.cleaned_data["status"]:
+        runs = runs.filter(status=filters.cleaned_data["status"])
+    page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    return render(request, "runs/run_list.html", {"page": page, "filters": filters})
+
+
+@login_required
+def choose_skill(request: HttpRequest) -> HttpResponse:
+    return render(request, "runs/choose_skill.html", {"skills": installed_skills()})
+
+
+def start_run(owner, form: NewRunForm) -> Run:
+    """Create the run, then hand over its input files; a run whose upload is refused is canceled
+    rather than left waiting for files that will never come."""
+    run = services.create_run(
+        owner=owner,
+        skill_id=form.version.skill.skill_id,
+        engine=form.cleaned_data["engine"],
+        model=form.cleaned_data["model"] or None,
+        input=form.values(INPUT),
+        parameter=form.values(PARAMETER),
+        runtime_options={"execution_mode": form.cleaned_data["execution_mode"]},
+    )
+    if run.awaiting_upload:
+        try:
+            services.attach_upload(run, form.uploads_zip())
+        except ApplicationError:
+            services.cancel_run(run)
+            raise
+    return run
+
+
+@login_required
+def new_run(request: HttpRequest, skill_id: str) -> HttpResponse:
+    version = current_version(skill_id)
+    if version is None:
+        raise Http404("no such skill")
+    form = NewRunForm(version, request.POST or None, request.FILES or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            run = start_run(request.user, form)
+        except ApplicationError as exc:
+            for message in _coded(exc):
+                form.add_error(None, message)
+        else:
+            return redirect("ui:run-detail", request_id=run.pk)
+    return render(request, "runs/new_run.html", {"form": form, "version": version})
+
+
+@login_required
+def run_detail(request: HttpRequest, request_id: str) -> HttpResponse:
+    try:
+        run = selectors.run_for(request.user, request_id)
+    except NotFound:
+        raise Http404("no such run") from None
+    return render(request, "runs/run_detail.html", {"run": run})
+
+
+@login_required
+def skill_list(request: HttpRequest) -> HttpResponse:
+    form = SkillPackageForm()
+    if request.method == "POST":
+        if not request.user.is_staff:
+            raise PermissionDenied("only staff install skills")
+        form = SkillPackageForm(request.POST, request.FILES)
+        if form.is_valid():
+            try:
+                version = install_zip(form.cleaned_data["package"], user=request.user)
+            except SkillPackageError as exc:
+                for message in _coded(exc):
+                    form.add_error("package", message)
+            else:
+                messages.success(request, f"Installed {version.skill.skill_id} {version.version}.")
+                return redirect("ui:skill-list")
+    return render(request, "skills/skill_list.html", {"skills": installed_skills(), "form": form})
