@@ -1,0 +1,153 @@
+"""The admin as an audit trail (R-UI4): read-only, filterable, searchable, no N+1 queries."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from django.utils import timezone
+
+from accounts.models import ApiToken
+from runs import services
+from runs.models import Interaction, Run, RunEvent
+from skills.models import Skill, SkillVersion
+
+pytestmark = pytest.mark.django_db
+
+MODELS = [Skill, SkillVersion, Run, Interaction, RunEvent]
+
+
+def admin_url(model, view: str, *args) -> str:
+    return reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_{view}", args=args)
+
+
+@pytest.fixture
+def staff_client(admin_user) -> Client:
+    client = Client()
+    client.force_login(admin_user)
+    return client
+
+
+@pytest.fixture
+def make_runs(alice, bob, install_skill):
+    """Runs with one answered question each, made through services (no engine runs: no commit hooks)."""
+    install_skill("trip-planner")
+    install_skill("haiku-writer")
+
+    def make(count: int) -> list[Run]:
+        runs = []
+        for index in range(count):
+            owner = alice if index % 2 == 0 else bob
+            if index % 3 == 0:
+                run = services.create_run(owner=owner, skill_id="haiku-writer", engine="codex", model=None, input={"topic": f"topic {index}"}, parameter={}, runtime_options={})
+            else:
+                run = services.create_run(owner=owner, skill_id="trip-planner", engine="codex", model=None, input={}, parameter={}, runtime_options={"execution_mode": "interactive"})
+            Interaction.objects.create(
+                run=run,
+                interaction_id=1,
+                attempt_number=1,
+                prompt=f"Question number {index}?",
+                payload={"prompt": f"Question number {index}?"},
+                response=f"answer-{index}",
+                resolution_mode="auto_decide_timeout" if index % 4 == 0 else "user_reply",
+                answered_by=None if index % 4 == 0 else owner,
+                answered_at=timezone.now(),
+            )
+            runs.append(run)
+        return runs
+
+    return make
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: m.__name__)
+def test_everything_is_read_only(staff_client, make_runs, model):
+    make_runs(1)
+    obj = model.objects.first()
+    assert staff_client.get(admin_url(model, "changelist")).status_code == 200
+    assert staff_client.get(admin_url(model, "add")).status_code == 403
+    change = staff_client.get(admin_url(model, "change", obj.pk))
+    assert change.status_code == 200
+    assert b'name="_save"' not in change.content  # a view page, not a form
+    assert staff_client.post(admin_url(model, "change", obj.pk), {}).status_code == 403
+    assert staff_client.get(admin_url(model, "delete", obj.pk)).status_code == 403
+    changelist = staff_client.get(admin_url(model, "changelist"))
+    assert b"delete_selected" not in changelist.content
+    assert model.objects.filter(pk=obj.pk).exists()
+
+
+def test_run_page_shows_interactions_and_events_inline(staff_client, make_runs, alice):
+    run = make_runs(1)[0]
+    _, key = ApiToken.issue(alice)
+    page = staff_client.get(admin_url(Run, "change", run.pk)).content.decode()
+    assert "Question number 0?" in page and "answer-0" in page
+    assert "Run events" in page and "Interactions" in page
+    assert page.count('class="field-seq"') == RunEvent.objects.filter(run=run).count()
+    # Inlines are history: nothing to add, nothing to delete.
+    assert 'name="interactions-MAX_NUM_FORMS" value="0"' in page and 'name="events-MAX_NUM_FORMS" value="0"' in page
+    assert "-DELETE" not in page
+    assert key not in page and ApiToken.objects.get().key_hash not in page
+
+
+def changelist_ids(client: Client, model, **query) -> set[str]:
+    response = client.get(admin_url(model, "changelist"), query)
+    assert response.status_code == 200
+    return {str(obj.pk) for obj in response.context["cl"].result_list}
+
+
+def test_run_filters(staff_client, make_runs):
+    runs = make_runs(6)
+    ids = {str(run.pk) for run in runs}
+    haiku = {str(run.pk) for run in runs if run.skill.skill_id == "haiku-writer"}
+    services.cancel_run(runs[1])
+    assert changelist_ids(staff_client, Run, status="canceled") == {str(runs[1].pk)}
+    assert changelist_ids(staff_client, Run, engine="codex") == ids
+    assert changelist_ids(staff_client, Run, skill__id__exact=runs[0].skill_id) == haiku
+    assert changelist_ids(staff_client, Run, execution_mode="interactive") == ids - haiku
+    assert changelist_ids(staff_client, Run, interactions__resolution_mode="auto_decide_timeout") == {str(runs[0].pk), str(runs[4].pk)}
+    midnight = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
+    assert changelist_ids(staff_client, Run, created_at__gte=midnight.isoformat()) == ids
+    assert changelist_ids(staff_client, Interaction, resolution_mode="user_reply") == {
+        str(i.pk) for i in Interaction.objects.filter(resolution_mode="user_reply")
+    }
+    assert changelist_ids(staff_client, RunEvent, kind="status") == {str(e.pk) for e in RunEvent.objects.filter(kind="status")}
+
+
+def test_run_search(staff_client, make_runs):
+    runs = make_runs(4)
+    target = runs[2]
+    assert changelist_ids(staff_client, Run, q=str(target.pk)) == {str(target.pk)}
+    assert changelist_ids(staff_client, Run, q="bob") == {str(runs[1].pk), str(runs[3].pk)}
+    assert changelist_ids(staff_client, Run, q='"Question number 2?"') == {str(target.pk)}
+    assert changelist_ids(staff_client, Run, q="answer-3") == {str(runs[3].pk)}
+    assert changelist_ids(staff_client, Interaction, q="answer-1") == {str(runs[1].interactions.get().pk)}
+    assert changelist_ids(staff_client, Interaction, q=str(target.pk)) == {str(target.interactions.get().pk)}
+    assert changelist_ids(staff_client, RunEvent, q=str(target.pk)) == {str(e.pk) for e in target.events.all()}
+
+
+def count_queries(client: Client, url: str) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(url).status_code == 200
+    return len(queries)
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: m.__name__)
+def test_changelists_do_not_grow_with_rows(staff_client, make_runs, model, django_assert_max_num_queries):
+    make_runs(3)
+    few = count_queries(staff_client, admin_url(model, "changelist"))
+    make_runs(60)
+    with django_assert_max_num_queries(few):
+        staff_client.get(admin_url(model, "changelist"))
+    with django_assert_max_num_queries(20):
+        staff_client.get(admin_url(model, "changelist"))
+
+
+def test_run_page_does_not_grow_with_its_history(staff_client, make_runs, alice):
+    run = make_runs(1)[0]
+    few = count_queries(staff_client, admin_url(Run, "change", run.pk))
+    for number in range(2, 30):
+        Interaction.objects.create(run=run, interaction_id=number, attempt_number=number, prompt="q", payload={}, response="a", answered_by=alice)
+    for seq in range(run.last_event_seq + 1, run.last_event_seq + 40):
+        RunEvent.objects.create(run=run, seq=seq, kind="assistant_message", payload={"text": "hi"})
+    assert count_queries(staff_client, admin_url(Run, "change", run.pk)) == few
