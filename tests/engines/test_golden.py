@@ -1,0 +1,106 @@
+"""The adapters' parsers on output recorded from the real CLIs (tests/golden, see its manifest)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engines.registry import get_adapter
+from engines.types import FAILURE_ENGINE
+
+from .fakes import FakeControl, make_config, make_request, write_script
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+MANIFEST = json.loads((GOLDEN / "manifest.json").read_text()) if (GOLDEN / "manifest.json").exists() else {"recordings": []}
+# The adapters ask Gemini for --output-format json; the stream-json recordings are not their input.
+RECORDINGS = {
+    (r["engine"], r["scenario"]): r for r in MANIFEST["recordings"] if not r["scenario"].endswith("_stream")
+}
+
+pytestmark = pytest.mark.skipif(not RECORDINGS, reason="no golden recordings in tests/golden")
+
+
+def recorded(engine: str, scenario: str) -> tuple[str, str, int]:
+    record = RECORDINGS[(engine, scenario)]
+    read = lambda ext: (GOLDEN / engine / f"{scenario}.{ext}").read_text(encoding="utf-8")  # noqa: E731
+    return read("stdout"), read("stderr"), record["returncode"]
+
+
+@pytest.mark.parametrize(
+    "engine,scenario,text",
+    [
+        ("codex", "plain", "PLAIN_REPLY to: hello there"),
+        ("codex", "resume_turn1", "REPLY turns=1 last=first message"),
+        ("codex", "resume_turn2", "REPLY turns=2 last=second message"),
+        ("gemini", "plain", "PLAIN_REPLY to: hello there"),
+        ("gemini", "resume_turn1", "REPLY turns=1 last=first message"),
+        ("gemini", "resume_turn2", "REPLY turns=2 last=second message"),
+    ],
+)
+def test_golden_plain_text_turns(engine: str, scenario: str, text: str) -> None:
+    interactive = get_adapter(engine).parse(*recorded(engine, scenario), "interactive")
+    assert interactive.assistant_text == text
+    assert interactive.session_handle
+    assert interactive.outcome == "ask_user" and interactive.interaction is None  # plain text = a question
+    auto = get_adapter(engine).parse(*recorded(engine, scenario), "auto")
+    assert auto.outcome == "final" and auto.final_data is None
+
+
+@pytest.mark.parametrize("engine", ["codex", "gemini"])
+def test_golden_resume_keeps_the_session_handle(engine: str) -> None:
+    first = get_adapter(engine).parse(*recorded(engine, "resume_turn1"), "interactive")
+    second = get_adapter(engine).parse(*recorded(engine, "resume_turn2"), "interactive")
+    assert first.session_handle == second.session_handle
+    assert second.session_handle in RECORDINGS[(engine, "resume_turn2")]["note"]
+
+
+@pytest.mark.parametrize("engine", ["codex", "gemini", "claude"])
+def test_golden_tool_call_output_is_not_the_final_message(engine: str) -> None:
+    result = get_adapter(engine).parse(*recorded(engine, "tool_call"), "interactive")
+    assert result.assistant_text.startswith("TOOL_RESULT_SEEN")
+    assert result.session_handle
+
+
+@pytest.mark.parametrize("engine,scenario", [("codex", "turn_failed_500"), ("gemini", "error_500"), ("claude", "error_500")])
+def test_golden_http_500_is_an_engine_failure(engine: str, scenario: str) -> None:
+    result = get_adapter(engine).parse(*recorded(engine, scenario), "interactive")
+    assert result.outcome == "error" and result.failure_reason == FAILURE_ENGINE
+    assert result.failure_message
+    assert result.session_handle
+
+
+def test_golden_gemini_error_document_on_stderr() -> None:
+    result = get_adapter("gemini").parse(*recorded("gemini", "error_500"), "auto")
+    assert "scripted HTTP 500" in result.failure_message
+
+
+def test_golden_claude_resident_replayed_through_a_live_session(tmp_path: Path) -> None:
+    """A stand-in binary replays the recorded resident process: one result-terminated chunk of
+    the real stdout per stdin message."""
+    recording = GOLDEN / "claude" / "resident_two_turns.stdout"
+    binary = write_script(
+        tmp_path / "claude",
+        "import json, sys\n"
+        f"lines = open({str(recording)!r}).read().splitlines(keepends=True)\n"
+        "for _ in sys.stdin:\n"
+        "    while lines:\n"
+        "        line = lines.pop(0)\n"
+        "        sys.stdout.write(line); sys.stdout.flush()\n"
+        "        if json.loads(line).get('type') == 'result':\n"
+        "            break\n",
+        interpreter="python",
+    )
+    control = FakeControl()
+    session = get_adapter("claude").open_live_session(make_request(tmp_path), make_config(tmp_path, binary), control)  # type: ignore[attr-defined]
+    try:
+        prompts = RECORDINGS[("claude", "resident_two_turns")]["prompts"]
+        first = session.send(prompts[0], control, 10)
+        second = session.send(prompts[1], control, 10)
+    finally:
+        session.close()
+    assert first.assistant_text == "REPLY turns=1 last=first message"
+    assert second.assistant_text == "REPLY turns=2 last=second message"
+    assert first.session_handle == second.session_handle is not None
+    assert first.outcome == second.outcome == "ask_user"
