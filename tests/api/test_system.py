@@ -1,0 +1,124 @@
+"""System endpoints (SPEC §8): ping, healthz, readyz, the engine catalogue and the skill catalogue."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from types import SimpleNamespace
+
+import pytest
+from django.utils import timezone
+
+from .helpers import error_code
+
+pytestmark = pytest.mark.django_db
+
+ENGINES = {"codex", "gemini", "iflow", "claude"}
+
+
+@pytest.fixture
+def engines(settings, fake_codex, tmp_path):
+    """codex = the scripted stand-in (version 0.0.0-fake); the others point at missing binaries."""
+    conf = {name: dict(value) for name, value in settings.SKILLRUNNER_ENGINES.items()}
+    for name in ("gemini", "iflow", "claude"):
+        conf[name]["binary"] = str(tmp_path / "missing" / name)
+    conf["codex"]["model"] = "gpt-operator-default"
+    settings.SKILLRUNNER_ENGINES = conf
+    return conf
+
+
+def test_ping_is_204_without_body(api):
+    response = api.get("/v1/system/ping")
+    assert response.status_code == 204
+    assert response.content == b""
+
+
+def test_healthz(api):
+    response = api.get("/v1/system/healthz")
+    assert response.status_code == 200
+    assert response.json()["status"] == "ok"
+
+
+def test_readyz_without_a_worker_is_not_ready(api):
+    """Readiness = database + a recent worker heartbeat; none runs in this test."""
+    response = api.get("/v1/system/readyz")
+    assert response.status_code == 503
+    body = response.json()
+    assert body["status"] == "not_ready"
+    assert body["checks"]["database"] == "ok"
+    assert body["checks"]["worker"] != "ok"
+
+
+def test_readyz_with_a_fresh_worker_heartbeat_is_ready(api, monkeypatch):
+    fresh = SimpleNamespace(timestamp=timezone.now() - timedelta(seconds=2))
+    monkeypatch.setattr("django_q.status.Stat.get_all", staticmethod(lambda *a, **k: [fresh]))
+    response = api.get("/v1/system/readyz")
+    assert response.status_code == 200, response.content
+    assert response.json()["status"] == "ready"
+
+
+def test_readyz_with_a_stale_heartbeat_is_not_ready(api, monkeypatch):
+    stale = SimpleNamespace(timestamp=timezone.now() - timedelta(minutes=10))
+    monkeypatch.setattr("django_q.status.Stat.get_all", staticmethod(lambda *a, **k: [stale]))
+    assert api.get("/v1/system/readyz").status_code == 503
+
+
+def test_engine_list(api, engines):
+    response = api.get("/v1/engines")
+    assert response.status_code == 200
+    listed = {e["engine"]: e for e in response.json()["engines"]}
+    assert set(listed) == ENGINES
+    for name in ("codex", "gemini", "iflow"):
+        assert listed[name]["interactive_profile"] == "resumable", name  # §7 table
+    assert listed["claude"]["interactive_profile"] == "sticky_process"
+    assert listed["codex"]["cli_version_detected"] == "0.0.0-fake"
+    assert listed["codex"]["available"] is True
+    for name in ("gemini", "iflow", "claude"):
+        assert listed[name]["available"] is False, name
+        assert listed[name]["cli_version_detected"] is None, name
+
+
+def test_engine_models(api, engines):
+    response = api.get("/v1/engines/codex/models")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["engine"] == "codex"
+    assert body["cli_version_detected"] == "0.0.0-fake"
+    ids = [m["id"] for m in body["models"]]
+    assert ids and all(isinstance(i, str) and i for i in ids)
+    assert "gpt-operator-default" in ids
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_every_engine_has_a_model_listing(api, engines, engine):
+    response = api.get(f"/v1/engines/{engine}/models")
+    assert response.status_code == 200
+    assert response.json()["engine"] == engine
+    assert isinstance(response.json()["models"], list)
+
+
+@pytest.mark.parametrize("engine", ["opencode", "CODEX", "..", "codex%00"])
+def test_unknown_engine_is_404(api, engines, engine):
+    response = api.get(f"/v1/engines/{engine}/models")
+    assert response.status_code == 404
+    if engine != "..":
+        assert error_code(response) == "ENGINE_NOT_FOUND"
+
+
+def test_skill_catalogue(api, install_skill):
+    install_skill("haiku-writer")
+    install_skill("trip-planner")
+    listed = api.get("/v1/skills")
+    assert listed.status_code == 200
+    by_id = {s["id"]: s for s in listed.json()}
+    assert set(by_id) == {"haiku-writer", "trip-planner"}
+    trip = by_id["trip-planner"]
+    assert trip["execution_modes"] == ["interactive"]
+    assert trip["max_attempt"] == 4
+    assert sorted(trip["effective_engines"]) == sorted(ENGINES)
+    assert api.get("/v1/skills/trip-planner").json() == trip
+
+
+def test_unknown_skill_is_404(api):
+    response = api.get("/v1/skills/nope")
+    assert response.status_code == 404
+    assert error_code(response) == "SKILL_NOT_FOUND"
