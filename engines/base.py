@@ -14,7 +14,7 @@ import shutil
 import threading
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, TypeVar, cast
 
 from .patching import patch_skill_file
 from .process import ProcessResult, SpawnError, resolve_executable, run_process, run_quick
@@ -25,6 +25,7 @@ from .types import (
     EngineConfig,
     ExecutionMode,
     InteractiveProfileKind,
+    LiveSession,
     TurnControl,
     TurnRequest,
     TurnResult,
@@ -46,6 +47,7 @@ class EngineOutput:
     error: str | None = None  # set when the CLI reported a failed turn
 
 
+T = TypeVar("T")
 _probe_lock = threading.Lock()
 _probe_cache: dict[tuple[str, str, int, int], Any] = {}
 
@@ -234,7 +236,11 @@ class EngineAdapter:
         )
         return self.turn_result(proc, request.mode, argv)
 
-    def probe(self, config: EngineConfig, purpose: str, run: Callable[[str, dict[str, str], Path], Any]) -> Any:
+    def open_live_session(self, request: TurnRequest, config: EngineConfig, control: TurnControl) -> LiveSession:
+        """Start the resident process of a sticky_process engine (sends no prompt yet)."""
+        raise NotImplementedError(f"{self.name} is {self.interactive_profile}: it has no live session")
+
+    def probe(self, config: EngineConfig, purpose: str, run: Callable[[str, dict[str, str], Path], T]) -> T | None:
         """Run ``run(binary_path, env, cwd)`` once per binary file (path + mtime + size).
 
         Returns None, uncached, when the binary cannot be found.
@@ -248,7 +254,7 @@ class EngineAdapter:
         key = (purpose, os.path.realpath(path), stat.st_mtime_ns, stat.st_size)
         with _probe_lock:
             if key in _probe_cache:
-                return _probe_cache[key]
+                return cast(T, _probe_cache[key])
         self.prepare_home(config)  # probes run with the isolated home too: CLIs write into it
         value = run(path, env, Path(config.home))
         with _probe_lock:

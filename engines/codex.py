@@ -104,7 +104,8 @@ class CodexAdapter(EngineAdapter):
         notice: str | None = None
         for event in turn:
             kind = event.get("type")
-            item = event.get("item") if isinstance(event.get("item"), dict) else {}
+            raw_item = event.get("item")
+            item = raw_item if isinstance(raw_item, dict) else {}
             if kind == "item.completed" and item.get("type") == "agent_message":
                 output.final_message = str(item.get("text") or "")
             elif kind == "turn.failed":

@@ -30,8 +30,9 @@ def _session_id(info_blocks: list[str]) -> str | None:
             if match:
                 return match.group(1)
             continue
-        if isinstance(info, dict) and isinstance(info.get("session-id"), str) and info["session-id"]:
-            return info["session-id"]
+        session = info.get("session-id") if isinstance(info, dict) else None
+        if isinstance(session, str) and session:
+            return session
     return None
 
 

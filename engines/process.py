@@ -208,6 +208,14 @@ def supervise(
             return FAILURE_TIMEOUT
 
 
+def _describe(failure: str | None, hard_timeout: float) -> str:
+    if failure == FAILURE_TIMEOUT:
+        return f"the engine did not finish its turn within {hard_timeout:g} s and was killed"
+    if failure == FAILURE_ABORTED:
+        return "the engine was stopped on request"
+    return ""
+
+
 def _finish_readers(proc: subprocess.Popen[bytes], readers: list[threading.Thread]) -> None:
     """Read to EOF; children that outlive the engine and hold its pipes are killed (turn is over)."""
     deadline = time.monotonic() + _LINGER_SECONDS
@@ -239,11 +247,7 @@ def run_process(
     control.on_spawn(proc.pid)
     failure = supervise(proc, control, hard_timeout, grace)
     _finish_readers(proc, readers)
-    message = {
-        FAILURE_TIMEOUT: f"the engine did not finish within {hard_timeout:g} s and was killed",
-        FAILURE_ABORTED: "the engine was stopped on request",
-    }.get(failure or "", "")
-    return ProcessResult(out.take(), err.take(), proc.returncode, failure, message, proc.pid)
+    return ProcessResult(out.take(), err.take(), proc.returncode, failure, _describe(failure, hard_timeout), proc.pid)
 
 
 class ResidentProcess:
@@ -305,11 +309,9 @@ class ResidentProcess:
         if not done.is_set() and self.proc.poll() is not None:
             _finish_readers(self.proc, self._readers)
             pump()
-        message_text = {
-            FAILURE_TIMEOUT: f"the engine did not answer within {hard_timeout:g} s and was killed",
-            FAILURE_ABORTED: "the engine was stopped on request",
-        }.get(failure or "", "")
-        return ProcessResult(out.take(), self._stderr.take(), self.proc.returncode, failure, message_text, self.pid)
+        return ProcessResult(
+            out.take(), self._stderr.take(), self.proc.returncode, failure, _describe(failure, hard_timeout), self.pid
+        )
 
     def close(self) -> None:
         """End the process politely (EOF on stdin), then by force after the grace period."""

@@ -93,7 +93,7 @@ def test_golden_claude_resident_replayed_through_a_live_session(tmp_path: Path) 
         interpreter="python",
     )
     control = FakeControl()
-    session = get_adapter("claude").open_live_session(make_request(tmp_path), make_config(tmp_path, binary), control)  # type: ignore[attr-defined]
+    session = get_adapter("claude").open_live_session(make_request(tmp_path), make_config(tmp_path, binary), control)
     try:
         prompts = RECORDINGS[("claude", "resident_two_turns")]["prompts"]
         first = session.send(prompts[0], control, 10)

@@ -149,8 +149,13 @@ def test_result_is_error_keeps_the_process(tmp_path: Path, claude) -> None:
 
 def test_open_live_session_with_missing_binary_reports_on_send(tmp_path: Path) -> None:
     control = FakeControl()
-    session = get_adapter("claude").open_live_session(make_request(tmp_path), make_config(tmp_path, tmp_path / "nope"), control)  # type: ignore[attr-defined]
+    session = get_adapter("claude").open_live_session(make_request(tmp_path), make_config(tmp_path, tmp_path / "nope"), control)
     result = session.send("hi", control, 5)
     assert result.failure_reason == FAILURE_SPAWN and "does not exist" in result.failure_message
     assert not session.is_alive() and control.pids == []
     session.close()
+
+
+def test_resumable_engines_have_no_live_session(tmp_path: Path) -> None:
+    with pytest.raises(NotImplementedError):
+        get_adapter("codex").open_live_session(make_request(tmp_path), make_config(tmp_path, "codex"), FakeControl())
