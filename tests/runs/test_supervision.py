@@ -1,0 +1,281 @@
+"""runs.supervision: wait deadlines (R-LC9, R-LC10) and recovery when processes die (R-LC13).
+
+The runs are driven through runs.services exactly as a worker would; dispatch is recorded instead of
+executed, so nothing here starts an engine.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from engines.types import TurnResult
+from runs import services, supervision
+from runs.models import Interaction, Run
+from runs.outcome import TurnDecision, build_pending
+from tests.api.helpers import process_alive, wait_until
+
+pytestmark = pytest.mark.django_db
+
+HOST = socket.gethostname()
+
+
+@pytest.fixture(autouse=True)
+def setup(install_skill, monkeypatch, settings):
+    install_skill("haiku-writer")
+    settings.SKILLRUNNER_KILL_GRACE_SECONDS = 0.5
+    enqueued: list[tuple[str, int]] = []
+    monkeypatch.setattr("runs.services.enqueue_turn", lambda rid, attempt: enqueued.append((str(rid), attempt)))
+    return enqueued
+
+
+@pytest.fixture
+def enqueued(setup):
+    return setup
+
+
+@pytest.fixture
+def sleeper():
+    """A process in its own group standing in for an engine; killed at teardown whatever happens."""
+    procs = []
+
+    def start() -> subprocess.Popen:
+        proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=5)
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def _create(alice, engine="codex", **options) -> Run:
+    return services.create_run(
+        owner=alice, skill_id="haiku-writer", engine=engine, model=None,
+        input={"topic": "sea"}, parameter={}, runtime_options={"execution_mode": "interactive", **options},
+    )
+
+
+def _running(run: Run, worker: str) -> Run:
+    claimed = services.claim_turn(run.pk, run.attempt_number, worker)
+    assert claimed is not None
+    return claimed
+
+
+def _waiting(run: Run, worker: str, *, handle: str | None = "thread-1") -> Run:
+    run = _running(run, worker)
+    turn = TurnResult(outcome="ask_user", assistant_text="Which season?", session_handle=handle, exit_code=0)
+    pending, warnings = build_pending(turn, run.attempt_number)
+    updated = services.complete_turn(run.pk, run.attempt_number, worker, turn, TurnDecision("waiting_user", pending=pending, warnings=warnings))
+    assert updated is not None and updated.status == "waiting_user"
+    return Run.objects.get(pk=run.pk)
+
+
+def _live_worker() -> str:
+    return f"{HOST}:{os.getpid()}:test"
+
+
+def _past(run: Run, seconds: int = 5) -> None:
+    Run.objects.filter(pk=run.pk).update(wait_deadline_at=timezone.now() - timedelta(seconds=seconds))
+
+
+# --- wait deadlines (R-LC9, R-LC10) ----------------------------------------------------------
+
+
+def test_strict_resumable_run_waits_forever(alice):
+    run = _waiting(_create(alice, session_timeout_sec=1), _live_worker())
+    assert run.wait_deadline_at is None
+    assert supervision.expire_waits() == 0
+    assert Run.objects.get(pk=run.pk).status == "waiting_user"
+
+
+def test_deadline_is_persisted(alice):
+    before = timezone.now()
+    run = _waiting(_create(alice, interactive_require_user_reply=False, session_timeout_sec=300), _live_worker())
+    assert before + timedelta(seconds=299) <= run.wait_deadline_at <= timezone.now() + timedelta(seconds=301)
+
+
+def test_deadline_not_reached_changes_nothing(alice):
+    run = _waiting(_create(alice, interactive_require_user_reply=False, session_timeout_sec=300), _live_worker())
+    assert supervision.expire_waits() == 0
+    assert Run.objects.get(pk=run.pk).status == "waiting_user"
+
+
+def test_non_strict_resumable_run_auto_decides(alice, enqueued):
+    """R-LC9 + R-LC10: the backend answers on the user's behalf and starts the next turn."""
+    run = _waiting(_create(alice, interactive_require_user_reply=False, session_timeout_sec=60), _live_worker())
+    _past(run)
+    assert supervision.expire_waits() == 1
+    run = Run.objects.get(pk=run.pk)
+    assert run.status == "queued"
+    assert run.attempt_number == 2
+    assert run.auto_decision_count == 1
+    assert run.pending_interaction_id is None
+    interaction = Interaction.objects.get(run=run, interaction_id=1)
+    assert interaction.resolution_mode == "auto_decide_timeout"
+    assert interaction.answered_by is None
+    assert "engine_judgement" in interaction.response
+    assert run.next_prompt == interaction.response
+    assert supervision.expire_waits() == 0  # fires once
+
+
+def test_auto_decision_follows_the_pending_policy(alice):
+    run = _running(_create(alice, interactive_auto_reply=True, session_timeout_sec=60), _live_worker())
+    turn = TurnResult(outcome="ask_user", assistant_text="x", session_handle="t", exit_code=0)
+    pending, _ = build_pending(turn, 1)
+    pending["default_decision_policy"] = "prefer_cheapest_option"
+    services.complete_turn(run.pk, 1, _live_worker(), turn, TurnDecision("waiting_user", pending=pending))
+    _past(run)
+    supervision.expire_waits()
+    assert "prefer_cheapest_option" in Interaction.objects.get(run=run).response
+
+
+def test_strict_sticky_run_fails_on_timeout(alice):
+    """R-LC9: sticky_process + strict → INTERACTION_WAIT_TIMEOUT."""
+    run = _waiting(_create(alice, engine="claude", session_timeout_sec=60), _live_worker())
+    assert run.interactive_profile == "sticky_process"
+    assert run.wait_deadline_at is not None
+    _past(run)
+    assert supervision.expire_waits() == 1
+    run = Run.objects.get(pk=run.pk)
+    assert run.status == "failed"
+    assert run.error["code"] == "INTERACTION_WAIT_TIMEOUT"
+    assert run.holds_slot is False
+
+
+def test_non_strict_sticky_run_gets_the_auto_decision(alice):
+    run = _waiting(_create(alice, engine="claude", interactive_require_user_reply=False, session_timeout_sec=60), _live_worker())
+    _past(run)
+    assert supervision.expire_waits() == 1
+    run = Run.objects.get(pk=run.pk)
+    assert run.status in ("running", "queued")
+    assert run.status != "failed"
+    assert Interaction.objects.get(run=run).resolution_mode == "auto_decide_timeout"
+
+
+def test_reply_and_deadline_race_has_one_winner(alice):
+    run = _waiting(_create(alice, interactive_require_user_reply=False, session_timeout_sec=60), _live_worker())
+    services.submit_reply(run, user=alice, interaction_id=1, response="winter")
+    _past(run)
+    assert supervision.expire_waits() == 0
+    interaction = Interaction.objects.get(run=run, interaction_id=1)
+    assert (interaction.response, interaction.resolution_mode) == ("winter", "user_reply")
+
+
+# --- dead claims and restarts (R-LC13) -------------------------------------------------------
+
+
+def test_running_turn_of_a_dead_worker_fails_and_its_engine_is_killed(alice, sleeper):
+    engine = sleeper()
+    run = _running(_create(alice), f"{HOST}:{_dead_pid()}:gone")
+    services.record_engine_pid(run.pk, 1, run.claimed_by, engine.pid)
+    assert supervision.reap_dead_claims() == 1
+    run = Run.objects.get(pk=run.pk)
+    assert run.status == "failed"
+    assert run.error["code"] == "ORCHESTRATOR_RESTART_INTERRUPTED"
+    assert run.recovery_state == "failed_reconciled"
+    assert run.holds_slot is False
+    assert wait_until(lambda: not process_alive(engine.pid), timeout=3)
+
+
+def test_running_turn_of_a_live_worker_is_left_alone(alice):
+    run = _running(_create(alice), _live_worker())
+    assert supervision.reap_dead_claims() == 0
+    assert Run.objects.get(pk=run.pk).status == "running"
+
+
+def test_other_host_claims_are_judged_by_heartbeat(alice, settings):
+    settings.SKILLRUNNER_HEARTBEAT_SECONDS = 10
+    fresh = _running(_create(alice), "elsewhere:123:tok")
+    stale = _running(_create(alice), "elsewhere:456:tok")
+    Run.objects.filter(pk=stale.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=5))
+    assert supervision.reap_dead_claims() == 1
+    assert Run.objects.get(pk=fresh.pk).status == "running"
+    assert Run.objects.get(pk=stale.pk).error["code"] == "ORCHESTRATOR_RESTART_INTERRUPTED"
+
+
+def test_sticky_wait_with_a_lost_process_fails(alice):
+    run = _waiting(_create(alice, engine="claude"), f"{HOST}:{_dead_pid()}:gone")
+    assert supervision.reap_dead_claims() == 1
+    run = Run.objects.get(pk=run.pk)
+    assert run.status == "failed"
+    assert run.error["code"] == "INTERACTION_PROCESS_LOST"
+
+
+def test_worker_start_recovery(alice, enqueued):
+    """R-LC13 on worker start: resumable waits with a session survive, waits without one fail,
+    queued runs are dispatched again."""
+    keeps = _waiting(_create(alice), _live_worker(), handle="thread-keep")
+    loses = _waiting(_create(alice), _live_worker(), handle="thread-x")
+    Run.objects.filter(pk=loses.pk).update(session_handle="")
+    queued = _create(alice)
+    enqueued.clear()
+
+    supervision.recover_on_worker_start()
+
+    keeps = Run.objects.get(pk=keeps.pk)
+    assert keeps.status == "waiting_user"
+    assert keeps.recovery_state == "recovered_waiting"
+    loses = Run.objects.get(pk=loses.pk)
+    assert loses.status == "failed"
+    assert loses.error["code"] == "SESSION_RESUME_FAILED"
+    assert (str(queued.pk), 1) in enqueued
+    assert Run.objects.get(pk=queued.pk).status == "queued"
+    # The recovered run still takes its reply.
+    services.submit_reply(keeps, user=alice, interaction_id=1, response="spring")
+    assert Run.objects.get(pk=keeps.pk).status == "queued"
+
+
+def test_recovered_wait_still_has_its_deadline(alice):
+    run = _waiting(_create(alice, interactive_require_user_reply=False, session_timeout_sec=60), _live_worker())
+    supervision.recover_on_worker_start()
+    assert Run.objects.get(pk=run.pk).recovery_state == "recovered_waiting"
+    _past(run)
+    assert supervision.expire_waits() == 1
+    assert Run.objects.get(pk=run.pk).auto_decision_count == 1
+
+
+def test_recovery_is_idempotent(alice):
+    run = _waiting(_create(alice), _live_worker())
+    supervision.recover_on_worker_start()
+    seq = Run.objects.get(pk=run.pk).last_event_seq
+    supervision.recover_on_worker_start()
+    assert Run.objects.get(pk=run.pk).last_event_seq == seq
+
+
+def test_release_own_claims_on_shutdown(alice, sleeper):
+    engine = sleeper()
+    mine = _running(_create(alice), f"{HOST}:{os.getpid()}:cluster-a")
+    services.record_engine_pid(mine.pk, 1, mine.claimed_by, engine.pid)
+    theirs = _running(_create(alice), f"{HOST}:{os.getpid()}:cluster-b")
+    supervision.release_own_claims("cluster-a")
+    assert Run.objects.get(pk=mine.pk).status == "failed"
+    assert Run.objects.get(pk=theirs.pk).status == "running"
+    assert wait_until(lambda: not process_alive(engine.pid), timeout=3)
+
+
+def test_supervise_once_dispatches_queued_runs_within_free_slots(alice, enqueued, settings):
+    settings.SKILLRUNNER_MAX_CONCURRENT_TURNS = 1
+    first, second = _create(alice), _create(alice)
+    enqueued.clear()
+    supervision.supervise_once()
+    assert enqueued == [(str(first.pk), 1)]
+    _running(first, _live_worker())
+    enqueued.clear()
+    supervision.supervise_once()
+    assert enqueued == []
+    assert Run.objects.get(pk=second.pk).status == "queued"
