@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Mapping
+
+
+# A lone UTF-16 surrogate (valid in a JSON string, e.g. "\ud800") cannot be encoded for a
+# command line, a pipe or a log file; it becomes U+FFFD like any other undecodable text.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _encodable(text: str) -> str:
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def _compact(value: Any) -> str:
@@ -49,9 +59,9 @@ def first_turn_prompt(
         f"Run directory (your working directory): {run_dir}",
         f"Artifacts directory (output files go here): {run_dir / 'artifacts'}",
     ]
-    return "\n".join(lines) + "\n"
+    return _encodable("\n".join(lines) + "\n")
 
 
 def reply_prompt(response: Any) -> str:
     """A resumed turn's prompt is the user's reply itself; non-strings become compact JSON."""
-    return response if isinstance(response, str) else _compact(response)
+    return _encodable(response if isinstance(response, str) else _compact(response))

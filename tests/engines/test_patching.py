@@ -148,3 +148,12 @@ def test_first_turn_prompt_without_inputs(tmp_path: Path) -> None:
 )
 def test_reply_prompt_is_the_reply_itself(response: object, prompt: str) -> None:
     assert reply_prompt(response) == prompt
+
+
+def test_prompts_replace_lone_surrogates_so_any_cli_can_receive_them(tmp_path: Path) -> None:
+    prompt = first_turn_prompt("s", "s", {"topic": "sea \ud800"}, {}, {}, tmp_path)
+    assert '"sea \ufffd"' in prompt
+    prompt.encode("utf-8")  # would raise on a lone surrogate
+    assert reply_prompt("ok \udfff") == "ok \ufffd"
+    assert reply_prompt({"a": "\ud83d"}) == '{"a":"\ufffd"}'
+    assert reply_prompt("emoji 😀 stays") == "emoji 😀 stays"
