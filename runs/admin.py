@@ -11,6 +11,14 @@ from skills.admin import ReadOnlyAdmin, ReadOnlyInline
 from .models import Interaction, Run, RunEvent
 
 SHORT_TEXT = 80
+# The fields an auditor reads first; everything else (worker bookkeeping) is folded away below.
+RUN_FIELDSETS = [
+    (None, {"fields": ["request_id", "owner", "skill", "skill_version", "engine", "model", "execution_mode", "interactive_profile", "status"]}),
+    ("Request", {"fields": ["input", "parameter", "runtime_options"]}),
+    ("Conversation", {"fields": ["attempt_number", "pending_interaction_id", "interaction_count", "auto_decision_count", "wait_deadline_at", "recovery_state"]}),
+    ("Outcome", {"fields": ["error", "warnings", "result"]}),
+    ("Times", {"fields": ["created_at", "started_at", "updated_at", "finished_at"]}),
+]
 
 
 class InteractionInline(ReadOnlyInline):
@@ -39,6 +47,11 @@ class RunAdmin(ReadOnlyAdmin):
     date_hierarchy = "created_at"
     show_full_result_count = False
     inlines = [InteractionInline, RunEventInline]
+
+    def get_fieldsets(self, request, obj=None):
+        shown = {name for _, options in RUN_FIELDSETS for name in options["fields"]}
+        rest = [name for name in self.get_readonly_fields(request, obj) if name not in shown]
+        return [*RUN_FIELDSETS, ("Worker", {"fields": rest, "classes": ["collapse"]})]
 
 
 @admin.register(Interaction)

@@ -89,13 +89,20 @@
     addEntry(seq, "note", null, node("p", "text", text));
   }
 
+  function isAskUserEnvelope(text) {
+    const value = parseJsonObject(text);
+    return Boolean(value && (value.ask_user || value.outcome === "ask_user"));
+  }
+
   function showQuestion(event) {
     const prompt = event.payload.prompt;
     const last = conversation.lastElementChild;
-    // The backend often takes the question from the agent's last message; show it once.
-    if (last && last.classList.contains("assistant") && last.dataset.text === prompt) {
+    // The question is usually the agent's last message (as text or as an ask_user envelope):
+    // that message becomes the question instead of being shown twice.
+    if (last && last.classList.contains("assistant") && (last.dataset.text === prompt || isAskUserEnvelope(last.dataset.text))) {
       last.classList.add("question");
       last.querySelector(".who").textContent = "Question";
+      last.replaceChild(node("p", "text", prompt), last.lastChild);
       return;
     }
     addEntry(event.seq, "assistant question", "Question", node("p", "text", prompt));

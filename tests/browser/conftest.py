@@ -1,0 +1,125 @@
+"""Real Chromium against the real service: daphne + a worker in subprocesses on a file database.
+
+Nothing here uses the pytest-django test database: the service owns its own data dir, and the
+browser reaches it only over HTTP and websockets, as a person would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.fake_codex import FakeCodex
+from tests.support.live_service import REPO, LiveService
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
+SCREENSHOTS = REPO / "test-output" / "screenshots"
+PASSWORDS = {"alice": "alice-password-123", "bob": "bob-password-123", "root": "root-password-123"}
+STAFF = {"root"}
+ACTION_TIMEOUT_MS = 15_000
+
+CREATE_USERS = (
+    "from django.contrib.auth import get_user_model\n"
+    "User = get_user_model()\n"
+    "for name, password in {passwords!r}.items():\n"
+    "    staff = name in {staff!r}\n"
+    "    User.objects.create_user(name, password=password, is_staff=staff, is_superuser=staff)\n"
+)
+
+
+class Live:
+    """The running service, the scripted engine it uses, and API tokens per user."""
+
+    def __init__(self, service: LiveService, engine: FakeCodex):
+        self.service = service
+        self.engine = engine
+        self.url = service.url
+        self._tokens: dict[str, str] = {}
+
+    def token(self, username: str) -> str:
+        if username not in self._tokens:
+            self._tokens[username] = self.service.token(username)
+        return self._tokens[username]
+
+    def start_trip(self, username: str) -> str:
+        status, body = self.service.request(
+            "POST",
+            "/v1/jobs",
+            self.token(username),
+            {"skill_id": "trip-planner", "engine": "codex", "input": {}, "runtime_options": {"execution_mode": "interactive"}},
+        )
+        assert status == 200, body
+        return body["request_id"]
+
+    def run_status(self, username: str, request_id: str) -> str:
+        return self.service.request("GET", f"/v1/jobs/{request_id}", self.token(username))[1]["status"]
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory) -> Iterator[Live]:
+    root = tmp_path_factory.mktemp("browser-live")
+    (root / "engine").mkdir()
+    engine = FakeCodex(root / "engine")
+    service = LiveService(root / "data", env={"SKILLRUNNER_CODEX_BIN": str(engine.binary)})
+    try:
+        service.start()
+        service.manage("shell", "-c", CREATE_USERS.format(passwords=PASSWORDS, staff=STAFF))
+        yield Live(service, engine)
+    finally:
+        service.stop()
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: run `make browser` (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    playwright = sync_playwright().start()
+    browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True, timeout=60_000)
+    try:
+        yield browser
+    finally:
+        browser.close()
+        playwright.stop()
+
+
+@pytest.fixture
+def new_page(chromium, live):
+    """Pages in separate browser contexts (separate cookie jars), closed after the test."""
+    contexts = []
+
+    def open_page(viewport: dict | None = None):
+        context = chromium.new_context(base_url=live.url, viewport=viewport or {"width": 1280, "height": 900}, accept_downloads=True)
+        contexts.append(context)
+        page = context.new_page()
+        page.set_default_timeout(ACTION_TIMEOUT_MS)
+        return page
+
+    yield open_page
+    for context in contexts:
+        context.close()
+
+
+def log_in(page, username: str) -> None:
+    page.goto("/accounts/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(PASSWORDS[username])
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url("**/")
+
+
+def screenshot(page, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / name), full_page=True)
