@@ -1,0 +1,171 @@
+"""Plain helpers of the interactive-mode suite: scripted turns, job requests, processes, waits."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+INTERACTIVE = {"execution_mode": "interactive"}
+
+PLAN = {"destination": "Kyoto", "days": [{"day": 1, "activities": ["Fushimi Inari at dawn"]}], "plan_file": "artifacts/plan.md"}
+PLAN_FILE = {"artifacts/plan.md": "# Kyoto\n\nDay 1: Fushimi Inari at dawn\n"}
+HAIKU = {"topic": "sea", "haiku": ["waves fold", "into the grey", "morning"], "haiku_file": "artifacts/haiku.md"}
+HAIKU_FILE = {"artifacts/haiku.md": "waves fold\ninto the grey\nmorning\n"}
+QUESTION = "Where would you like to go, and for how many days?"
+
+
+# --- fake codex steps ---------------------------------------------------------------------------
+
+
+def ask(text: str = QUESTION, **extra: Any) -> dict[str, Any]:
+    """A turn whose final message is a plain-text question (no JSON at all)."""
+    return {"message": text, **extra}
+
+
+def ask_envelope(body: dict[str, Any], *, shape: str = "ask_user", prose: str = "", **extra: Any) -> dict[str, Any]:
+    """A turn ending with an ask_user envelope, in either accepted shape (R-TP4)."""
+    envelope = {"ask_user": body} if shape == "ask_user" else {"outcome": "ask_user", "interaction": body}
+    text = (prose + "\n\n" if prose else "") + json.dumps(envelope)
+    return {"message": text, **extra}
+
+
+def plan_done(*, marker: bool = True, data: dict[str, Any] | None = None, files: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
+    """A trip-planner turn that writes the plan artifact and answers with the result JSON."""
+    payload = dict(PLAN if data is None else data)
+    if marker:
+        payload["__SKILL_DONE__"] = True
+    return {"files": PLAN_FILE if files is None else files, "message": json.dumps(payload), **extra}
+
+
+def haiku_done(*, marker: bool = False, **extra: Any) -> dict[str, Any]:
+    payload = dict(HAIKU)
+    if marker:
+        payload["__SKILL_DONE__"] = True
+    return {"files": HAIKU_FILE, "message": json.dumps(payload), **extra}
+
+
+# --- API ----------------------------------------------------------------------------------------
+
+
+def job_body(skill_id: str = "trip-planner", *, engine: str = "codex", input: Any = None, runtime_options: dict[str, Any] | None = None) -> dict[str, Any]:
+    if input is None:
+        input = {"topic": "sea"} if skill_id == "haiku-writer" else {}
+    return {"skill_id": skill_id, "engine": engine, "input": input, "parameter": {}, "runtime_options": INTERACTIVE if runtime_options is None else runtime_options}
+
+
+def start(client, skill_id: str = "trip-planner", **kwargs: Any) -> str:
+    """POST /v1/jobs (turns run inline in these tests) and return the request id."""
+    response = client.post("/v1/jobs", job_body(skill_id, **kwargs), format="json")
+    assert response.status_code == 200, response.content
+    return response.json()["request_id"]
+
+
+def status_of(client, request_id: str) -> dict[str, Any]:
+    response = client.get(f"/v1/jobs/{request_id}")
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def pending_of(client, request_id: str) -> dict[str, Any] | None:
+    response = client.get(f"/v1/jobs/{request_id}/interaction/pending")
+    assert response.status_code == 200, response.content
+    return response.json()["pending"]
+
+
+def reply(client, request_id: str, interaction_id: int, response: Any, **extra: Any):
+    return client.post(f"/v1/jobs/{request_id}/interaction/reply", {"interaction_id": interaction_id, "response": response, **extra}, format="json")
+
+
+def history_of(client, request_id: str) -> list[dict[str, Any]]:
+    response = client.get(f"/v1/jobs/{request_id}/interaction/history")
+    assert response.status_code == 200, response.content
+    return response.json()["interactions"]
+
+
+def events_of(client, request_id: str) -> list[dict[str, Any]]:
+    response = client.get(f"/v1/jobs/{request_id}/events/history")
+    assert response.status_code == 200, response.content
+    return response.json()["events"]
+
+
+def statuses_through(client, request_id: str) -> list[str]:
+    """Every status the run went through, in order, from its event log."""
+    return [e["payload"]["to"] for e in events_of(client, request_id) if e["kind"] == "status"]
+
+
+def result_of(client, request_id: str) -> dict[str, Any]:
+    response = client.get(f"/v1/jobs/{request_id}/result")
+    assert response.status_code == 200, response.content
+    return response.json()["result"]
+
+
+def error_code(response) -> str | None:
+    detail = response.json().get("detail")
+    return detail.get("code") if isinstance(detail, dict) else None
+
+
+def warning_codes(status: dict[str, Any]) -> list[str]:
+    return [w["code"] for w in status["warnings"]]
+
+
+def assert_events_consistent(events: list[dict[str, Any]]) -> None:
+    """seq is 1, 2, 3 … and every status change starts where the previous one ended."""
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1)), [e["seq"] for e in events]
+    previous = None
+    for event in events:
+        if event["kind"] == "status":
+            assert event["payload"]["from"] == previous, (event, previous)
+            previous = event["payload"]["to"]
+
+
+# --- processes and waiting ----------------------------------------------------------------------
+
+
+def wait_until(predicate, timeout: float, what: str, interval: float = 0.05):
+    """Poll until `predicate()` is truthy; fail the test after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def process_alive(pid: int) -> bool:
+    """A live process (zombies count as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            state = handle.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+def processes_in(directory: Path) -> list[int]:
+    """Live processes whose working directory is `directory` (an engine runs in its run dir)."""
+    target = str(Path(directory).resolve())
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{entry}/cwd")
+        except OSError:
+            continue
+        if cwd == target and process_alive(int(entry)):
+            found.append(int(entry))
+    return sorted(found)
+
+
+def kill_all(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
