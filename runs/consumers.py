@@ -102,6 +102,9 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         # client as a bare rejection, and it could not tell 4401 from 4404.
         await self.accept()
         self.user = self.scope.get("user")
+        # Taken by the tail for each batch and by each client action until its answer is sent,
+        # so an action's answer always goes out before the close its own effect may cause.
+        self.turn = asyncio.Lock()
         if self.user is None or not self.user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
@@ -127,17 +130,18 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         try:
             async with RunChangeWaiter(self.run.pk) as waiter:
                 while True:
-                    # Subscribed before this read, so an event committed meanwhile wakes the next wait.
-                    events = await database_sync_to_async(selectors.events_after)(self.run, cursor)
-                    for event in events:
-                        await self.send_json(event.as_message())
-                        cursor = event.seq
-                        finished = finished or ends_run(event)
-                    if len(events) == EVENT_PAGE_LIMIT:
-                        continue
-                    if finished:
-                        await self.close(code=CLOSE_NORMAL)
-                        return
+                    async with self.turn:
+                        # Subscribed before this read, so an event committed meanwhile wakes the next wait.
+                        events = await database_sync_to_async(selectors.events_after)(self.run, cursor)
+                        for event in events:
+                            await self.send_json(event.as_message())
+                            cursor = event.seq
+                            finished = finished or ends_run(event)
+                        if len(events) == EVENT_PAGE_LIMIT:
+                            continue
+                        if finished:
+                            await self.close(code=CLOSE_NORMAL)
+                            return
                     await waiter.wait()
         except asyncio.CancelledError:
             raise
@@ -159,13 +163,14 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
 
     async def receive_json(self, content: dict[str, Any], **kwargs: Any) -> None:
         request_id = str(self.run.pk)
-        try:
-            if content.get("type") == "reply":
-                answer = await database_sync_to_async(reply)(self.user, request_id, content)
-            elif content.get("type") == "cancel":
-                answer = await database_sync_to_async(cancel)(self.user, request_id)
-            else:
-                raise ApplicationError("UNKNOWN_MESSAGE_TYPE", 'type must be "reply" or "cancel"')
-        except (ApplicationError, ValidationError) as exc:
-            answer = error_message(exc)
-        await self.send_json(answer)
+        async with self.turn:
+            try:
+                if content.get("type") == "reply":
+                    answer = await database_sync_to_async(reply)(self.user, request_id, content)
+                elif content.get("type") == "cancel":
+                    answer = await database_sync_to_async(cancel)(self.user, request_id)
+                else:
+                    raise ApplicationError("UNKNOWN_MESSAGE_TYPE", 'type must be "reply" or "cancel"')
+            except (ApplicationError, ValidationError) as exc:
+                answer = error_message(exc)
+            await self.send_json(answer)

@@ -32,6 +32,13 @@ def _label(name: str, spec: dict[str, Any]) -> str:
     return str(spec.get("title") or name.replace("_", " ").replace("-", " ").capitalize())
 
 
+class JSONValueField(forms.JSONField):
+    """A JSON box that starts empty rather than showing `null`."""
+
+    def prepare_value(self, value: Any) -> str:
+        return "" if value is None else super().prepare_value(value)
+
+
 def schema_field(name: str, spec: dict[str, Any], *, required: bool) -> forms.Field:
     """One form field for one schema property; types the form cannot express take JSON."""
     common: dict[str, Any] = {"label": _label(name, spec), "help_text": spec.get("description", ""), "required": required}
@@ -56,7 +63,7 @@ def schema_field(name: str, spec: dict[str, Any], *, required: bool) -> forms.Fi
         # An unticked box is an answer too (false), so the box itself is never required.
         return forms.BooleanField(**{**common, "required": False}, initial=initial)
     common["help_text"] = " ".join(filter(None, [common["help_text"], "Enter a JSON value."]))
-    return forms.JSONField(initial=initial, widget=forms.Textarea(attrs={"rows": 4}), **common)
+    return JSONValueField(initial=initial, widget=forms.Textarea(attrs={"rows": 4}), **common)
 
 
 class PlainLabelForm(forms.Form):

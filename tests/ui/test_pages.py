@@ -107,6 +107,7 @@ def test_new_run_form_is_built_from_the_schemas(alice, showcase_skill):
     assert "Mixing ratio" in html and 'name="input__ratio" step="any"' in html
     assert '<option value="1">1</option>' in html and '<option value="" selected>—</option>' in html
     assert 'type="checkbox" name="parameter__loud"' in html
+    assert '<textarea name="input__tags" cols="40" rows="4" aria-describedby="id_input__tags_helptext" id="id_input__tags">\n</textarea>' in html
     assert '<option value="&quot;plain&quot;" selected>plain</option>' in html
     assert 'aria-describedby="id_input__name_helptext"' in html and "Lower-case letters only." in html
     assert form.fields["engine"].choices == [("codex", "codex"), ("gemini", "gemini")]
