@@ -139,39 +139,88 @@ def spawn(argv: list[str], cwd: Path, env: dict[str, str], *, stdin_pipe: bool =
         raise SpawnError(f"could not start {argv[0]!r}: {exc}") from exc
 
 
-def _group_alive(pgid: int) -> bool:
+@dataclass(frozen=True)
+class _Proc:
+    ppid: int
+    pgid: int
+    zombie: bool
+
+
+def _process_table() -> dict[int, _Proc] | None:
+    """Every process from /proc (Linux), or None where there is no /proc."""
     try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
+        entries = [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return None
+    table = {}
+    for name in entries:
+        try:
+            with open(f"/proc/{name}/stat", encoding="utf-8", errors="replace") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()  # the command name may hold spaces
+        except OSError:
+            continue  # exited while we looked
+        table[int(name)] = _Proc(ppid=int(fields[1]), pgid=int(fields[2]), zombie=fields[0] in ("Z", "X"))
+    return table
+
+
+def _escaped_descendants(pgid: int) -> set[int]:
+    """Descendants of the group's processes that moved to another group or session.
+
+    CLIs start tool commands detached (Gemini's shell tool does), so killing the group alone
+    would leave those running. They are found by parentage, which holds while their parents live.
+    """
+    table = _process_table() or {}
+    children: dict[int, list[int]] = {}
+    for pid, proc in table.items():
+        children.setdefault(proc.ppid, []).append(pid)
+    members = {pid for pid, proc in table.items() if proc.pgid == pgid}
+    found: set[int] = set()
+    stack = [child for pid in members for child in children.get(pid, [])]
+    while stack:
+        pid = stack.pop()
+        if pid not in found and pid not in members:
+            found.add(pid)
+            stack.extend(children.get(pid, []))
+    return found
+
+
+def _anything_alive(pgid: int, pids: set[int]) -> bool:
+    table = _process_table()
+    if table is None:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
         return True
-    return True
+    return any(not proc.zombie and (proc.pgid == pgid or pid in pids) for pid, proc in table.items())
 
 
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
+def _signal_all(pgid: int, pids: set[int], sig: signal.Signals) -> None:
+    for target, send in [(pgid, os.killpg), *((pid, os.kill) for pid in pids)]:
+        try:
+            send(target, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def kill_process_group(pgid: int, grace: float = DEFAULT_GRACE_SECONDS, leader: subprocess.Popen[bytes] | None = None) -> None:
-    """SIGTERM the whole group, give it ``grace`` seconds, then SIGKILL what is left (R-LC12).
+    """SIGTERM the whole group (and its detached descendants), give it ``grace`` seconds, then
+    SIGKILL what is left (R-LC12).
 
     Usable for orphan cleanup too (R-LC13): with no ``leader`` it only needs the group id the
     orchestrator recorded from ``TurnControl.on_spawn`` (the leader's pid, since every engine
     starts a new session).
     """
-    _signal_group(pgid, signal.SIGTERM)
+    escaped = _escaped_descendants(pgid)
+    _signal_all(pgid, escaped, signal.SIGTERM)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
         if leader is not None:
             leader.poll()  # reap the leader, or its zombie keeps the group "alive"
-        if not _group_alive(pgid):
+        if not _anything_alive(pgid, escaped):
             break
         time.sleep(0.05)
-    _signal_group(pgid, signal.SIGKILL)
+    _signal_all(pgid, escaped | _escaped_descendants(pgid), signal.SIGKILL)
     if leader is not None:
         try:
             leader.wait(timeout=grace + 1)

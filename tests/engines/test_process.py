@@ -47,6 +47,24 @@ def test_hard_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     assert control.pids == [result.pid]
 
 
+def test_hard_timeout_also_kills_descendants_that_left_the_group(tmp_path: Path) -> None:
+    """Gemini runs its shell tool detached (own session); such commands must die with the turn."""
+    pids = tmp_path / "pids"
+    started = time.monotonic()
+    result = run_process(
+        ["sh", "-c", f"echo $$ > {pids}; setsid sleep 60 & echo $! >> {pids}; wait"],
+        cwd=tmp_path,
+        env=ENV,
+        control=FakeControl(),
+        hard_timeout=0.5,
+        grace=1.0,
+    )
+    assert result.failure_reason == FAILURE_TIMEOUT
+    assert time.monotonic() - started < 10  # the detached child held the pipes until it was killed
+    leader, detached = _pids(pids)
+    assert wait_gone([leader, detached])
+
+
 def test_timeout_escalates_to_sigkill_after_the_grace_period(tmp_path: Path) -> None:
     started = time.monotonic()
     result = run_process(
