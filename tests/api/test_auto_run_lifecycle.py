@@ -267,6 +267,20 @@ def test_job_list_is_paginated(api, install_skill, fake_codex, manual_dispatch):
     assert everything == created[::-1]  # newest first
 
 
+def test_interaction_endpoints_on_an_auto_run(api, succeeded):
+    """SPEC §8: pending is 400 for auto runs; R-LC5: a reply to a run that is not interactive is 400;
+    the history of an auto run is empty."""
+    pending = api.get(f"/v1/jobs/{succeeded}/interaction/pending")
+    assert pending.status_code == 400
+    assert error_code(pending)
+    reply = api.post(f"/v1/jobs/{succeeded}/interaction/reply", {"interaction_id": 1, "response": "yes"}, format="json")
+    assert reply.status_code == 400
+    assert error_code(reply)
+    history = api.get(f"/v1/jobs/{succeeded}/interaction/history")
+    assert history.status_code == 200
+    assert history.json()["interactions"] == []
+
+
 def test_request_id_is_a_uuid(api, succeeded):
     assert str(uuid.UUID(succeeded)) == succeeded
 

@@ -68,14 +68,16 @@ def raw(api):
 
 @pytest.fixture
 def runs(raw, install_skill, fake_codex):
-    """A finished auto run and a queued interactive run of alice."""
+    """A finished auto run and a finished interactive run of alice."""
     from runs.models import Run
 
     install_skill("haiku-writer")
     fake_codex.script(haiku_step())
     done = raw.post("/v1/jobs", job_body(), format="json").json()["request_id"]
     assert Run.objects.get(pk=done).status == "succeeded"
-    return {"done": done}
+    interactive = raw.post("/v1/jobs", job_body(runtime_options={"execution_mode": "interactive"}), format="json").json()["request_id"]
+    assert Run.objects.get(pk=interactive).status == "succeeded"  # soft completion (R-LC2 step 3)
+    return {"done": done, "interactive": interactive}
 
 
 def _post_raw(client, path: str, content_type: str, body: bytes):
@@ -164,14 +166,18 @@ def test_wrong_types_are_400_naming_the_field(raw, runs, body, field):
     ],
 )
 def test_invalid_reply_bodies_are_400(raw, runs, body):
+    """Validated before anything else: a well-formed reply to the same run is a 409 (not waiting),
+    so the 400 is about the body."""
     from runs.models import Run
 
-    rid = runs["done"]
+    rid = runs["interactive"]
     before = Run.objects.get(pk=rid)
     response = raw.post(f"/v1/jobs/{rid}/interaction/reply", body, format="json")
     assert response.status_code == 400, response.content
     after = Run.objects.get(pk=rid)
     assert (after.last_event_seq, after.attempt_number, after.status) == (before.last_event_seq, before.attempt_number, before.status)
+    control = raw.post(f"/v1/jobs/{rid}/interaction/reply", {"interaction_id": 1, "response": "yes"}, format="json")
+    assert control.status_code == 409
 
 
 def test_unknown_run_is_404_run_not_found_everywhere(raw, runs):
