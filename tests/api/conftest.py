@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 import threading
 from pathlib import Path
@@ -11,7 +13,7 @@ import pytest
 
 from tests.conftest import FAKE_CODEX
 
-from .helpers import write_executable
+from .helpers import process_alive, write_executable
 
 
 class ManualDispatch:
@@ -92,10 +94,6 @@ def probing_codex(fake_codex, settings, tmp_path) -> ProbingCodex:
     engines["codex"]["binary"] = str(probe.binary)
     settings.SKILLRUNNER_ENGINES = engines
     yield probe
-    from .helpers import process_alive
-    import os
-    import signal
-
     for spawn in probe.spawns():  # never leave a test's sleepers behind, whatever it asserted
         if process_alive(spawn["child"]):
             os.kill(spawn["child"], signal.SIGKILL)
