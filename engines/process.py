@@ -28,6 +28,7 @@ DEFAULT_GRACE_SECONDS = 5.0
 MAX_STREAM_BYTES = 4 * 1024 * 1024
 # After the engine itself exited, how long leftover children may keep the pipes open.
 _LINGER_SECONDS = 1.0
+_ABANDON_SECONDS = 2.0
 
 
 class SpawnError(Exception):
@@ -272,8 +273,11 @@ def _finish_readers(proc: subprocess.Popen[bytes], readers: list[threading.Threa
         thread.join(max(0.0, deadline - time.monotonic()))
     if any(thread.is_alive() for thread in readers):
         kill_process_group(proc.pid, _LINGER_SECONDS, proc)
+        # A holder we could not find (reparented away from the group) must not hang the worker:
+        # the daemon reader is abandoned and the output read so far is what the turn returns.
+        deadline = time.monotonic() + _ABANDON_SECONDS
         for thread in readers:
-            thread.join()
+            thread.join(max(0.0, deadline - time.monotonic()))
 
 
 def run_process(

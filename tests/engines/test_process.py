@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -123,6 +124,25 @@ def test_leftover_children_holding_the_pipes_do_not_block_the_turn(tmp_path: Pat
     assert result.stdout == "done\n" and result.exit_code == 0
     assert time.monotonic() - started < 10
     assert wait_gone(_pids(pids))
+
+
+def test_an_unreachable_pipe_holder_does_not_hang_the_turn(tmp_path: Path) -> None:
+    """A detached child that outlives the engine and keeps stdout open is given up on."""
+    pids = tmp_path / "pids"
+    started = time.monotonic()
+    result = run_process(
+        ["sh", "-c", f"setsid sleep 30 & echo $! > {pids}; echo $$ >> {pids}; echo done"],
+        cwd=tmp_path,
+        env=ENV,
+        control=FakeControl(),
+        hard_timeout=30,
+    )
+    holder, _ = _pids(pids)
+    try:
+        assert result.stdout == "done\n" and result.exit_code == 0
+        assert time.monotonic() - started < 10
+    finally:
+        os.kill(holder, signal.SIGKILL)
 
 
 def test_missing_binary_is_a_spawn_failure(tmp_path: Path) -> None:
