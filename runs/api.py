@@ -203,7 +203,7 @@ class LogsView(APIView):
 
 def _after_seq(request) -> int:
     raw = request.query_params.get("after_seq") or request.headers.get("Last-Event-ID") or "0"
-    if not raw.isdigit():
+    if not (raw.isascii() and raw.isdigit()):
         raise ApplicationError("INVALID_CURSOR", "after_seq must be a non-negative integer")
     return int(raw)
 

@@ -51,8 +51,12 @@ def artifact_file(run: Run, relative: str) -> Path:
     """A file under the run's artifacts/, given as `artifacts/x` or `x`; never anything outside."""
     root = (run.run_dir / "artifacts").resolve()
     relative = relative.removeprefix("artifacts/")
-    candidate = (root / relative).resolve()
-    if not relative or not candidate.is_relative_to(root) or not candidate.is_file():
+    try:
+        candidate = (root / relative).resolve()
+        found = bool(relative) and candidate.is_relative_to(root) and candidate.is_file()
+    except (ValueError, OSError):  # NUL bytes, names too long: no such artifact either
+        found = False
+    if not found:
         raise NotFound("ARTIFACT_NOT_FOUND", f"no artifact {relative!r}")
     return candidate
 
