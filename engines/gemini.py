@@ -70,7 +70,15 @@ class GeminiAdapter(EngineAdapter):
 
     def prepare_home(self, config: EngineConfig) -> None:
         super().prepare_home(config)
-        write_if_changed(Path(config.home) / ".gemini" / "settings.json", json.dumps(SETTINGS, indent=2) + "\n")
+        gemini_dir = Path(config.home) / ".gemini"
+        write_if_changed(gemini_dir / "settings.json", json.dumps(SETTINGS, indent=2) + "\n")
+        # Gemini 0.61 often exits still holding this lock folder, and the next process in the same
+        # home then stalls until the lock is 10 s old. A home belongs to one run, whose turns are
+        # sequential, so a lock present before a turn starts is always stale.
+        try:
+            (gemini_dir / "projects.json.lock").rmdir()
+        except OSError:  # absent, or not empty (then not the CLI's lock folder)
+            pass
 
     def extract(self, stdout: str, stderr: str) -> EngineOutput:
         document = last_json_document(stdout) or last_json_document(stderr)
