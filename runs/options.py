@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from django.conf import settings
 
@@ -50,27 +50,23 @@ def _check(options: dict[str, Any]) -> dict[str, Any]:
     return options
 
 
+# Newer clients' name → (the seed's name, how a value translates).
+ALIASES: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "interactive_auto_reply": ("interactive_require_user_reply", lambda value: not value),
+    "interactive_reply_timeout_sec": ("session_timeout_sec", lambda value: value),
+}
+
+
 def _merge_aliases(options: dict[str, Any]) -> dict[str, Any]:
-    """Newer clients' names mean the same as the seed's names; a contradicting pair is refused."""
+    """Aliases mean the same as the seed's names; a contradicting pair is refused."""
     merged = dict(options)
-    if "interactive_auto_reply" in merged:
-        implied = not merged.pop("interactive_auto_reply")
-        if "interactive_require_user_reply" in merged and merged["interactive_require_user_reply"] != implied:
-            raise ApplicationError(
-                "RUNTIME_OPTION_CONFLICT",
-                "interactive_auto_reply and interactive_require_user_reply contradict each other",
-                key="interactive_auto_reply",
-            )
-        merged["interactive_require_user_reply"] = implied
-    if "interactive_reply_timeout_sec" in merged:
-        implied_timeout = merged.pop("interactive_reply_timeout_sec")
-        if "session_timeout_sec" in merged and merged["session_timeout_sec"] != implied_timeout:
-            raise ApplicationError(
-                "RUNTIME_OPTION_CONFLICT",
-                "interactive_reply_timeout_sec and session_timeout_sec contradict each other",
-                key="interactive_reply_timeout_sec",
-            )
-        merged["session_timeout_sec"] = implied_timeout
+    for alias, (canonical, translate) in ALIASES.items():
+        if alias not in merged:
+            continue
+        implied = translate(merged.pop(alias))
+        if canonical in merged and merged[canonical] != implied:
+            raise ApplicationError("RUNTIME_OPTION_CONFLICT", f"{alias} and {canonical} contradict each other", key=alias)
+        merged[canonical] = implied
     return merged
 
 
