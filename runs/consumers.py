@@ -37,7 +37,7 @@ CLOSE_NOT_FOUND = 4404
 
 def parse_after_seq(query_string: bytes) -> int:
     raw = parse_qs(query_string.decode("latin-1")).get("after_seq", ["0"])[-1] or "0"
-    if not raw.isdigit():
+    if not (raw.isascii() and raw.isdigit()):  # "²".isdigit() is true, and int() refuses it
         raise ApplicationError("INVALID_CURSOR", "after_seq must be a non-negative integer")
     return int(raw)
 
@@ -154,7 +154,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             return  # refused at connect; the close is on its way
         try:
             message = json.loads(text_data or "")
-        except ValueError:
+        except (ValueError, RecursionError):  # deeply nested input exhausts the parser's stack
             message = None
         if not isinstance(message, dict):
             await self.send_json(error_message(ApplicationError("MALFORMED_REQUEST", "send one JSON object per message")))

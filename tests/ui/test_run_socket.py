@@ -141,14 +141,15 @@ def test_errors_carry_the_rest_codes(api, trip_run):
         ):
             await socket.send_json_to(frame)
             answers.append(await socket.receive_json_from())
-        await socket.send_to(text_data="not json")
-        answers.append(await socket.receive_json_from())
+        for junk in ("not json", "[1]", "[" * 100_000):
+            await socket.send_to(text_data=junk)
+            answers.append(await socket.receive_json_from())
         await socket.disconnect()
         return answers
 
-    stale, invalid, unknown, malformed = run_async(scenario)
+    stale, invalid, unknown, *malformed = run_async(scenario)
     assert stale["type"] == "error" and stale["code"] == "INTERACTION_STALE" and stale["pending_interaction_id"] == 1
     assert invalid["code"] == "VALIDATION_ERROR" and "response" in invalid["message"]
     assert unknown["code"] == "UNKNOWN_MESSAGE_TYPE"
-    assert malformed["code"] == "MALFORMED_REQUEST"
+    assert [m["code"] for m in malformed] == ["MALFORMED_REQUEST"] * 3
     assert Run.objects.get(pk=request_id).status == "waiting_user"

@@ -110,12 +110,13 @@ def test_staff_sees_every_run(staff_api, trip_run):
     assert run_async(scenario)["type"] == "snapshot"
 
 
-def test_bad_cursor_is_a_coded_error(api, trip_run):
+@pytest.mark.parametrize("cursor", ["-1", "abc", "²", "1.5"])
+def test_bad_cursor_is_a_coded_error(api, trip_run, cursor):
     request_id = trip_run()
 
     async def scenario():
         socket = run_socket(request_id, token_headers(api))
-        socket.scope["query_string"] = b"after_seq=-1"
+        socket.scope["query_string"] = f"after_seq={cursor}".encode()
         assert (await socket.connect())[0]
         return await receive_until_closed(socket)
 
