@@ -88,7 +88,7 @@ class JobListCreateView(APIView):
             parameter=data["parameter"],
             runtime_options=data["runtime_options"],
         )
-        return Response({"request_id": str(run.pk), "cache_hit": False, "status": None if run.awaiting_upload else run.status})
+        return Response({"request_id": str(run.pk), "cache_hit": run.cache_hit, "status": None if run.awaiting_upload else run.status})
 
 
 class JobUploadView(APIView):
@@ -102,7 +102,7 @@ class JobUploadView(APIView):
         run = selectors.run_for(request.user, request_id)
         extracted = services.attach_upload(run, _uploaded_file(request))
         run.refresh_from_db()
-        return Response({"request_id": str(run.pk), "cache_hit": False, "status": run.status, "extracted_files": extracted})
+        return Response({"request_id": str(run.pk), "cache_hit": run.cache_hit, "status": run.status, "extracted_files": extracted})
 
 
 class JobDetailView(APIView):

@@ -70,6 +70,8 @@ class Run(models.Model):
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     engine_pid = models.IntegerField(null=True, blank=True)
     last_event_seq = models.PositiveIntegerField(default=0)
+    cache_key = models.CharField(max_length=64, blank=True, db_index=True, help_text="set on cacheable auto runs")
+    cache_hit = models.BooleanField(default=False, help_text="the result was reused from an identical earlier run")
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -56,6 +56,7 @@ class RunStatusOutput(serializers.ModelSerializer):
             "recovery_state",
             "wait_deadline_at",
             "awaiting_upload",
+            "cache_hit",
         ]
 
 

@@ -23,6 +23,7 @@ from skillrunner.errors import ApplicationError, Conflict, NotFound
 from skills.selectors import current_version
 from skills.services import archive_limits
 
+from .cache import cache_key, cached_run
 from .dispatch import enqueue_turn
 from .events import append_event
 from .inputs import missing_required_files, required_file_fields, validate_request_payload
@@ -124,6 +125,9 @@ def create_run(
         raise ApplicationError("QUEUE_FULL", "the run queue is full; try again later", status_code=429)
 
     awaiting_upload = bool(required_file_fields(version.schemas["input"]))
+    cacheable = options.execution_mode == "auto" and not options.no_cache and not awaiting_upload
+    key = cache_key(version, engine, model, input, parameter) if cacheable else ""
+    source = cached_run(owner, key) if key else None
     with transaction.atomic():
         run = Run.objects.create(
             owner=owner,
@@ -138,14 +142,34 @@ def create_run(
             runtime_options=options.as_dict(),
             warnings=option_warnings,
             awaiting_upload=awaiting_upload,
+            cache_key=key,
         )
-        append_event(run, "status", {"from": None, "to": RunStatus.QUEUED, "error": None})
+        if source is not None:
+            _complete_from_cache(run, source)
+        else:
+            append_event(run, "status", {"from": None, "to": RunStatus.QUEUED, "error": None})
+            if not awaiting_upload:
+                transaction.on_commit(dispatch_queued_runs)
         for warning in option_warnings:
             append_event(run, "warning", warning)
-        if not awaiting_upload:
-            transaction.on_commit(dispatch_queued_runs)
     (run.run_dir / "uploads").mkdir(parents=True, exist_ok=True)
     return run
+
+
+def _complete_from_cache(run: Run, source: Run) -> None:
+    """A new run born succeeded, with the earlier run's result and a copy of its artifacts."""
+    artifacts = source.run_dir / "artifacts"
+    if artifacts.is_dir():
+        shutil.copytree(artifacts, run.run_dir / "artifacts", symlinks=False)
+    now = timezone.now()
+    run.status = RunStatus.SUCCEEDED
+    run.cache_hit = True
+    run.result = source.result
+    run.session_handle = ""
+    run.started_at = run.finished_at = now
+    run.save()
+    append_event(run, "result", run.result)
+    append_event(run, "status", {"from": None, "to": RunStatus.SUCCEEDED, "error": None, "cache_hit": True, "cached_from": str(source.pk)})
 
 
 def attach_upload(run: Run, source: BinaryIO) -> list[str]:
