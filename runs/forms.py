@@ -11,7 +11,7 @@ from typing import Any
 from django import forms
 from django.core.files.uploadedfile import UploadedFile
 
-from runs.inputs import file_fields, required_file_fields
+from runs.inputs import file_fields
 from runs.models import RunStatus
 from skills.models import SkillVersion
 
@@ -85,8 +85,7 @@ class NewRunForm(PlainLabelForm):
         self.fields["engine"].choices = [(name, name) for name in version.effective_engines]
         self.fields["execution_mode"].choices = [(mode, mode) for mode in version.execution_modes]
         input_schema = version.schemas.get(INPUT) or {}
-        # The run takes files only while it waits for an upload, which it does when a file is required.
-        self.file_names = file_fields(input_schema) if required_file_fields(input_schema) else []
+        self.file_names = file_fields(input_schema)
         self.schema_names = {INPUT: self._add_schema_fields(INPUT, input_schema), PARAMETER: self._add_schema_fields(PARAMETER, version.schemas.get(PARAMETER) or {})}
 
     def _add_schema_fields(self, section: str, schema: dict[str, Any]) -> list[str]:
@@ -94,7 +93,7 @@ class NewRunForm(PlainLabelForm):
         files = set(file_fields(schema)) if section == INPUT else set()
         names = []
         for name, spec in (schema.get("properties") or {}).items():
-            if not isinstance(spec, dict) or (name in files and name not in self.file_names):
+            if not isinstance(spec, dict):
                 continue
             if name in files:
                 field: forms.Field = forms.FileField(label=_label(name, spec), help_text=spec.get("description", ""), required=name in required)

@@ -26,7 +26,7 @@ from skills.services import archive_limits
 from .cache import cache_key, cached_run
 from .dispatch import enqueue_turn
 from .events import append_event
-from .inputs import missing_required_files, required_file_fields, validate_request_payload
+from .inputs import file_fields, missing_required_files, required_file_fields, validate_request_payload
 from .models import (
     TERMINAL_STATUSES,
     DispatchLock,
@@ -98,8 +98,13 @@ def create_run(
     input: Any,
     parameter: Any,
     runtime_options: Any,
+    expects_upload: bool = False,
 ) -> Run:
-    """Admission (R-AD1–R-AD5) in upstream's order; nothing is created unless every check passes."""
+    """Admission (R-AD1–R-AD5) in upstream's order; nothing is created unless every check passes.
+
+    A run waits for an upload when the skill has required file inputs, or when the caller says
+    it will send optional ones (`expects_upload`, used by the browser form).
+    """
     version = current_version(skill_id)
     if version is None:
         raise NotFound("SKILL_NOT_FOUND", f"no installed skill {skill_id!r}")
@@ -124,7 +129,8 @@ def create_run(
     if Run.objects.filter(status=RunStatus.QUEUED).count() >= settings.SKILLRUNNER_MAX_QUEUED_RUNS:
         raise ApplicationError("QUEUE_FULL", "the run queue is full; try again later", status_code=429)
 
-    awaiting_upload = bool(required_file_fields(version.schemas["input"]))
+    input_schema = version.schemas["input"]
+    awaiting_upload = bool(required_file_fields(input_schema)) or (expects_upload and bool(file_fields(input_schema)))
     cacheable = options.execution_mode == "auto" and not options.no_cache and not awaiting_upload
     key = cache_key(version, engine, model, input, parameter) if cacheable else ""
     source = cached_run(owner, key) if key else None
@@ -269,7 +275,10 @@ def complete_turn(request_id, attempt_number: int, worker_id: str, turn: TurnRes
             return None
         if turn.session_handle:
             run.session_handle = turn.session_handle
-        run.engine_pid = None
+        if run.interactive_profile != InteractiveProfile.STICKY_PROCESS:
+            # A sticky process lives on into the wait and the next turns: recovery needs its pid
+            # to kill it when the worker holding it dies (R-LC13); terminal states clear it.
+            run.engine_pid = None
         if turn.assistant_text:
             append_event(run, "assistant_message", {"attempt": attempt_number, "text": turn.assistant_text})
         for warning in decision.warnings:

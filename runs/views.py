@@ -56,6 +56,7 @@ def start_run(owner, form: NewRunForm) -> Run:
         input=form.values(INPUT),
         parameter=form.values(PARAMETER),
         runtime_options={"execution_mode": form.cleaned_data["execution_mode"]},
+        expects_upload=bool(form.uploads()),
     )
     if run.awaiting_upload:
         try:
