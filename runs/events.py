@@ -6,7 +6,7 @@ import logging
 from typing import Any
 
 from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import transaction
 
 from .models import Run, RunEvent
@@ -28,9 +28,12 @@ def append_event(run: Run, kind: str, payload: dict[str, Any]) -> RunEvent:
 
 
 def notify_run_changed(request_id) -> None:
-    """Best effort: listeners also poll, so a lost wake-up only costs latency."""
+    """Wake listeners in other processes. Best effort: they also re-read the table now and then.
+
+    Without a cross-process layer each web process watches the event table itself (runs.live).
+    """
     layer = get_channel_layer()
-    if layer is None:
+    if layer is None or isinstance(layer, InMemoryChannelLayer):
         return
     try:
         async_to_sync(layer.group_send)(group_name(request_id), {"type": "run.changed"})

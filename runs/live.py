@@ -1,17 +1,76 @@
-"""Waiting for a run's next events: woken by the channel layer when one spans processes
-(Redis), else by polling the event table — the table is the source either way (R-UI1)."""
+"""Waiting for a run's next events (R-UI1, R-UI2).
+
+With a cross-process channel layer (Redis) the committing process wakes listeners through the
+layer. The embedded default has only the in-memory layer, which a worker process cannot reach, so
+each web process runs one watcher that tails the event table and wakes its own listeners through
+the in-memory layer: one cheap query per interval, however many sockets and streams are open.
+Either way the event table stays the only source of what is sent.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 
+from asgiref.sync import sync_to_async
 from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.db import connection
+from django.db.models import Max
 
 from .events import group_name
+from .models import RunEvent
 
-# Without a cross-process layer, the worker's commits are only seen by polling.
-POLL_SECONDS_EMBEDDED = 0.2
-POLL_SECONDS_WITH_LAYER = 5.0
+logger = logging.getLogger(__name__)
+
+WATCH_INTERVAL_SECONDS = 0.02
+# Listeners still re-read the table now and then, so a missed wake-up only costs this much.
+SAFETY_POLL_SECONDS = 2.0
+
+
+def cross_process(layer) -> bool:
+    return layer is not None and not isinstance(layer, InMemoryChannelLayer)
+
+
+def _latest_event_id() -> int:
+    return RunEvent.objects.aggregate(latest=Max("id"))["latest"] or 0
+
+
+def _events_since(last_id: int) -> list[tuple[int, object]]:
+    try:
+        return list(RunEvent.objects.filter(id__gt=last_id).order_by("id").values_list("id", "run_id")[:1000])
+    except Exception:
+        connection.close()  # reconnect on the next call, after the database comes back
+        raise
+
+
+class EventTableWatcher:
+    """One per event loop of a web process on the embedded default."""
+
+    _tasks: dict[int, asyncio.Task] = {}
+
+    @classmethod
+    def ensure_running(cls, layer) -> None:
+        loop = asyncio.get_running_loop()
+        task = cls._tasks.get(id(loop))
+        if task is None or task.done():
+            cls._tasks[id(loop)] = loop.create_task(cls._watch(layer))
+
+    @staticmethod
+    async def _watch(layer) -> None:
+        last_id = await sync_to_async(_latest_event_id, thread_sensitive=False)()
+        while True:
+            await asyncio.sleep(WATCH_INTERVAL_SECONDS)
+            try:
+                rows = await sync_to_async(_events_since, thread_sensitive=False)(last_id)
+            except Exception:  # the database may be briefly away; listeners poll meanwhile
+                logger.warning("event watcher could not read the event table", exc_info=True)
+                await asyncio.sleep(SAFETY_POLL_SECONDS)
+                continue
+            if not rows:
+                continue
+            last_id = rows[-1][0]
+            for run_id in dict.fromkeys(run_id for _, run_id in rows):
+                await layer.group_send(group_name(run_id), {"type": "run.changed"})
 
 
 class RunChangeWaiter:
@@ -19,11 +78,11 @@ class RunChangeWaiter:
         self.group = group_name(request_id)
         self.layer = get_channel_layer()
         self.channel: str | None = None
-        cross_process = self.layer is not None and not isinstance(self.layer, InMemoryChannelLayer)
-        self.poll_seconds = POLL_SECONDS_WITH_LAYER if cross_process else POLL_SECONDS_EMBEDDED
 
     async def __aenter__(self) -> "RunChangeWaiter":
         if self.layer is not None:
+            if not cross_process(self.layer):
+                EventTableWatcher.ensure_running(self.layer)
             self.channel = await self.layer.new_channel()
             await self.layer.group_add(self.group, self.channel)
         return self
@@ -33,11 +92,11 @@ class RunChangeWaiter:
             await self.layer.group_discard(self.group, self.channel)
 
     async def wait(self) -> None:
-        """Return on a change notification or after the poll interval, whichever comes first."""
+        """Return on a change notification, or after the safety interval, whichever comes first."""
         if self.channel is None:
-            await asyncio.sleep(self.poll_seconds)
+            await asyncio.sleep(WATCH_INTERVAL_SECONDS * 10)
             return
         try:
-            await asyncio.wait_for(self.layer.receive(self.channel), timeout=self.poll_seconds)
+            await asyncio.wait_for(self.layer.receive(self.channel), timeout=SAFETY_POLL_SECONDS)
         except asyncio.TimeoutError:
             pass
