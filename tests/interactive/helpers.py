@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 INTERACTIVE = {"execution_mode": "interactive"}
+AUTO_FRESH = {"no_cache": True}  # auto by default; never answered from the result cache
 
 PLAN = {"destination": "Kyoto", "days": [{"day": 1, "activities": ["Fushimi Inari at dawn"]}], "plan_file": "artifacts/plan.md"}
 PLAN_FILE = {"artifacts/plan.md": "# Kyoto\n\nDay 1: Fushimi Inari at dawn\n"}

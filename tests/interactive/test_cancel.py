@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from .helpers import ask, error_code, haiku_done, history_of, pending_of, reply, result_of, start, status_of
+from .helpers import AUTO_FRESH, ask, error_code, haiku_done, history_of, pending_of, reply, result_of, start, status_of
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 
@@ -41,7 +41,7 @@ def test_cancel_waiting_resumable_run(api, haiku, fake_codex, settings):
     assert history_of(api, request_id)[0]["response"] is None
 
     fake_codex.script(haiku_done())  # the only slot is free again
-    other = start(api, "haiku-writer", runtime_options={})
+    other = start(api, "haiku-writer", runtime_options=AUTO_FRESH)
     assert status_of(api, other)["status"] == "succeeded"
 
 

@@ -11,6 +11,7 @@ import json
 import pytest
 
 from .helpers import (
+    AUTO_FRESH,
     HAIKU,
     PLAN,
     PLAN_FILE,
@@ -266,7 +267,7 @@ def test_auto_mode_succeeds_without_done_marker(api, haiku, fake_codex):
     """Seed scenario: auto 模式成功判定 — exit 0 + schema-valid output → succeeded; no marker
     required and no soft-completion warning (that warning is interactive only)."""
     fake_codex.script(haiku_done(marker=False))
-    request_id = start(api, "haiku-writer", runtime_options={})
+    request_id = start(api, "haiku-writer", runtime_options=AUTO_FRESH)
     status = status_of(api, request_id)
     assert status["status"] == "succeeded" and status["execution_mode"] == "auto"
     assert status["warnings"] == []

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from .helpers import (
+    AUTO_FRESH,
     QUESTION,
     ask,
     ask_envelope,
@@ -212,7 +213,7 @@ def test_pending_is_null_unless_waiting(api, trip, fake_codex, held_dispatch):
 def test_pending_endpoint_refuses_auto_runs(api, haiku, fake_codex):
     """SPEC §8: GET …/interaction/pending answers 400 for an auto run."""
     fake_codex.script(haiku_done())
-    request_id = start(api, "haiku-writer", runtime_options={})
+    request_id = start(api, "haiku-writer", runtime_options=AUTO_FRESH)
     response = api.get(f"/v1/jobs/{request_id}/interaction/pending")
     assert response.status_code == 400
     assert error_code(response) == "RUN_NOT_INTERACTIVE"

@@ -10,6 +10,7 @@ import json
 import pytest
 
 from .helpers import (
+    AUTO_FRESH,
     ask,
     ask_envelope,
     error_code,
@@ -93,18 +94,20 @@ def test_reply_response_may_be_any_json_value(api, haiku, fake_codex, value):
     assert _prompts(fake_codex)[1].strip() == expected.strip()
 
 
-@pytest.mark.xfail(strict=True, reason="runs/serializers.py ReplyInput.response refuses null (JSONField without allow_null); R-LC5 says any JSON value")
 def test_reply_response_null_is_a_json_value_too(api, haiku, fake_codex):
-    """R-LC5: null is a JSON value as well."""
+    """R-LC5: null is a JSON value as well; it reaches the agent as `null`."""
     fake_codex.script(ask(), haiku_done())
     request_id = start(api, "haiku-writer")
     assert reply(api, request_id, 1, None).status_code == 200
+    assert history_of(api, request_id)[0]["response"] is None
+    assert history_of(api, request_id)[0]["resolution_mode"] == "user_reply"
+    assert _prompts(fake_codex)[1] == "null"
 
 
 def test_reply_to_auto_run_is_400(api, haiku, fake_codex):
     """R-LC5: a run that is not interactive → 400 RUN_NOT_INTERACTIVE."""
     fake_codex.script(haiku_done())
-    request_id = start(api, "haiku-writer", runtime_options={})
+    request_id = start(api, "haiku-writer", runtime_options=AUTO_FRESH)
     response = reply(api, request_id, 1, "hello")
     assert response.status_code == 400
     assert error_code(response) == "RUN_NOT_INTERACTIVE"

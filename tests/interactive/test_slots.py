@@ -10,7 +10,7 @@ from datetime import datetime
 
 import pytest
 
-from .helpers import ask, events_of, haiku_done, plan_done, reply, start, status_of, wait_until
+from .helpers import AUTO_FRESH, ask, events_of, haiku_done, plan_done, reply, start, status_of, wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 
@@ -49,7 +49,7 @@ def test_resumable_waiting_user_releases_its_slot(api, fake_codex, held_dispatch
     assert _holds_slot(first)
 
     fake_codex.script(haiku_done())  # what the second run's engine will answer
-    second = start(api, "haiku-writer", runtime_options={})
+    second = start(api, "haiku-writer", runtime_options=AUTO_FRESH)
     assert (second, 1) not in held_dispatch.enqueued  # no free slot: not even offered
     held_dispatch.run(second, 1)  # a stray delivery cannot start it either
     assert status_of(api, second)["status"] == "queued" and not _calls_in(fake_codex, second)
@@ -73,7 +73,7 @@ def test_resumable_resume_reacquires_a_slot_before_running(api, fake_codex, held
     assert status_of(api, waiting)["status"] == "waiting_user" and _slots_held() == 0
 
     fake_codex.script(haiku_done(sleep=1.0), plan_done())  # the busy run's turn; the resumed turn
-    busy = start(api, "haiku-writer", runtime_options={})
+    busy = start(api, "haiku-writer", runtime_options=AUTO_FRESH)
     worker = held_dispatch.run_in_thread(busy, 1)
     wait_until(lambda: _calls_in(fake_codex, busy), 10, "the busy run's engine to start")
     assert _holds_slot(busy)
