@@ -1,0 +1,91 @@
+"""What must hold after any mix of process deaths (R-LC13, R-LC14, R-UI1), checked the same way
+by the scale-out and the fault tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .deployment import TERMINAL, Deployment, wait_until
+
+
+def settled(deployment: Deployment) -> dict[str, dict] | None:
+    """Every run is terminal or waits on an answerable question; None while some are in between."""
+    runs = deployment.runs()
+    for run in runs.values():
+        if run["status"] in TERMINAL:
+            continue
+        if run["status"] == "waiting_user" and run["pending_interaction_id"] is not None:
+            continue
+        return None
+    return runs
+
+
+def wait_settled(deployment: Deployment, timeout: float = 60) -> dict[str, dict]:
+    try:
+        return wait_until(lambda: settled(deployment), timeout, "every run to end or wait on a question", interval=0.2)
+    except AssertionError:
+        stuck = {rid: (r["status"], r["error"]) for rid, r in deployment.runs().items() if r["status"] not in TERMINAL}
+        raise AssertionError(f"runs stuck without a cause: {stuck}\n{deployment.tail_logs()}") from None
+
+
+def assert_event_log_sound(events: list[dict[str, Any]], request_id: str = "") -> None:
+    """seq is exactly 1..N (nothing lost, nothing twice) and the status chain is unbroken."""
+    seqs = [e["seq"] for e in events]
+    assert seqs == list(range(1, len(events) + 1)), (request_id, seqs)
+    previous = None
+    for event in events:
+        if event["kind"] == "status":
+            assert event["payload"]["from"] == previous, (request_id, event, previous)
+            previous = event["payload"]["to"]
+
+
+def assert_every_event_log_sound(deployment: Deployment, runs: dict[str, dict]) -> dict[str, list[dict]]:
+    logs = {rid: deployment.events("ops", rid) for rid in runs}
+    for rid, events in logs.items():
+        assert_event_log_sound(events, rid)
+        last_status = [e for e in events if e["kind"] == "status"][-1]["payload"]["to"]
+        assert last_status == runs[rid]["status"], (rid, last_status, runs[rid]["status"])
+    return logs
+
+
+def assert_no_turn_ran_twice(deployment: Deployment) -> None:
+    """R-LC14: each (run, attempt) reached the engine at most once, whatever was redelivered."""
+    twice = {key: count for key, count in deployment.engine.turns_per_attempt().items() if count > 1}
+    assert twice == {}, twice
+
+
+def assert_attempts_match_engine_turns(deployment: Deployment, runs: dict[str, dict]) -> None:
+    """A run's attempt_number counts its turns: every attempt that started a process ran once,
+    and no process ran for an attempt the run never had."""
+    turns = deployment.engine.turns_per_attempt()
+    for rid, run in runs.items():
+        mine = sorted(turn for (run_id, turn) in turns if run_id == rid)
+        assert mine == list(range(len(mine))), (rid, mine)
+        assert len(mine) <= run["attempt_number"], (rid, mine, run["attempt_number"])
+
+
+def assert_no_orphan_engines(deployment: Deployment, timeout: float = 15) -> None:
+    """No engine process outlives the turn it belonged to (every run is settled by now)."""
+    wait_until(lambda: not deployment.engine_processes(), timeout, f"engine processes {deployment.engine_processes()} to be gone")
+
+
+def assert_no_secret_in(texts: dict[str, str], secrets: dict[str, str]) -> None:
+    leaks = [(where, name) for where, text in texts.items() for name, value in secrets.items() if value and value in text]
+    assert leaks == [], leaks
+
+
+def assert_logs_clean(deployment: Deployment) -> None:
+    """Server log output (web, worker) never carries a secret (README: LOG_LEVEL, redaction)."""
+    logs = {name: text for name, text in deployment.all_logs().items() if name != "manage"}
+    assert_no_secret_in(logs, deployment.secrets)
+
+
+def check_all(deployment: Deployment, timeout: float = 60) -> dict[str, dict]:
+    """The common ending of every scale-out and fault test."""
+    runs = wait_settled(deployment, timeout)
+    assert_every_event_log_sound(deployment, runs)
+    assert_no_turn_ran_twice(deployment)
+    assert_attempts_match_engine_turns(deployment, runs)
+    assert_no_orphan_engines(deployment)
+    assert_logs_clean(deployment)
+    return runs
