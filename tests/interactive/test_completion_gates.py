@@ -102,6 +102,17 @@ def test_strong_evidence_done_marker_completes_without_waiting(api, trip, fake_c
     assert result_of(api, request_id)["data"] == PLAN
 
 
+def test_done_marker_wins_over_an_ask_user_envelope_in_the_same_message(api, trip, fake_codex):
+    """R-LC2 order: step 2 (marker) comes before any question handling — a final result with the
+    marker completes the run even when the message also carries an ask_user envelope."""
+    envelope = {"ask_user": {"interaction_id": 1, "prompt": "Anything else?"}}
+    fake_codex.script({"files": PLAN_FILE, "message": json.dumps({**PLAN, "__SKILL_DONE__": True}) + "\n" + json.dumps(envelope)})
+    request_id = start(api)
+    status = status_of(api, request_id)
+    assert status["status"] == "succeeded" and status["interaction_count"] == 0, status
+    assert result_of(api, request_id)["data"] == PLAN
+
+
 @pytest.mark.parametrize(
     "step, code",
     [

@@ -77,6 +77,7 @@ def test_sticky_process_waiting_user_keeps_its_slot_and_process(api, trip, haiku
     pids = _engine_processes(sticky.request_id)
     run = _run(sticky.request_id)
     assert run.holds_slot and run.claimed_by
+    assert run.engine_pid in pids  # recorded, so recovery can kill it if its worker dies (R-LC13)
 
     fake_codex.script(haiku_done())
     queued = start(api, "haiku-writer", runtime_options=AUTO_FRESH)
