@@ -1,0 +1,1 @@
+from tests.scaleout.fixtures import deployments  # noqa: F401  (fixture)
