@@ -224,6 +224,10 @@ SPECTACULAR_SETTINGS = {
 # redelivered task is a no-op (R-LC14). A task is one resumable turn, or a whole sticky
 # conversation that holds its process; `timeout` bounds that, `retry` stays above it, and our
 # own reconciler, not redelivery, handles workers that die.
+# Successful tasks are not stored (save_limit -1): a run keeps its own events and result, and
+# with a positive limit django-q2's single monitor process re-reads every stored success row
+# (select_for_update, unpickling args and result) for each finished task, which grew with the
+# table and serialised all SQLite writers behind it (docs/benchmarks.md). Failures are kept.
 SKILLRUNNER_MAX_TASK_SECONDS = _positive_int("SKILLRUNNER_MAX_TASK_SECONDS", 2 * 24 * 3600)
 Q_CLUSTER = {
     "name": SKILLRUNNER_QUEUE_NAME,
@@ -233,7 +237,7 @@ Q_CLUSTER = {
     "retry": SKILLRUNNER_MAX_TASK_SECONDS + 3600,
     "max_attempts": 1,
     "ack_failures": True,
-    "save_limit": 1000,
+    "save_limit": -1,
     "queue_limit": SKILLRUNNER_MAX_CONCURRENT_TURNS * 2,
     "poll": 0.05,
     "catch_up": False,
