@@ -85,6 +85,20 @@ def with_port(url: str, port: int) -> str:
     return urllib.parse.urlunsplit((parts.scheme, f"{userinfo}{parts.hostname}:{port}", parts.path, parts.query, parts.fragment))
 
 
+def _with_retries(action, attempts: int = 10, pause: float = 1.0):
+    """PostgreSQL is shared with other test runs on this machine: ride out a moment when all
+    its connection slots are taken instead of failing the test for someone else's load."""
+    import psycopg
+
+    for attempt in range(attempts):
+        try:
+            return action()
+        except psycopg.OperationalError as exc:
+            if "too many clients" not in str(exc) or attempt == attempts - 1:
+                raise
+            time.sleep(pause)
+
+
 class RedisServer:
     """A private redis-server on a free loopback port; kill() and start() keep the port."""
 
@@ -226,7 +240,7 @@ class Deployment:
         self.engine = ProbeEngine(self.root / "engine")
         self.redis = RedisServer(self.root / "redis").start()
         try:
-            self.admin_database_url = fresh_postgres_url(postgres_base_url())
+            self.admin_database_url = _with_retries(lambda: fresh_postgres_url(postgres_base_url()))
         except BaseException:
             self.redis.stop()
             raise
@@ -264,10 +278,8 @@ class Deployment:
         self.web_ports = [free_port() for _ in range(webs)]
         self.webs: list[subprocess.Popen | None] = [None] * webs
         self.workers: list[subprocess.Popen] = []
-        self.worker_logs: list[str] = []
         self.n_workers = workers
         self.tokens: dict[str, str] = {}
-        self._spawned = 0
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -310,7 +322,6 @@ class Deployment:
             self.secrets[f"token of {name}"] = key
 
     def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
-        self._spawned += 1
         log = open(self.logs_dir / f"{name}.log", "ab")
         try:
             return subprocess.Popen(argv, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -326,7 +337,6 @@ class Deployment:
 
     def start_worker(self) -> int:
         index = len(self.workers)
-        self.worker_logs.append(f"worker-{index}")
         self.workers.append(self._spawn(f"worker-{index}", [PYTHON, "manage.py", "worker"]))
         return index
 
@@ -398,8 +408,11 @@ class Deployment:
         """A direct read on the service's database (bypassing any proxy)."""
         import psycopg
 
-        with psycopg.connect(self.admin_database_url, autocommit=True, connect_timeout=5) as conn:
-            return conn.execute(sql, params).fetchall()
+        def read():
+            with psycopg.connect(self.admin_database_url, autocommit=True, connect_timeout=5) as conn:
+                return conn.execute(sql, params).fetchall()
+
+        return _with_retries(read)
 
     # --- HTTP ------------------------------------------------------------------------------
 
@@ -451,7 +464,7 @@ class Deployment:
             return body if code == 200 and body.get("status") in statuses else None
 
         try:
-            return wait_until(reached, timeout, f"run {request_id} to become one of {sorted(statuses)}", interval=0.1)
+            return wait_until(reached, timeout, f"run {request_id} to become one of {sorted(statuses)}", interval=0.25)
         except AssertionError:
             raise AssertionError(f"run {request_id} is {self.status(user, request_id, web)}\n{self.tail_logs()}") from None
 

@@ -22,7 +22,7 @@ def settled(deployment: Deployment) -> dict[str, dict] | None:
 
 def wait_settled(deployment: Deployment, timeout: float = 60) -> dict[str, dict]:
     try:
-        return wait_until(lambda: settled(deployment), timeout, "every run to end or wait on a question", interval=0.2)
+        return wait_until(lambda: settled(deployment), timeout, "every run to end or wait on a question", interval=0.5)
     except AssertionError:
         stuck = {rid: (r["status"], r["error"]) for rid, r in deployment.runs().items() if r["status"] not in TERMINAL}
         raise AssertionError(f"runs stuck without a cause: {stuck}\n{deployment.tail_logs()}") from None
@@ -46,6 +46,21 @@ def assert_every_event_log_sound(deployment: Deployment, runs: dict[str, dict]) 
         last_status = [e for e in events if e["kind"] == "status"][-1]["payload"]["to"]
         assert last_status == runs[rid]["status"], (rid, last_status, runs[rid]["status"])
     return logs
+
+
+def assert_interactions_complete(deployment: Deployment, runs: dict[str, dict], events: dict[str, list[dict]]) -> None:
+    """R-LC6: every question asked is in the history once, and every answer in it has its event."""
+    for rid, run in runs.items():
+        if run["execution_mode"] != "interactive":
+            continue
+        code, body = deployment.request("GET", f"/v1/jobs/{rid}/interaction/history", "ops")
+        assert code == 200, (code, body)
+        history = body["interactions"]
+        kinds = [e["kind"] for e in events[rid]]
+        assert len(history) == run["interaction_count"] == kinds.count("interaction_pending"), (rid, len(history), run["interaction_count"], kinds)
+        answered = [i for i in history if i["resolution_mode"]]
+        assert len(answered) == kinds.count("interaction_reply"), (rid, history, kinds)
+        assert [i["interaction_id"] for i in history] == sorted({i["interaction_id"] for i in history}), (rid, history)
 
 
 def assert_no_turn_ran_twice(deployment: Deployment) -> None:
@@ -83,7 +98,8 @@ def assert_logs_clean(deployment: Deployment) -> None:
 def check_all(deployment: Deployment, timeout: float = 60) -> dict[str, dict]:
     """The common ending of every scale-out and fault test."""
     runs = wait_settled(deployment, timeout)
-    assert_every_event_log_sound(deployment, runs)
+    events = assert_every_event_log_sound(deployment, runs)
+    assert_interactions_complete(deployment, runs, events)
     assert_no_turn_ran_twice(deployment)
     assert_attempts_match_engine_turns(deployment, runs)
     assert_no_orphan_engines(deployment)
