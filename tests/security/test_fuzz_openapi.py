@@ -15,6 +15,8 @@ import time
 
 import pytest
 
+from .helpers import forget_throttling
+
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
 
 EXAMPLES = int(os.environ.get("SKILLRUNNER_FUZZ_EXAMPLES", "12"))
@@ -38,13 +40,12 @@ def runs(staff_api, api, install_skill, fake_codex):
 
 
 @pytest.fixture
-def empty_cache():
-    """Throttle counters live in the cache: start clean and leave nothing for later tests."""
-    from django.core.cache import cache
-
-    cache.clear()
+def empty_cache(admin_user):
+    """Throttle counters live in the cache: start clean and leave nothing for later tests (only
+    the fuzzing user's keys: the cache may be a shared Redis)."""
+    forget_throttling(admin_user)
     yield
-    cache.clear()
+    forget_throttling(admin_user)
 
 
 def test_no_request_generated_from_the_openapi_document_gets_a_5xx(staff_api, runs, empty_cache):

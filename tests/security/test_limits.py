@@ -13,20 +13,20 @@ from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
 from rest_framework.throttling import SimpleRateThrottle
 
+from .helpers import forget_throttling
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 PLAN = {"destination": "Oslo", "days": [{"day": 1, "activities": ["walk"]}], "plan_file": "artifacts/plan.md", "__SKILL_DONE__": True}
 
 
 @pytest.fixture
-def rates(monkeypatch):
-    """Tight throttle rates for one test; the counters live in the cache, so it starts and ends empty."""
-    from django.core.cache import cache
-
-    cache.clear()
+def rates(monkeypatch, alice, bob):
+    """Tight throttle rates for one test; the counters live in the cache, so they start and end empty."""
+    forget_throttling(alice, bob)
     monkeypatch.setattr(SimpleRateThrottle, "THROTTLE_RATES", {"run_create": "3/min", "interaction_reply": "2/min"})
     yield
-    cache.clear()
+    forget_throttling(alice, bob)
 
 
 def _job(topic="sea", **extra):
