@@ -4,6 +4,7 @@ The embedded default needs no server: SQLite in WAL mode under SKILLRUNNER_DATA_
 django-q2 ORM broker. DATABASE_URL and REDIS_URL scale the same code out (R-OP2).
 """
 
+import sys
 from pathlib import Path
 
 import environ
@@ -92,7 +93,12 @@ if DATABASE_URL:
     DATABASES = {"default": env.db_url_config(DATABASE_URL)}
     if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
         raise ImproperlyConfigured("DATABASE_URL must point at PostgreSQL (postgres://...)")
-    DATABASES["default"].setdefault("CONN_MAX_AGE", 60)
+    # Persistent connections only in `manage.py worker`, whose processes and threads live long.
+    # daphne runs each request's sync code in a thread of its own, where a kept connection is
+    # never reused, only left open until the thread is collected: 50 concurrent requests left 64
+    # open and a few such bursts exhausted max_connections ("too many clients", 500s); Django
+    # advises against persistent connections under ASGI. `?conn_max_age=N` overrides both.
+    DATABASES["default"].setdefault("CONN_MAX_AGE", 60 if sys.argv[1:2] == ["worker"] else 0)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 else:
     DATABASES = {
