@@ -112,6 +112,9 @@ else:
                 "timeout": 30,
                 "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
             },
+            # As for PostgreSQL: the worker keeps its connections (django-q2's ORM broker closes
+            # and reopens a connection at every poll otherwise), the web process does not.
+            "CONN_MAX_AGE": 60 if sys.argv[1:2] == ["worker"] else 0,
         }
     }
 
