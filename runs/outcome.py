@@ -60,7 +60,13 @@ def list_artifacts(run_dir: Path) -> list[str]:
     root = run_dir / "artifacts"
     if not root.is_dir():
         return []
-    return sorted(p.relative_to(run_dir).as_posix() for p in root.rglob("*") if p.is_file())
+    inside = root.resolve()
+    # Links the agent left pointing elsewhere are neither produced artifacts nor downloadable.
+    return sorted(
+        p.relative_to(run_dir).as_posix()
+        for p in root.rglob("*")
+        if not p.is_symlink() and p.is_file() and p.resolve().is_relative_to(inside)
+    )
 
 
 def _collect_declared_artifacts(data: dict[str, Any], specs: list[dict[str, Any]], run_dir: Path) -> list[str]:

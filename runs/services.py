@@ -221,8 +221,12 @@ def dispatch_queued_runs() -> int:
         .order_by("created_at")
         .values_list("request_id", "attempt_number")[:free]
     )
-    for request_id, attempt_number in ready:
-        enqueue_turn(request_id, attempt_number)
+    for index, (request_id, attempt_number) in enumerate(ready):
+        try:
+            enqueue_turn(request_id, attempt_number)
+        except Exception:  # broker away: the run stays queued and the supervisor dispatches it later
+            logger.warning("could not enqueue run %s; the supervisor will retry", request_id, exc_info=True)
+            return index
     return len(ready)
 
 

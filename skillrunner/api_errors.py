@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import logging
+
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.db import DatabaseError
+from redis.exceptions import RedisError
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from .errors import ApplicationError
+
+logger = logging.getLogger(__name__)
 
 
 def _flatten(detail, prefix: str = "") -> list[str]:
@@ -19,7 +25,14 @@ def _flatten(detail, prefix: str = "") -> list[str]:
     return [f"{prefix}{detail}"]
 
 
+UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (DatabaseError, RedisError)
+
+
 def exception_handler(exc, context):
+    if isinstance(exc, UNAVAILABLE_ERRORS):
+        # A backing service is away: the client may retry; nothing half-done is committed.
+        logger.warning("backing service unavailable: %s", type(exc).__name__)
+        return Response({"detail": {"code": "SERVICE_UNAVAILABLE", "message": "a backing service is unavailable; retry shortly"}}, status=503)
     if isinstance(exc, ApplicationError):
         return Response({"detail": exc.as_detail()}, status=exc.status_code)
     if isinstance(exc, exceptions.ValidationError):
