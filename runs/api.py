@@ -31,6 +31,7 @@ from .serializers import (
     UploadOutput,
 )
 from .streaming import event_stream
+from .throttles import REPLY_SCOPE
 
 
 class RunPagination(PageNumberPagination):
@@ -122,7 +123,7 @@ class PendingInteractionView(APIView):
 
 class ReplyView(APIView):
     throttle_classes = [ScopedRateThrottle]
-    throttle_scope = "interaction_reply"
+    throttle_scope = REPLY_SCOPE
 
     @extend_schema(request=ReplyInput, responses=StateChangeOutput)
     def post(self, request, request_id):

@@ -15,7 +15,7 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.contrib.auth import get_user_model
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import Throttled, ValidationError
 
 from skillrunner.api_errors import exception_handler
 from skillrunner.errors import ApplicationError, NotFound
@@ -25,6 +25,7 @@ from .live import RunChangeWaiter
 from .models import TERMINAL_STATUSES, Run, RunEvent
 from .selectors import EVENT_PAGE_LIMIT
 from .serializers import ReplyInput, RunStatusOutput
+from .throttles import REPLY_SCOPE, check_rate
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ def reply(user, request_id: str, message: dict[str, Any]) -> dict[str, Any]:
     # Visibility is checked again for every message, exactly as the REST endpoint does.
     user = current_user(user)
     run = selectors.run_for(user, request_id)
+    check_rate(user, REPLY_SCOPE)
     payload = ReplyInput(data=message)
     payload.is_valid(raise_exception=True)
     data = payload.validated_data
@@ -171,6 +173,6 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
                     answer = await database_sync_to_async(cancel)(self.user, request_id)
                 else:
                     raise ApplicationError("UNKNOWN_MESSAGE_TYPE", 'type must be "reply" or "cancel"')
-            except (ApplicationError, ValidationError) as exc:
+            except (ApplicationError, ValidationError, Throttled) as exc:
                 answer = error_message(exc)
             await self.send_json(answer)

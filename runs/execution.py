@@ -5,6 +5,8 @@ The orchestrator sees only engine-neutral TurnResults; it never parses engine ou
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import os
 import socket
@@ -17,8 +19,8 @@ from django.utils import timezone
 
 from engines.prompt import first_turn_prompt
 from engines.registry import get_adapter
-from engines.types import FAILURE_ABORTED, ArtifactSpec, LiveSession, SkillMaterial, TurnRequest, TurnResult
-from skillrunner.logging import redact
+from engines.types import FAILURE_ABORTED, ArtifactSpec, Interaction, LiveSession, SkillMaterial, TurnRequest, TurnResult
+from skillrunner.logging import redact, redact_values
 
 from . import services
 from .engine_settings import configured_secrets, engine_config
@@ -104,8 +106,33 @@ def _save_logs(run_dir: Path, attempt_number: int, prompt: str, turn: TurnResult
         (logs / f"attempt-{attempt_number}.{name}.txt").write_text(redact(text or "", secrets), encoding="utf-8")
 
 
+def _without_secrets(turn: TurnResult) -> TurnResult:
+    """An engine may echo its own API key; nothing it says reaches events, results or bundles with it."""
+    secrets = configured_secrets()
+    if not secrets:
+        return turn
+
+    def scrub(value):
+        text = json.dumps(value, ensure_ascii=False)
+        cleaned = redact_values(text, secrets)
+        return value if cleaned == text else json.loads(cleaned)
+
+    interaction = turn.interaction
+    if interaction is not None:
+        interaction = Interaction(**scrub(dataclasses.asdict(interaction)))
+    return dataclasses.replace(
+        turn,
+        assistant_text=redact_values(turn.assistant_text, secrets),
+        final_data=scrub(turn.final_data),
+        interaction=interaction,
+        failure_message=redact_values(turn.failure_message, secrets),
+        warnings=scrub(turn.warnings),
+    )
+
+
 def _finish_turn(run: Run, worker: str, prompt: str, turn: TurnResult) -> Run | None:
     _save_logs(run.run_dir, run.attempt_number, prompt, turn)
+    turn = _without_secrets(turn)
     if turn.failure_reason == FAILURE_ABORTED:
         return None  # the claim ended (cancel): services already recorded why
     decision = decide(

@@ -13,10 +13,16 @@ SECRET_PATTERNS = [
 ]
 
 
-def redact(text: str, extra_secrets: tuple[str, ...] = ()) -> str:
-    for secret in extra_secrets:
+def redact_values(text: str, secrets: tuple[str, ...]) -> str:
+    """Only the given secret values; safe for data whose other content must stay untouched."""
+    for secret in secrets:
         if secret and len(secret) >= 4:
             text = text.replace(secret, "[REDACTED]")
+    return text
+
+
+def redact(text: str, extra_secrets: tuple[str, ...] = ()) -> str:
+    text = redact_values(text, extra_secrets)
     for pattern in SECRET_PATTERNS:
         text = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + "[REDACTED]", text)
     return text

@@ -1,0 +1,17 @@
+"""Rate limits shared by the REST API and the run socket, so neither transport bypasses the other."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from rest_framework.exceptions import Throttled
+from rest_framework.throttling import ScopedRateThrottle
+
+REPLY_SCOPE = "interaction_reply"
+
+
+def check_rate(user, scope: str) -> None:
+    """Count one request of `user` in `scope`; raises Throttled (429) past the configured rate."""
+    throttle = ScopedRateThrottle()
+    if not throttle.allow_request(SimpleNamespace(user=user, META={}), SimpleNamespace(throttle_scope=scope)):
+        raise Throttled(wait=throttle.wait())
