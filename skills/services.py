@@ -5,11 +5,12 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
+import uuid
 from pathlib import Path
 from typing import BinaryIO
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from packaging.version import Version
 
 from skillrunner.archives import ArchiveError, ArchiveLimits, extract_zip
@@ -53,10 +54,9 @@ def _check_newer(package: SkillPackage) -> None:
 def install_package(package: SkillPackage, *, user=None) -> SkillVersion:
     """Snapshot the validated package and make it the current version (R-SK6)."""
     _check_newer(package)
-    target = snapshot_root() / package.skill_id / package.version
-    if target.exists():
-        # Left behind by an install whose database write failed: never reused blindly.
-        shutil.rmtree(target)
+    # A fresh folder per install: processes installing at once (workers starting together)
+    # never share, overwrite or delete one another's snapshot; the database decides who wins.
+    target = snapshot_root() / package.skill_id / f"{package.version}-{uuid.uuid4().hex[:12]}"
     staging = _staging_dir()
     try:
         copy = staging / package.skill_id
@@ -90,6 +90,9 @@ def install_package(package: SkillPackage, *, user=None) -> SkillVersion:
             )
             skill.current = version
             skill.save(update_fields=["current", "updated_at"])
+    except IntegrityError as exc:  # the same version was installed concurrently
+        shutil.rmtree(target, ignore_errors=True)
+        raise SkillPackageError("SKILL_VERSION_NOT_NEWER", f"{package.skill_id} {package.version} was installed meanwhile") from exc
     except BaseException:
         shutil.rmtree(target, ignore_errors=True)
         raise
