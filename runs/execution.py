@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connection
 from django.utils import timezone
 
 from engines.prompt import first_turn_prompt
@@ -61,10 +61,34 @@ class ClaimControl:
             return self._lost
         self._last_check = now
         beat = now - self._last_beat >= settings.SKILLRUNNER_HEARTBEAT_SECONDS
+        try:
+            self._lost = not services.turn_still_ours(self.request_id, self.attempt_number, self.worker, beat=beat)
+        except DatabaseError:
+            connection.close()  # reconnect on the next check
+            # Without the database the claim cannot be renewed; once peers would think this
+            # worker dead, the turn must stop rather than run on unowned.
+            self._lost = now - self._last_beat > stale_claim_seconds()
+            return self._lost
         if beat:
             self._last_beat = now
-        self._lost = not services.turn_still_ours(self.request_id, self.attempt_number, self.worker, beat=beat)
         return self._lost
+
+
+def stale_claim_seconds() -> float:
+    """How long without a heartbeat before a claim counts as dead (peers reap it then)."""
+    return settings.SKILLRUNNER_HEARTBEAT_SECONDS * 3 + 5
+
+
+def retry_while_database_away(operation, *args, attempts: int = 30, pause: float = 2.0):
+    """Record a turn's outcome even across a short database outage, instead of losing it."""
+    for attempt in range(attempts):
+        try:
+            return operation(*args)
+        except (OperationalError, InterfaceError):
+            if attempt == attempts - 1:
+                raise
+            connection.close()
+            time.sleep(pause)
 
 
 def _artifact_specs(run: Run) -> tuple[ArtifactSpec, ...]:
@@ -145,7 +169,7 @@ def _finish_turn(run: Run, worker: str, prompt: str, turn: TurnResult) -> Run | 
         max_attempt=run.skill_version.max_attempt,
         needs_session_handle=run.interactive_profile == InteractiveProfile.RESUMABLE,
     )
-    return services.complete_turn(run.pk, run.attempt_number, worker, turn, decision)
+    return retry_while_database_away(services.complete_turn, run.pk, run.attempt_number, worker, turn, decision)
 
 
 def run_claimed_turn(request_id: str, attempt_number: int) -> None:
@@ -166,7 +190,7 @@ def run_claimed_turn(request_id: str, attempt_number: int) -> None:
         _finish_turn(run, worker, request.prompt, turn)
     except Exception as exc:  # an orchestrator bug must still end the run with a cause
         logger.exception("turn %s/%s crashed", request_id, attempt_number)
-        services.fail_run(request_id, "ORCHESTRATOR_ERROR", f"internal error while running the turn: {type(exc).__name__}")
+        retry_while_database_away(services.fail_run, request_id, "ORCHESTRATOR_ERROR", f"internal error while running the turn: {type(exc).__name__}")
 
 
 def _await_sticky_reply(run: Run, worker: str, session: LiveSession) -> Run | None:

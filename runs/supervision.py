@@ -16,6 +16,7 @@ from django.utils import timezone
 from engines.process import kill_process_group
 
 from . import services
+from .execution import stale_claim_seconds
 from .models import InteractiveProfile, RecoveryState, Run, RunStatus
 
 logger = logging.getLogger(__name__)
@@ -42,9 +43,11 @@ def _pid_alive(pid: int | None) -> bool:
 
 
 def _claim_is_dead(run: Run, stale_before) -> bool:
+    """A claim whose worker process is gone, or that stopped renewing its heartbeat (a worker
+    cut off from the database, or on a machine that vanished)."""
     host, pid, _ = _parse_claim(run.claimed_by)
-    if host == socket.gethostname():
-        return not _pid_alive(pid)
+    if host == socket.gethostname() and not _pid_alive(pid):
+        return True
     return run.heartbeat_at is None or run.heartbeat_at < stale_before
 
 
@@ -64,7 +67,7 @@ def _fail_dead_claim(run: Run) -> None:
 
 def reap_dead_claims() -> int:
     """Running turns (and sticky waits) whose worker is gone fail with their stable code."""
-    stale_before = timezone.now() - timedelta(seconds=settings.SKILLRUNNER_HEARTBEAT_SECONDS * 3 + 5)
+    stale_before = timezone.now() - timedelta(seconds=stale_claim_seconds())
     claimed = Run.objects.filter(status__in=[RunStatus.RUNNING, RunStatus.WAITING_USER]).exclude(claimed_by="")
     dead = [run for run in claimed.only("request_id", "status", "claimed_by", "heartbeat_at", "engine_pid") if _claim_is_dead(run, stale_before)]
     for run in dead:
