@@ -121,9 +121,15 @@ class LiveService:
             process.wait(timeout=10)
 
     def stop(self) -> None:
+        """SIGTERM to each main process (as a process manager would), then SIGKILL its group."""
         for process in [*self.workers, *([self.web] if self.web else [])]:
             if process.poll() is None:
-                self.kill(process, signal.SIGTERM)
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    pass
+            self.kill(process, signal.SIGKILL)
         for log in self._logs:
             log.close()
         if self.database_url.startswith("postgres"):
