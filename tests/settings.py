@@ -5,6 +5,10 @@ import tempfile
 
 os.environ.setdefault("SKILLRUNNER_DATA_DIR", tempfile.mkdtemp(prefix="skillrunner-test-"))
 os.environ.setdefault("SECRET_KEY", "tests-only-secret-key-never-used-in-production")
+# Throttle counters live in the cache, which outlives a test and is keyed by user ids that tests
+# reuse: ordinary tests must never trip them. Rate-limit tests set tight rates themselves.
+os.environ.setdefault("SKILLRUNNER_RATE_RUN_CREATE", "100000/min")
+os.environ.setdefault("SKILLRUNNER_RATE_REPLY", "100000/min")
 
 from skillrunner.settings import *  # noqa: E402,F403
 from skillrunner.settings import DATA_DIR, DATABASES, Q_CLUSTER  # noqa: E402
