@@ -1,0 +1,109 @@
+"""The benchmark engine: a /bin/sh script that answers like `codex exec --json`, instantly.
+
+It answers the adapter's probes (`--version`, `exec --help`), and for a turn prints the JSONL
+events of Codex 0.169 (thread.started, turn.started, item.completed agent_message,
+turn.completed). It appends `start <epoch>` and `exit <epoch>` lines to `.bench-times` in its
+working directory, which is the run directory, so the benchmark reads each run's engine times
+from `<data dir>/runs/<request_id>/.bench-times`. Two `date` forks per turn are all it costs.
+
+Skills it plays: haiku-writer (auto: writes artifacts/haiku.md, answers the JSON) and
+trip-planner (interactive: the first turn asks and exits; a `resume <thread>` turn writes
+artifacts/plan.md and answers with the done marker). The thread id is the run directory's name.
+"""
+
+from __future__ import annotations
+
+import stat
+import subprocess
+import time
+from pathlib import Path
+
+TIMES_FILE = ".bench-times"
+
+HAIKU_MESSAGE = '{\\"topic\\": \\"bench\\", \\"haiku\\": [\\"one\\", \\"two\\", \\"three\\"], \\"haiku_file\\": \\"artifacts/haiku.md\\"}'
+ASK_MESSAGE = '{\\"ask_user\\": {\\"interaction_id\\": 1, \\"kind\\": \\"open_text\\", \\"prompt\\": \\"Where do you want to go, and in which season?\\"}}'
+PLAN_MESSAGE = (
+    '{\\"destination\\": \\"Lisbon\\", \\"days\\": [{\\"day\\": 1, \\"activities\\": [\\"walk\\"]}], '
+    '\\"plan_file\\": \\"artifacts/plan.md\\", \\"__SKILL_DONE__\\": true}'
+)
+
+SCRIPT = f"""#!/bin/sh
+# Skill Runner benchmark engine (tests/bench/engine.py): `codex exec --json`, answered at once.
+case "$1" in
+  --version) echo "codex-cli 0.0.0-bench"; exit 0 ;;
+esac
+for arg in "$@"; do
+  case "$arg" in
+    --help) printf '%s\\n' "Usage: codex exec [OPTIONS] [PROMPT]" "  --yolo  run without approvals" "  --json  JSONL events"; exit 0 ;;
+  esac
+done
+echo "start $(date +%s.%N)" >> {TIMES_FILE}
+thread=""
+previous=""
+for arg in "$@"; do
+  [ "$previous" = resume ] && thread="$arg"
+  previous="$arg"
+done
+if [ -d .codex/skills/trip-planner ]; then
+  if [ -z "$thread" ]; then
+    printf '%s\\n' '{{"type":"thread.started","thread_id":"'"${{PWD##*/}}"'"}}' '{{"type":"turn.started"}}'
+    printf '%s\\n' '{{"type":"item.completed","item":{{"id":"item_0","type":"agent_message","text":"{ASK_MESSAGE}"}}}}'
+  else
+    echo "# Lisbon" > artifacts/plan.md
+    printf '%s\\n' '{{"type":"thread.started","thread_id":"'"$thread"'"}}' '{{"type":"turn.started"}}'
+    printf '%s\\n' '{{"type":"item.completed","item":{{"id":"item_1","type":"agent_message","text":"{PLAN_MESSAGE}"}}}}'
+  fi
+else
+  printf '%s\\n' one two three > artifacts/haiku.md
+  printf '%s\\n' '{{"type":"thread.started","thread_id":"'"${{PWD##*/}}"'"}}' '{{"type":"turn.started"}}'
+  printf '%s\\n' '{{"type":"item.completed","item":{{"id":"item_0","type":"agent_message","text":"{HAIKU_MESSAGE}"}}}}'
+fi
+printf '%s\\n' '{{"type":"turn.completed","usage":{{"input_tokens":1,"output_tokens":1}}}}'
+echo "exit $(date +%s.%N)" >> {TIMES_FILE}
+exit 0
+"""
+
+
+def write_engine(directory: Path) -> Path:
+    """Write the script as `<directory>/codex` (executable) and return its path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    binary = directory / "codex"
+    binary.write_text(SCRIPT)
+    binary.chmod(binary.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return binary
+
+
+def read_times(run_dir: Path) -> dict[str, list[float]]:
+    """{"start": [...], "exit": [...]} in turn order, from a run directory's stamp file."""
+    times: dict[str, list[float]] = {"start": [], "exit": []}
+    path = run_dir / TIMES_FILE
+    if not path.exists():
+        return times
+    for line in path.read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] in times:
+            times[parts[0]].append(float(parts[1]))
+    return times
+
+
+def measure_floor(binary: Path, workdir: Path, samples: int) -> dict[str, list[float]]:
+    """The floor: the same script spawned straight from Python, the way engines/process.py does
+    it (new session, stdin closed, stdout/stderr piped), timed from Popen to exit observed."""
+    spawn_to_start: list[float] = []
+    spawn_to_exit: list[float] = []
+    exit_to_reaped: list[float] = []
+    for index in range(samples):
+        run_dir = workdir / f"floor-{index}"
+        (run_dir / "artifacts").mkdir(parents=True, exist_ok=True)
+        argv = [str(binary), "exec", "--skip-git-repo-check", "--json", "--yolo", "write a haiku"]
+        began = time.time()
+        proc = subprocess.Popen(
+            argv, cwd=run_dir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+        )
+        proc.communicate(timeout=30)
+        ended = time.time()
+        stamps = read_times(run_dir)
+        spawn_to_start.append(stamps["start"][0] - began)
+        spawn_to_exit.append(ended - began)
+        exit_to_reaped.append(ended - stamps["exit"][0])
+    return {"spawn_to_start": spawn_to_start, "spawn_to_exit": spawn_to_exit, "exit_to_reaped": exit_to_reaped}
