@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.db import DatabaseError
+from django.db import DataError, InterfaceError, OperationalError
 from redis.exceptions import RedisError
 from django.http import Http404
 from rest_framework import exceptions, status
@@ -25,7 +25,7 @@ def _flatten(detail, prefix: str = "") -> list[str]:
     return [f"{prefix}{detail}"]
 
 
-UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (DatabaseError, RedisError)
+UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (OperationalError, InterfaceError, RedisError)
 
 
 def exception_handler(exc, context):
@@ -33,6 +33,9 @@ def exception_handler(exc, context):
         # A backing service is away: the client may retry; nothing half-done is committed.
         logger.warning("backing service unavailable: %s", type(exc).__name__)
         return Response({"detail": {"code": "SERVICE_UNAVAILABLE", "message": "a backing service is unavailable; retry shortly"}}, status=503)
+    if isinstance(exc, DataError):
+        # e.g. PostgreSQL refuses NUL characters and unpaired surrogates in text.
+        return Response({"detail": {"code": "UNSTORABLE_INPUT", "message": "the request holds characters that cannot be stored"}}, status=400)
     if isinstance(exc, ApplicationError):
         return Response({"detail": exc.as_detail()}, status=exc.status_code)
     if isinstance(exc, exceptions.ValidationError):

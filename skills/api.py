@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 from skillrunner.errors import ApplicationError, NotFound
 
 from .packages import SkillPackageError
-from .selectors import installed_skills
+from .selectors import installed_skill, installed_skills
 from .services import install_zip
 
 
@@ -41,7 +41,7 @@ class SkillListView(APIView):
 class SkillDetailView(APIView):
     @extend_schema(responses=SkillOutput)
     def get(self, request, skill_id):
-        skill = installed_skills().filter(skill_id=skill_id).first()
+        skill = installed_skill(skill_id)
         if skill is None:
             raise NotFound("SKILL_NOT_FOUND", f"no installed skill {skill_id!r}")
         return Response(SkillOutput(skill.current).data)

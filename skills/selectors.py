@@ -9,6 +9,12 @@ def installed_skills() -> QuerySet[Skill]:
     return Skill.objects.filter(current__isnull=False).select_related("current")
 
 
+def installed_skill(skill_id: str) -> Skill | None:
+    if "\x00" in skill_id:  # never a valid id, and PostgreSQL refuses to even compare it
+        return None
+    return installed_skills().filter(skill_id=skill_id).first()
+
+
 def current_version(skill_id: str) -> SkillVersion | None:
-    skill = installed_skills().filter(skill_id=skill_id).first()
+    skill = installed_skill(skill_id)
     return skill.current if skill else None
