@@ -21,7 +21,7 @@ from tests.support.live_service import LiveService
 from .engine import read_times
 from .httpclient import Api
 from .system import cpu_seconds, memory_mib, processes_running
-from .wsclient import WebSocket, WebSocketClosed
+from tests.support.wsclient import Closed, WebSocket
 
 TERMINAL = {"succeeded", "failed", "canceled"}
 POLL_INTERVAL = 0.01  # a tight client poll of GET /v1/jobs/{id}
@@ -52,7 +52,7 @@ class Target:
         return Api("127.0.0.1", self.service.port, self.token)
 
     def socket(self, request_id: str) -> WebSocket:
-        return WebSocket("127.0.0.1", self.service.port, f"/ws/runs/{request_id}/", {"Authorization": f"Token {self.token}"})
+        return WebSocket(self.service.port, f"/ws/runs/{request_id}/", {"Authorization": f"Token {self.token}"})
 
     def run_dir(self, request_id: str) -> Path:
         return self.service.data_dir / "runs" / request_id
@@ -123,10 +123,10 @@ class RunWatcher:
             if remaining <= 0:
                 raise BenchError(f"run socket of {self.request_id}: nothing awaited within {timeout}s")
             try:
-                message = self.ws.recv_json(remaining)
+                message = self.ws.recv(remaining)
             except TimeoutError:
                 continue  # the deadline check above reports it
-            except (WebSocketClosed, OSError):  # the run ended and the server closed the socket
+            except (Closed, OSError):  # the run ended and the server closed the socket
                 self.closed = True
                 continue
             self._note(message, time.time())

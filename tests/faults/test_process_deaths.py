@@ -16,7 +16,7 @@ import pytest
 from tests.scaleout.deployment import wait_until
 from tests.scaleout.fixtures import QUESTION
 from tests.scaleout.invariants import assert_event_log_sound, check_all
-from tests.scaleout.wsclient import Closed, WebSocket
+from tests.support.wsclient import Closed, WebSocket
 
 pytestmark = [pytest.mark.scaleout, pytest.mark.timeout(150)]
 

@@ -14,7 +14,7 @@ import pytest
 from .deployment import Deployment, wait_until
 from .fixtures import QUESTION
 from .invariants import assert_event_log_sound, check_all
-from .wsclient import WebSocket
+from tests.support.wsclient import WebSocket
 
 pytestmark = [pytest.mark.scaleout, pytest.mark.timeout(180)]
 

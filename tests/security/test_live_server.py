@@ -21,7 +21,7 @@ import pytest
 from tests.scaleout.deployment import Deployment
 from tests.scaleout.fixtures import standard_scripts
 from tests.scaleout.invariants import assert_logs_clean
-from tests.scaleout.wsclient import Closed, HandshakeRefused, WebSocket
+from tests.support.wsclient import Closed, HandshakeRefused, WebSocket
 
 pytestmark = [pytest.mark.scaleout, pytest.mark.timeout(120)]
 
