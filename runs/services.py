@@ -234,7 +234,8 @@ def claim_turn(request_id, attempt_number: int, worker_id: str) -> Run | None:
     """Atomically take a queued run and a slot for one attempt (R-LC8, R-LC14); None if not ours."""
     with transaction.atomic():
         DispatchLock.objects.select_for_update().get_or_create(pk=1)  # the row is migrated; tests may flush it
-        run = Run.objects.select_for_update().filter(pk=request_id).first()
+        # The turn needs the skill and its version next: fetched here, but only the run row is locked.
+        run = Run.objects.select_for_update(of=("self",)).select_related("skill", "skill_version").filter(pk=request_id).first()
         if run is None or run.status != RunStatus.QUEUED or run.attempt_number != attempt_number or run.awaiting_upload:
             return None
         if not run.holds_slot and Run.objects.filter(holds_slot=True).count() >= settings.SKILLRUNNER_MAX_CONCURRENT_TURNS:
