@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,45 @@ def fake_codex(settings, tmp_path) -> FakeCodex:
     engines["codex"]["binary"] = str(fake.binary)
     settings.SKILLRUNNER_ENGINES = engines
     return fake
+
+
+class ManualDispatch:
+    """Replaces the task queue: enqueued turns are recorded, and only run when a test says so."""
+
+    def __init__(self) -> None:
+        self.enqueued: list[tuple[str, int]] = []
+        self.threads: list[threading.Thread] = []
+
+    def __call__(self, request_id, attempt_number: int) -> None:
+        self.enqueued.append((str(request_id), attempt_number))
+
+    def run_inline(self, request_id, attempt_number: int = 1) -> None:
+        from runs.execution import run_claimed_turn
+
+        run_claimed_turn(str(request_id), attempt_number)
+
+    def run_in_thread(self, request_id, attempt_number: int = 1) -> threading.Thread:
+        """The worker side in its own thread (own DB connection), as a django-q2 worker would."""
+        from django.db import connection
+
+        def target() -> None:
+            try:
+                self.run_inline(request_id, attempt_number)
+            finally:
+                connection.close()
+
+        thread = threading.Thread(target=target, name=f"turn-{request_id}-{attempt_number}", daemon=True)
+        thread.start()
+        self.threads.append(thread)
+        return thread
+
+
+@pytest.fixture
+def manual_dispatch(monkeypatch):
+    """Runs created through the API stay queued until the test runs their turn itself."""
+    dispatch = ManualDispatch()
+    monkeypatch.setattr("runs.services.enqueue_turn", dispatch)
+    yield dispatch
+    for thread in dispatch.threads:
+        thread.join(timeout=15)
+    assert not any(t.is_alive() for t in dispatch.threads), "a turn thread outlived its test"

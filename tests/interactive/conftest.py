@@ -35,47 +35,6 @@ def haiku(install_skill):
     install_skill("haiku-writer")
 
 
-class HeldDispatch:
-    """Stands in for the task queue: enqueued turns are only recorded; the test runs them."""
-
-    def __init__(self) -> None:
-        self.enqueued: list[tuple[str, int]] = []
-        self.threads: list[threading.Thread] = []
-
-    def __call__(self, request_id, attempt_number: int) -> None:
-        self.enqueued.append((str(request_id), attempt_number))
-
-    def run(self, request_id, attempt_number: int) -> None:
-        from runs.execution import run_claimed_turn
-
-        run_claimed_turn(str(request_id), attempt_number)
-
-    def run_in_thread(self, request_id, attempt_number: int) -> threading.Thread:
-        """The worker side on its own thread and DB connection, as a django-q2 worker would be."""
-        from django.db import connection
-
-        def target() -> None:
-            try:
-                self.run(request_id, attempt_number)
-            finally:
-                connection.close()
-
-        thread = threading.Thread(target=target, daemon=True)
-        thread.start()
-        self.threads.append(thread)
-        return thread
-
-
-@pytest.fixture
-def held_dispatch(monkeypatch):
-    dispatch = HeldDispatch()
-    monkeypatch.setattr("runs.services.enqueue_turn", dispatch)
-    yield dispatch
-    for thread in dispatch.threads:
-        thread.join(timeout=20)
-    assert not any(t.is_alive() for t in dispatch.threads), "a turn thread outlived its test"
-
-
 # --- the real Claude Code: the sticky_process profile ---------------------------------------------
 
 

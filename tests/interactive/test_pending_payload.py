@@ -194,18 +194,18 @@ def test_interaction_carries_default_decision_policy(api, haiku, fake_codex):
     assert policies == ["cheapest_option", "engine_judgement", "engine_judgement", "engine_judgement"]
 
 
-def test_pending_is_null_unless_waiting(api, trip, fake_codex, held_dispatch):
+def test_pending_is_null_unless_waiting(api, trip, fake_codex, manual_dispatch):
     """SPEC §8: `pending` is null while queued and once the run ended."""
     fake_codex.script(ask(), plan_done())
     request_id = start(api)
     body = api.get(f"/v1/jobs/{request_id}/interaction/pending").json()
     assert body == {"request_id": request_id, "status": "queued", "pending": None}
 
-    held_dispatch.run(request_id, 1)
+    manual_dispatch.run_inline(request_id, 1)
     assert _pending(api, request_id)["interaction_id"] == 1
     assert reply(api, request_id, 1, "Kyoto").status_code == 200
     assert api.get(f"/v1/jobs/{request_id}/interaction/pending").json()["pending"] is None  # queued again
-    held_dispatch.run(request_id, 2)
+    manual_dispatch.run_inline(request_id, 2)
     body = api.get(f"/v1/jobs/{request_id}/interaction/pending").json()
     assert body == {"request_id": request_id, "status": "succeeded", "pending": None}
 

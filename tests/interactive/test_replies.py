@@ -113,19 +113,19 @@ def test_reply_to_auto_run_is_400(api, haiku, fake_codex):
     assert error_code(response) == "RUN_NOT_INTERACTIVE"
 
 
-def test_reply_when_not_waiting_is_409(api, trip, fake_codex, held_dispatch):
+def test_reply_when_not_waiting_is_409(api, trip, fake_codex, manual_dispatch):
     """R-LC5: queued, running-again (queued for the resumed turn) and finished runs answer 409."""
     fake_codex.script(ask(), plan_done())
     request_id = start(api)
     queued = reply(api, request_id, 1, "too early")
     assert queued.status_code == 409 and error_code(queued) == "RUN_NOT_WAITING"
 
-    held_dispatch.run(request_id, 1)
+    manual_dispatch.run_inline(request_id, 1)
     assert reply(api, request_id, 1, "Kyoto").status_code == 200
     again = reply(api, request_id, 1, "Kyoto")
     assert again.status_code == 409 and error_code(again) == "RUN_NOT_WAITING"
 
-    held_dispatch.run(request_id, 2)
+    manual_dispatch.run_inline(request_id, 2)
     assert status_of(api, request_id)["status"] == "succeeded"
     late = reply(api, request_id, 1, "Osaka")
     assert late.status_code == 409 and error_code(late) == "RUN_NOT_WAITING"

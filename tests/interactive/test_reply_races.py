@@ -33,13 +33,13 @@ requires_postgres = pytest.mark.skipif(
 )
 
 
-def _waiting_run(api, fake_codex, held_dispatch) -> str:
+def _waiting_run(api, fake_codex, manual_dispatch) -> str:
     """A resumable, non-strict run waiting on interaction 1 whose wait deadline has passed."""
     from runs.models import Run
 
     fake_codex.script(ask("Which season?"), haiku_done())
     request_id = start(api, "haiku-writer", runtime_options={"execution_mode": "interactive", "interactive_require_user_reply": False, "session_timeout_sec": 1})
-    held_dispatch.run(request_id, 1)
+    manual_dispatch.run_inline(request_id, 1)
     assert status_of(api, request_id)["status"] == "waiting_user"
     # The deadline is moved into the past instead of sleeping through session_timeout_sec.
     Run.objects.filter(pk=request_id).update(wait_deadline_at=timezone.now() - timedelta(seconds=1))
@@ -92,12 +92,12 @@ def _race(request_id: str, user, *, repliers: int, expirers: int, cancelers: int
     return outcomes
 
 
-def _replies_and_auto_decisions_race(api, alice, fake_codex, held_dispatch) -> None:
+def _replies_and_auto_decisions_race(api, alice, fake_codex, manual_dispatch) -> None:
     from runs.models import Interaction
 
     for _ in range(ROUNDS):
-        request_id = _waiting_run(api, fake_codex, held_dispatch)
-        held_dispatch.enqueued.clear()
+        request_id = _waiting_run(api, fake_codex, manual_dispatch)
+        manual_dispatch.enqueued.clear()
         outcomes = _race(request_id, alice, repliers=REPLIERS, expirers=2, cancelers=0)
 
         winners = [(action, index) for action, index, won in outcomes if won]
@@ -119,16 +119,16 @@ def _replies_and_auto_decisions_race(api, alice, fake_codex, held_dispatch) -> N
         assert [e["kind"] for e in events].count("interaction_reply") == 1
         assert [(e["payload"]["from"], e["payload"]["to"]) for e in events if e["kind"] == "status"][-1] == ("waiting_user", "queued")
         # The next turn is queued exactly once (earlier rounds' runs stay queued and are re-offered).
-        assert [e for e in held_dispatch.enqueued if e[0] == request_id] == [(request_id, 2)]
+        assert [e for e in manual_dispatch.enqueued if e[0] == request_id] == [(request_id, 2)]
         assert [h["response"] for h in history_of(api, request_id)] == [answer.response]
 
 
-def _replies_auto_decisions_and_cancels_race(api, alice, fake_codex, held_dispatch) -> None:
+def _replies_auto_decisions_and_cancels_race(api, alice, fake_codex, manual_dispatch) -> None:
     from runs.models import Interaction
 
     for _ in range(ROUNDS):
-        request_id = _waiting_run(api, fake_codex, held_dispatch)
-        held_dispatch.enqueued.clear()
+        request_id = _waiting_run(api, fake_codex, manual_dispatch)
+        manual_dispatch.enqueued.clear()
         outcomes = _race(request_id, alice, repliers=REPLIERS, expirers=1, cancelers=2)
 
         events = events_of(api, request_id)
@@ -151,64 +151,64 @@ def _replies_auto_decisions_and_cancels_race(api, alice, fake_codex, held_dispat
         assert [e["kind"] for e in events].count("interaction_reply") == answers
 
 
-def _retried_reply_race(api, alice, fake_codex, held_dispatch) -> None:
+def _retried_reply_race(api, alice, fake_codex, manual_dispatch) -> None:
     from runs.models import Interaction
 
     for _ in range(ROUNDS):
-        request_id = _waiting_run(api, fake_codex, held_dispatch)
-        held_dispatch.enqueued.clear()
+        request_id = _waiting_run(api, fake_codex, manual_dispatch)
+        manual_dispatch.enqueued.clear()
         outcomes = _race(request_id, alice, repliers=REPLIERS, expirers=0, cancelers=0, retry=True)
         assert all(won for _, _, won in outcomes), outcomes  # every retry gets the original answer
         answers = Interaction.objects.filter(run_id=request_id).exclude(resolution_mode="")
         assert [a.response for a in answers] == ["answer retried"]
         assert status_of(api, request_id)["attempt_number"] == 2
-        assert [e for e in held_dispatch.enqueued if e[0] == request_id] == [(request_id, 2)]
+        assert [e for e in manual_dispatch.enqueued if e[0] == request_id] == [(request_id, 2)]
         assert [e["kind"] for e in events_of(api, request_id)].count("interaction_reply") == 1
 
 
 @pytest.mark.scaleout
 @requires_postgres
-def test_exactly_one_of_concurrent_replies_and_auto_decisions_wins_on_postgres(api, alice, fake_codex, held_dispatch, install_skill):
+def test_exactly_one_of_concurrent_replies_and_auto_decisions_wins_on_postgres(api, alice, fake_codex, manual_dispatch, install_skill):
     """R-LC5 on PostgreSQL: replies (different responses and keys) and two supervisors' deadline
     expiries race; one answer, one resumed turn, one consistent event log."""
     install_skill("haiku-writer")
     assert connection.vendor == "postgresql"
-    _replies_and_auto_decisions_race(api, alice, fake_codex, held_dispatch)
+    _replies_and_auto_decisions_race(api, alice, fake_codex, manual_dispatch)
 
 
 @pytest.mark.scaleout
 @requires_postgres
-def test_exactly_one_of_concurrent_replies_auto_decisions_and_cancels_wins_on_postgres(api, alice, fake_codex, held_dispatch, install_skill):
+def test_exactly_one_of_concurrent_replies_auto_decisions_and_cancels_wins_on_postgres(api, alice, fake_codex, manual_dispatch, install_skill):
     """R-LC5 + R-LC11 on PostgreSQL: with cancels in the race, exactly one contender takes the run
     out of waiting_user; history has one answer unless a cancel came first."""
     install_skill("haiku-writer")
     assert connection.vendor == "postgresql"
-    _replies_auto_decisions_and_cancels_race(api, alice, fake_codex, held_dispatch)
+    _replies_auto_decisions_and_cancels_race(api, alice, fake_codex, manual_dispatch)
 
 
 @pytest.mark.scaleout
 @requires_postgres
-def test_concurrent_retries_of_one_reply_record_one_answer_on_postgres(api, alice, fake_codex, held_dispatch, install_skill):
+def test_concurrent_retries_of_one_reply_record_one_answer_on_postgres(api, alice, fake_codex, manual_dispatch, install_skill):
     """R-LC5 on PostgreSQL: the same reply (same idempotency key) sent concurrently is accepted
     every time and recorded once."""
     install_skill("haiku-writer")
     assert connection.vendor == "postgresql"
-    _retried_reply_race(api, alice, fake_codex, held_dispatch)
+    _retried_reply_race(api, alice, fake_codex, manual_dispatch)
 
 
-def test_concurrent_retries_of_one_reply_record_one_answer(api, alice, fake_codex, held_dispatch, install_skill):
+def test_concurrent_retries_of_one_reply_record_one_answer(api, alice, fake_codex, manual_dispatch, install_skill):
     """R-LC5 on the configured database (SQLite with IMMEDIATE transactions by default)."""
     install_skill("haiku-writer")
-    _retried_reply_race(api, alice, fake_codex, held_dispatch)
+    _retried_reply_race(api, alice, fake_codex, manual_dispatch)
 
 
-def test_exactly_one_of_concurrent_replies_and_auto_decisions_wins(api, alice, fake_codex, held_dispatch, install_skill):
+def test_exactly_one_of_concurrent_replies_and_auto_decisions_wins(api, alice, fake_codex, manual_dispatch, install_skill):
     """R-LC5 on the configured database (SQLite with IMMEDIATE transactions by default)."""
     install_skill("haiku-writer")
-    _replies_and_auto_decisions_race(api, alice, fake_codex, held_dispatch)
+    _replies_and_auto_decisions_race(api, alice, fake_codex, manual_dispatch)
 
 
-def test_exactly_one_of_concurrent_replies_auto_decisions_and_cancels_wins(api, alice, fake_codex, held_dispatch, install_skill):
+def test_exactly_one_of_concurrent_replies_auto_decisions_and_cancels_wins(api, alice, fake_codex, manual_dispatch, install_skill):
     """R-LC5 + R-LC11 on the configured database (SQLite with IMMEDIATE transactions by default)."""
     install_skill("haiku-writer")
-    _replies_auto_decisions_and_cancels_race(api, alice, fake_codex, held_dispatch)
+    _replies_auto_decisions_and_cancels_race(api, alice, fake_codex, manual_dispatch)

@@ -1,6 +1,6 @@
 """Slots of resumable runs (R-LC7, R-LC8) with SKILLRUNNER_MAX_CONCURRENT_TURNS=1.
 
-The task queue is held back (`held_dispatch`): the test sees which turns the service offers and
+The task queue is held back (`manual_dispatch`): the test sees which turns the service offers and
 runs them itself, a worker thread per turn. The sticky_process half is in test_sticky_claude.py.
 """
 
@@ -38,59 +38,59 @@ def _calls_in(fake_codex, request_id: str) -> list[dict]:
     return [call for call in fake_codex.invocations() if request_id in call["cwd"]]
 
 
-def test_resumable_waiting_user_releases_its_slot(api, fake_codex, held_dispatch):
+def test_resumable_waiting_user_releases_its_slot(api, fake_codex, manual_dispatch):
     """Seed scenario: resumable waiting_user 释放槽位 — the run that held the only slot gives it back
     when it starts waiting, and a queued run gets its chance while the first one waits."""
     fake_codex.script(ask(sleep=1.0))
     first = start(api)
-    worker = held_dispatch.run_in_thread(first, 1)
+    worker = manual_dispatch.run_in_thread(first, 1)
     wait_until(lambda: _calls_in(fake_codex, first), 10, "the first run's engine to start")
     assert status_of(api, first)["interactive_profile"] == "resumable"
     assert _holds_slot(first)
 
     fake_codex.script(haiku_done())  # what the second run's engine will answer
     second = start(api, "haiku-writer", runtime_options=AUTO_FRESH)
-    assert (second, 1) not in held_dispatch.enqueued  # no free slot: not even offered
-    held_dispatch.run(second, 1)  # a stray delivery cannot start it either
+    assert (second, 1) not in manual_dispatch.enqueued  # no free slot: not even offered
+    manual_dispatch.run_inline(second, 1)  # a stray delivery cannot start it either
     assert status_of(api, second)["status"] == "queued" and not _calls_in(fake_codex, second)
 
     worker.join(timeout=10)
     assert status_of(api, first)["status"] == "waiting_user"
     assert not _holds_slot(first) and _slots_held() == 0
-    assert (second, 1) in held_dispatch.enqueued  # offered as soon as the slot was released
+    assert (second, 1) in manual_dispatch.enqueued  # offered as soon as the slot was released
 
-    held_dispatch.run(second, 1)
+    manual_dispatch.run_inline(second, 1)
     assert status_of(api, second)["status"] == "succeeded"
     assert status_of(api, first)["status"] == "waiting_user"  # it ran while the first one waited
 
 
-def test_resumable_resume_reacquires_a_slot_before_running(api, fake_codex, held_dispatch):
+def test_resumable_resume_reacquires_a_slot_before_running(api, fake_codex, manual_dispatch):
     """Seed scenario: resumable 恢复执行前重新申请槽位 — a reply queues the run; it becomes running only
     once it holds a slot again, so while another run holds the only slot it stays queued."""
     fake_codex.script(ask())
     waiting = start(api)
-    held_dispatch.run(waiting, 1)
+    manual_dispatch.run_inline(waiting, 1)
     assert status_of(api, waiting)["status"] == "waiting_user" and _slots_held() == 0
 
     fake_codex.script(haiku_done(sleep=1.0), plan_done())  # the busy run's turn; the resumed turn
     busy = start(api, "haiku-writer", runtime_options=AUTO_FRESH)
-    worker = held_dispatch.run_in_thread(busy, 1)
+    worker = manual_dispatch.run_in_thread(busy, 1)
     wait_until(lambda: _calls_in(fake_codex, busy), 10, "the busy run's engine to start")
     assert _holds_slot(busy)
 
     response = reply(api, waiting, 1, "Kyoto")
     assert response.status_code == 200 and response.json()["status"] == "queued"
-    assert (waiting, 2) not in held_dispatch.enqueued
-    held_dispatch.run(waiting, 2)  # even delivered, the turn cannot claim the busy slot
+    assert (waiting, 2) not in manual_dispatch.enqueued
+    manual_dispatch.run_inline(waiting, 2)  # even delivered, the turn cannot claim the busy slot
     status = status_of(api, waiting)
     assert status["status"] == "queued" and status["attempt_number"] == 2
     assert len(_calls_in(fake_codex, waiting)) == 1 and _slots_held() == 1
 
     worker.join(timeout=10)
     assert status_of(api, busy)["status"] == "succeeded"
-    assert (waiting, 2) in held_dispatch.enqueued
+    assert (waiting, 2) in manual_dispatch.enqueued
     assert status_of(api, waiting)["status"] == "queued"
-    held_dispatch.run(waiting, 2)
+    manual_dispatch.run_inline(waiting, 2)
     assert status_of(api, waiting)["status"] == "succeeded"
     assert len(_calls_in(fake_codex, waiting)) == 2
 
