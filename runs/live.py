@@ -44,9 +44,10 @@ def _events_since(last_id: int) -> list[tuple[int, object]]:
 
 
 class EventTableWatcher:
-    """One per event loop of a web process on the embedded default."""
+    """One per event loop of a web process on the embedded default, alive while anyone listens."""
 
     _tasks: dict[int, asyncio.Task] = {}
+    listeners = 0
 
     @classmethod
     def ensure_running(cls, layer) -> None:
@@ -58,7 +59,7 @@ class EventTableWatcher:
     @staticmethod
     async def _watch(layer) -> None:
         last_id = await sync_to_async(_latest_event_id, thread_sensitive=False)()
-        while True:
+        while EventTableWatcher.listeners > 0:
             await asyncio.sleep(WATCH_INTERVAL_SECONDS)
             try:
                 rows = await sync_to_async(_events_since, thread_sensitive=False)(last_id)
@@ -82,6 +83,7 @@ class RunChangeWaiter:
     async def __aenter__(self) -> "RunChangeWaiter":
         if self.layer is not None:
             if not cross_process(self.layer):
+                EventTableWatcher.listeners += 1
                 EventTableWatcher.ensure_running(self.layer)
             self.channel = await self.layer.new_channel()
             await self.layer.group_add(self.group, self.channel)
@@ -90,6 +92,8 @@ class RunChangeWaiter:
     async def __aexit__(self, *exc) -> None:
         if self.channel is not None:
             await self.layer.group_discard(self.group, self.channel)
+            if not cross_process(self.layer):
+                EventTableWatcher.listeners -= 1
 
     async def wait(self) -> None:
         """Return on a change notification, or after the safety interval, whichever comes first."""
