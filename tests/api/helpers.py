@@ -173,3 +173,22 @@ def clone_skill(
         text = text[: text.index("---", 3) + 3] + "\n\n" + body + "\n"
     skill_md.write_text(text)
     return target
+
+
+# Every endpoint under /v1/jobs/{id}, as (method, suffix).
+RUN_ENDPOINTS = [
+    ("get", ""),
+    ("post", "/upload"),
+    ("get", "/interaction/pending"),
+    ("post", "/interaction/reply"),
+    ("get", "/interaction/history"),
+    ("post", "/cancel"),
+    ("get", "/result"),
+    ("get", "/artifacts"),
+    ("get", "/artifacts/artifacts/haiku.md"),
+    ("get", "/artifacts/haiku.md"),
+    ("get", "/bundle"),
+    ("get", "/logs"),
+    ("get", "/events/history"),
+    ("get", "/events"),
+]

@@ -8,25 +8,9 @@ import uuid
 
 import pytest
 
-from .helpers import detail, error_code, haiku_step, job_body, make_zip, upload
+from .helpers import RUN_ENDPOINTS, detail, error_code, haiku_step, job_body, make_zip, upload
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-RUN_ENDPOINTS = [
-    ("get", ""),
-    ("post", "/upload"),
-    ("get", "/interaction/pending"),
-    ("post", "/interaction/reply"),
-    ("get", "/interaction/history"),
-    ("post", "/cancel"),
-    ("get", "/result"),
-    ("get", "/artifacts"),
-    ("get", "/artifacts/artifacts/haiku.md"),
-    ("get", "/bundle"),
-    ("get", "/logs"),
-    ("get", "/events/history"),
-    ("get", "/events"),
-]
 
 DEEP = 100_000
 # (content type, raw body): junk a client can send to any POST endpoint.

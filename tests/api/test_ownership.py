@@ -7,26 +7,9 @@ import uuid
 
 import pytest
 
-from .helpers import create_job, error_code, haiku_step, make_zip, upload
+from .helpers import RUN_ENDPOINTS, create_job, error_code, haiku_step, make_zip, upload
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-RUN_ENDPOINTS = [
-    ("get", ""),
-    ("post", "/upload"),
-    ("get", "/interaction/pending"),
-    ("post", "/interaction/reply"),
-    ("get", "/interaction/history"),
-    ("post", "/cancel"),
-    ("get", "/result"),
-    ("get", "/artifacts"),
-    ("get", "/artifacts/artifacts/haiku.md"),
-    ("get", "/artifacts/haiku.md"),
-    ("get", "/bundle"),
-    ("get", "/logs"),
-    ("get", "/events/history"),
-    ("get", "/events"),
-]
 
 
 def _request(client, method: str, rid: str, suffix: str):
