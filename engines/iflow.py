@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 from .base import EngineAdapter, EngineOutput, argv_prompt, write_if_changed
 from .types import EngineConfig, TurnRequest

@@ -306,10 +306,30 @@ def complete_turn(request_id, attempt_number: int, worker_id: str, turn: TurnRes
             append_event(run, "interaction_pending", pending)
             _transition(run, RunStatus.WAITING_USER, pending_interaction_id=run.pending_interaction_id)
         else:
-            run.result = decision.result_envelope()
-            append_event(run, "result", run.result)
-            _transition(run, RunStatus(decision.status), error=decision.error)
+            _finish(run, RunStatus(decision.status), decision.result_envelope())
     return run
+
+
+def _finish(run: Run, to: RunStatus, result: dict[str, Any]) -> None:
+    """A terminal state carries its result envelope (R-OU2), announced just before the status."""
+    run.result = result
+    append_event(run, "result", result)
+    _transition(run, to, error=result["error"])
+
+
+def _end_without_output(run: Run, to: RunStatus, code: str, message: str) -> None:
+    _finish(
+        run,
+        to,
+        {
+            "status": "canceled" if to == RunStatus.CANCELED else "failed",
+            "data": None,
+            "artifacts": [],
+            "repair_level": "none",
+            "validation_warnings": run.warnings,
+            "error": {"code": code, "message": message},
+        },
+    )
 
 
 def fail_run(request_id, code: str, message: str, *, recovery_state: str | None = None) -> Run | None:
@@ -318,12 +338,9 @@ def fail_run(request_id, code: str, message: str, *, recovery_state: str | None 
         run = _locked(request_id)
         if run.is_terminal:
             return None
-        error = {"code": code, "message": message}
         if recovery_state:
             run.recovery_state = recovery_state
-        run.result = {"status": "failed", "data": None, "artifacts": [], "repair_level": "none", "validation_warnings": run.warnings, "error": error}
-        append_event(run, "result", run.result)
-        _transition(run, RunStatus.FAILED, error=error)
+        _end_without_output(run, RunStatus.FAILED, code, message)
     return run
 
 
@@ -388,10 +405,7 @@ def expire_wait(request_id) -> Run | None:
             return None
         strict = run.runtime_options.get("interactive_require_user_reply", True)
         if strict:
-            error = {"code": "INTERACTION_WAIT_TIMEOUT", "message": "no reply arrived before session_timeout_sec"}
-            run.result = {"status": "failed", "data": None, "artifacts": [], "repair_level": "none", "validation_warnings": run.warnings, "error": error}
-            append_event(run, "result", run.result)
-            _transition(run, RunStatus.FAILED, error=error)
+            _end_without_output(run, RunStatus.FAILED, "INTERACTION_WAIT_TIMEOUT", "no reply arrived before session_timeout_sec")
             return run
         pending = run.interactions.get(interaction_id=run.pending_interaction_id)
         policy = pending.payload.get("default_decision_policy") or "engine_judgement"
@@ -412,10 +426,7 @@ def cancel_run(run: Run) -> tuple[Run, bool]:
         run = _locked(run.pk)
         if run.is_terminal:
             return run, False
-        error = {"code": "CANCELED_BY_USER", "message": "the run was canceled"}
-        run.result = {"status": "canceled", "data": None, "artifacts": [], "repair_level": "none", "validation_warnings": run.warnings, "error": error}
-        append_event(run, "result", run.result)
-        _transition(run, RunStatus.CANCELED, error=error)
+        _end_without_output(run, RunStatus.CANCELED, "CANCELED_BY_USER", "the run was canceled")
     return run, True
 
 

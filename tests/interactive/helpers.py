@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from pathlib import Path
 from typing import Any
+from tests.support.live_service import wait_until  # noqa: F401  (re-exported to this suite)
 
 INTERACTIVE = {"execution_mode": "interactive"}
 AUTO_FRESH = {"no_cache": True}  # auto by default; never answered from the result cache
@@ -126,16 +126,6 @@ def assert_events_consistent(events: list[dict[str, Any]]) -> None:
 # --- processes and waiting ----------------------------------------------------------------------
 
 
-def wait_until(predicate, timeout: float, what: str, interval: float = 0.05):
-    """Poll until `predicate()` is truthy; fail the test after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 def process_alive(pid: int) -> bool:

@@ -34,6 +34,7 @@ from typing import Any
 from tests.support.live_service import drop_postgres_database, free_port, fresh_postgres_url
 
 from .probe_engine import ProbeEngine
+from tests.support.live_service import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -41,15 +42,6 @@ DEFAULT_POSTGRES = "postgres://postgres@127.0.0.1:5432/postgres"
 TERMINAL = {"succeeded", "failed", "canceled"}
 
 
-def wait_until(predicate, timeout: float, what: str, interval: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 def _kill_group(process: subprocess.Popen, sig: int = signal.SIGKILL, timeout: float = 15) -> None:

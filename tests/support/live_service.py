@@ -48,6 +48,18 @@ def drop_postgres_database(url: str) -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+def wait_until(predicate, timeout: float, what: str, interval: float = 0.05):
+    """Poll until `predicate()` is truthy and return its value; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
 class LiveService:
     def __init__(self, data_dir: Path, env: dict[str, str] | None = None):
         self.data_dir = Path(data_dir)
@@ -168,15 +180,7 @@ class LiveService:
         except ValueError:
             return status, raw
 
-    @staticmethod
-    def wait_until(predicate, timeout: float, what: str, interval: float = 0.05):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            value = predicate()
-            if value:
-                return value
-            time.sleep(interval)
-        raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    wait_until = staticmethod(wait_until)
 
     def wait_for_status(self, token: str, request_id: str, statuses: set[str], timeout: float = 60) -> dict:
         def current():

@@ -70,7 +70,7 @@ import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 PROTO_OPENAI = "openai-responses"
 PROTO_GEMINI = "gemini"
