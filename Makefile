@@ -10,7 +10,7 @@ SCALEOUT_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 SCALEOUT_REDIS_URL ?= redis://127.0.0.1:6379/0
 SCALEOUT_TESTS := tests/api tests/interactive tests/live tests/real_engines/test_service_real_engines.py
 
-.PHONY: run test engines browser bench venv clean
+.PHONY: run test lint engines browser bench venv clean
 
 venv: $(VENV)/.installed
 
@@ -31,9 +31,13 @@ $(ENGINE_CLI_DIR)/node_modules/.installed: $(ENGINE_CLI_DIR)/package.json $(ENGI
 browser:
 	@test -x $(CHROMIUM) || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
-test: venv engines browser
+test: venv engines browser lint
 	$(PY) -m pytest tests
 	DATABASE_URL=$(SCALEOUT_DATABASE_URL) REDIS_URL=$(SCALEOUT_REDIS_URL) $(PY) -m pytest $(wildcard $(SCALEOUT_TESTS))
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 bench: venv
 	$(PY) -m tests.bench

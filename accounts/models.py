@@ -18,7 +18,7 @@ def _digest(secret: str) -> str:
 
 
 class ApiTokenQuerySet(models.QuerySet):
-    def for_key(self, key: str) -> "ApiToken | None":
+    def for_key(self, key: str) -> ApiToken | None:
         """The active token whose key this is, compared in constant time."""
         if not key.startswith(TOKEN_PREFIX) or len(key) < len(TOKEN_PREFIX) + LOOKUP_LENGTH + 16:
             return None
@@ -47,7 +47,7 @@ class ApiToken(models.Model):
         return f"{TOKEN_PREFIX}{self.lookup}… ({self.user})"
 
     @classmethod
-    def issue(cls, user) -> tuple["ApiToken", str]:
+    def issue(cls, user) -> tuple[ApiToken, str]:
         """Create a token and return it with its plain key, which is not stored anywhere."""
         lookup = secrets.token_hex(LOOKUP_LENGTH // 2)
         key = f"{TOKEN_PREFIX}{lookup}{secrets.token_urlsafe(32)}"

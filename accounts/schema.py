@@ -12,5 +12,5 @@ class HashedTokenScheme(OpenApiAuthenticationExtension):
             "type": "apiKey",
             "in": "header",
             "name": "Authorization",
-            "description": 'Token authentication: `Authorization: Token <key>` (keys from `manage.py create_api_token`).',
+            "description": "Token authentication: `Authorization: Token <key>` (keys from `manage.py create_api_token`).",
         }

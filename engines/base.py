@@ -12,9 +12,10 @@ import os
 import re
 import shutil
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Callable, ClassVar, TypeVar, cast
+from typing import Any, ClassVar, TypeVar, cast
 
 from .patching import patch_skill_file
 from .process import ProcessResult, SpawnError, resolve_executable, run_process, run_quick

@@ -32,7 +32,9 @@ def _assistant_text(event: dict[str, Any]) -> str:
         return content
     if not isinstance(content, list):
         return ""
-    return "".join(block.get("text", "") for block in content if isinstance(block, dict) and block.get("type") == "text")
+    return "".join(
+        block.get("text", "") for block in content if isinstance(block, dict) and block.get("type") == "text"
+    )
 
 
 class ClaudeAdapter(EngineAdapter):
@@ -98,7 +100,9 @@ class ClaudeAdapter(EngineAdapter):
         """Start the resident process (no prompt sent yet); spawn trouble surfaces on ``send``."""
         try:
             argv = self.prepare_turn(request, config)
-            process = ResidentProcess(spawn(argv, Path(request.run_dir), self.environment(config), stdin_pipe=True), config.kill_grace_seconds)
+            process = ResidentProcess(
+                spawn(argv, Path(request.run_dir), self.environment(config), stdin_pipe=True), config.kill_grace_seconds
+            )
         except (OSError, SpawnError) as exc:
             return ClaudeLiveSession(self, request.mode, [], None, f"could not start claude: {exc}")
         control.on_spawn(process.pid)

@@ -7,8 +7,8 @@ part whose marker is already in the file is not appended again, so patching twic
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from .types import DONE_MARKER, ArtifactSpec, ExecutionMode
 
@@ -25,7 +25,7 @@ def artifact_patch(run_dir: Path, artifacts: Iterable[ArtifactSpec]) -> str:
         "",
         f"Write every output file of this skill into the directory `{target}/` and refer to",
         "such files by their absolute path there. This overrides every other output location in",
-        "this document (\"the current directory\", `{{ run_dir }}`, any other folder): intermediate",
+        'this document ("the current directory", `{{ run_dir }}`, any other folder): intermediate',
         "scratch files may go elsewhere, deliverables go only there.",
         "",
     ]

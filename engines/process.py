@@ -15,9 +15,10 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Callable
+from typing import IO
 
 from .types import FAILURE_ABORTED, FAILURE_SPAWN, FAILURE_TIMEOUT, TurnControl
 
@@ -204,7 +205,9 @@ def _signal_all(pgid: int, pids: set[int], sig: signal.Signals) -> None:
             pass
 
 
-def kill_process_group(pgid: int, grace: float = DEFAULT_GRACE_SECONDS, leader: subprocess.Popen[bytes] | None = None) -> None:
+def kill_process_group(
+    pgid: int, grace: float = DEFAULT_GRACE_SECONDS, leader: subprocess.Popen[bytes] | None = None
+) -> None:
     """SIGTERM the whole group (and its detached descendants), give it ``grace`` seconds, then
     SIGKILL what is left (R-LC12).
 

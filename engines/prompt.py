@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
-
+from typing import Any
 
 # A lone UTF-16 surrogate (valid in a JSON string, e.g. "\ud800") cannot be encoded for a
 # command line, a pipe or a log file; it becomes U+FFFD like any other undecodable text.
@@ -47,7 +47,9 @@ def first_turn_prompt(
     title = f"`{skill_id}` ({skill_name})" if skill_name and skill_name != skill_id else f"`{skill_id}`"
     lines = [f"Run the skill {title} on the inputs below."]
     if skill_dir is not None:
-        lines.append(f"Its instructions are in {Path(skill_dir).resolve() / 'SKILL.md'}: read that file first and follow it.")
+        lines.append(
+            f"Its instructions are in {Path(skill_dir).resolve() / 'SKILL.md'}: read that file first and follow it."
+        )
     lines += [
         "",
         "Inputs:",

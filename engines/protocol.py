@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from .types import DONE_MARKER, ExecutionMode, Interaction, Outcome, RepairLevel
 
@@ -219,5 +220,7 @@ def interpret_final_message(text: str, mode: ExecutionMode) -> MessageReading:
         reading.interaction, problem = parse_interaction(body)
         if reading.interaction is None:
             reading.ask_user_invalid = True
-            reading.warnings.append({"code": WARNING_ASK_USER_INVALID, "message": f"ask_user envelope ignored: {problem}"})
+            reading.warnings.append(
+                {"code": WARNING_ASK_USER_INVALID, "message": f"ask_user envelope ignored: {problem}"}
+            )
     return reading

@@ -6,9 +6,10 @@ Nothing here knows about Django, HTTP or the task queue: the orchestrator hands 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 ExecutionMode = Literal["auto", "interactive"]
 Outcome = Literal["final", "ask_user", "error"]

@@ -13,9 +13,36 @@ from .models import Interaction, Run, RunEvent
 SHORT_TEXT = 80
 # The fields an auditor reads first; everything else (worker bookkeeping) is folded away below.
 RUN_FIELDSETS = [
-    (None, {"fields": ["request_id", "owner", "skill", "skill_version", "engine", "model", "execution_mode", "interactive_profile", "status"]}),
+    (
+        None,
+        {
+            "fields": [
+                "request_id",
+                "owner",
+                "skill",
+                "skill_version",
+                "engine",
+                "model",
+                "execution_mode",
+                "interactive_profile",
+                "status",
+            ]
+        },
+    ),
     ("Request", {"fields": ["input", "parameter", "runtime_options"]}),
-    ("Conversation", {"fields": ["attempt_number", "pending_interaction_id", "interaction_count", "auto_decision_count", "wait_deadline_at", "recovery_state"]}),
+    (
+        "Conversation",
+        {
+            "fields": [
+                "attempt_number",
+                "pending_interaction_id",
+                "interaction_count",
+                "auto_decision_count",
+                "wait_deadline_at",
+                "recovery_state",
+            ]
+        },
+    ),
     ("Outcome", {"fields": ["error", "warnings", "result"]}),
     ("Times", {"fields": ["created_at", "started_at", "updated_at", "finished_at"]}),
 ]
@@ -23,7 +50,17 @@ RUN_FIELDSETS = [
 
 class InteractionInline(ReadOnlyInline):
     model = Interaction
-    fields = ("interaction_id", "attempt_number", "kind", "prompt", "response", "resolution_mode", "answered_by", "asked_at", "answered_at")
+    fields = (
+        "interaction_id",
+        "attempt_number",
+        "kind",
+        "prompt",
+        "response",
+        "resolution_mode",
+        "answered_by",
+        "asked_at",
+        "answered_at",
+    )
 
     def get_queryset(self, request) -> QuerySet[Interaction]:
         return super().get_queryset(request).select_related("run", "answered_by")
@@ -40,9 +77,27 @@ class RunEventInline(ReadOnlyInline):
 
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdmin):
-    list_display = ("request_id", "skill", "owner", "engine", "execution_mode", "status", "attempt_number", "interaction_count", "created_at")
+    list_display = (
+        "request_id",
+        "skill",
+        "owner",
+        "engine",
+        "execution_mode",
+        "status",
+        "attempt_number",
+        "interaction_count",
+        "created_at",
+    )
     list_select_related = ("skill", "owner")
-    list_filter = ("status", "engine", "skill", "execution_mode", "interactive_profile", "interactions__resolution_mode", "created_at")
+    list_filter = (
+        "status",
+        "engine",
+        "skill",
+        "execution_mode",
+        "interactive_profile",
+        "interactions__resolution_mode",
+        "created_at",
+    )
     search_fields = ("request_id", "owner__username", "interactions__prompt", "interactions__response")
     date_hierarchy = "created_at"
     show_full_result_count = False
@@ -56,7 +111,17 @@ class RunAdmin(ReadOnlyAdmin):
 
 @admin.register(Interaction)
 class InteractionAdmin(ReadOnlyAdmin):
-    list_display = ("run", "interaction_id", "kind", "short_prompt", "short_response", "resolution_mode", "answered_by", "asked_at", "answered_at")
+    list_display = (
+        "run",
+        "interaction_id",
+        "kind",
+        "short_prompt",
+        "short_response",
+        "resolution_mode",
+        "answered_by",
+        "asked_at",
+        "answered_at",
+    )
     list_select_related = ("run", "answered_by")
     list_filter = ("resolution_mode", "kind", "run__engine", "run__skill", "asked_at")
     search_fields = ("run__request_id", "run__owner__username", "prompt", "response")

@@ -89,7 +89,13 @@ class JobListCreateView(APIView):
             parameter=data["parameter"],
             runtime_options=data["runtime_options"],
         )
-        return Response({"request_id": str(run.pk), "cache_hit": run.cache_hit, "status": None if run.awaiting_upload else run.status})
+        return Response(
+            {
+                "request_id": str(run.pk),
+                "cache_hit": run.cache_hit,
+                "status": None if run.awaiting_upload else run.status,
+            }
+        )
 
 
 class JobUploadView(APIView):
@@ -103,7 +109,9 @@ class JobUploadView(APIView):
         run = selectors.run_for(request.user, request_id)
         extracted = services.attach_upload(run, _uploaded_file(request))
         run.refresh_from_db()
-        return Response({"request_id": str(run.pk), "cache_hit": run.cache_hit, "status": run.status, "extracted_files": extracted})
+        return Response(
+            {"request_id": str(run.pk), "cache_hit": run.cache_hit, "status": run.status, "extracted_files": extracted}
+        )
 
 
 class JobDetailView(APIView):
@@ -142,7 +150,11 @@ class ReplyView(APIView):
 
 
 class InteractionHistoryView(APIView):
-    @extend_schema(responses=inline_serializer("InteractionHistory", {"request_id": serializers.UUIDField(), "interactions": InteractionRecord(many=True)}))
+    @extend_schema(
+        responses=inline_serializer(
+            "InteractionHistory", {"request_id": serializers.UUIDField(), "interactions": InteractionRecord(many=True)}
+        )
+    )
     def get(self, request, request_id):
         run = selectors.run_for(request.user, request_id)
         history = InteractionRecord(selectors.interaction_history(run), many=True).data
@@ -158,7 +170,9 @@ class CancelView(APIView):
 
 def _terminal(run):
     if not run.is_terminal:
-        raise Conflict("RESULT_NOT_READY", f"the run is {run.status}; its result exists once it ends", status=run.status)
+        raise Conflict(
+            "RESULT_NOT_READY", f"the run is {run.status}; its result exists once it ends", status=run.status
+        )
     return run
 
 
@@ -170,7 +184,12 @@ class ResultView(APIView):
 
 
 class ArtifactListView(APIView):
-    @extend_schema(responses=inline_serializer("ArtifactList", {"request_id": serializers.UUIDField(), "artifacts": serializers.ListField(child=serializers.CharField())}))
+    @extend_schema(
+        responses=inline_serializer(
+            "ArtifactList",
+            {"request_id": serializers.UUIDField(), "artifacts": serializers.ListField(child=serializers.CharField())},
+        )
+    )
     def get(self, request, request_id):
         run = selectors.run_for(request.user, request_id)
         return Response({"request_id": str(run.pk), "artifacts": list_artifacts(run.run_dir)})
@@ -188,7 +207,9 @@ class BundleView(APIView):
     @extend_schema(responses={(200, "application/zip"): OpenApiTypes.BINARY})
     def get(self, request, request_id):
         run = _terminal(selectors.run_for(request.user, request_id))
-        return FileResponse(open(bundle_path(run), "rb"), as_attachment=True, filename="run_bundle.zip", content_type="application/zip")
+        return FileResponse(
+            open(bundle_path(run), "rb"), as_attachment=True, filename="run_bundle.zip", content_type="application/zip"
+        )
 
 
 class LogsView(APIView):
@@ -198,7 +219,13 @@ class LogsView(APIView):
         attempts = selectors.attempt_logs(run)
         latest = attempts[-1] if attempts else {"prompt": "", "stdout": "", "stderr": ""}
         return Response(
-            {"request_id": str(run.pk), "prompt": latest["prompt"], "stdout": latest["stdout"], "stderr": latest["stderr"], "attempts": attempts}
+            {
+                "request_id": str(run.pk),
+                "prompt": latest["prompt"],
+                "stdout": latest["stdout"],
+                "stderr": latest["stderr"],
+                "attempts": attempts,
+            }
         )
 
 
@@ -212,18 +239,31 @@ def _after_seq(request) -> int:
 class EventHistoryView(APIView):
     @extend_schema(
         parameters=[OpenApiParameter("after_seq", int)],
-        responses=inline_serializer("EventHistory", {"request_id": serializers.UUIDField(), "events": EventRecord(many=True), "last_seq": serializers.IntegerField()}),
+        responses=inline_serializer(
+            "EventHistory",
+            {
+                "request_id": serializers.UUIDField(),
+                "events": EventRecord(many=True),
+                "last_seq": serializers.IntegerField(),
+            },
+        ),
     )
     def get(self, request, request_id):
         run = selectors.run_for(request.user, request_id)
         events = selectors.events_after(run, _after_seq(request))
         return Response(
-            {"request_id": str(run.pk), "events": EventRecord(events, many=True).data, "last_seq": events[-1].seq if events else _after_seq(request)}
+            {
+                "request_id": str(run.pk),
+                "events": EventRecord(events, many=True).data,
+                "last_seq": events[-1].seq if events else _after_seq(request),
+            }
         )
 
 
 class EventStreamView(APIView):
-    @extend_schema(parameters=[OpenApiParameter("after_seq", int)], responses={(200, "text/event-stream"): OpenApiTypes.STR})
+    @extend_schema(
+        parameters=[OpenApiParameter("after_seq", int)], responses={(200, "text/event-stream"): OpenApiTypes.STR}
+    )
     def get(self, request, request_id):
         run = selectors.run_for(request.user, request_id)
         response = StreamingHttpResponse(event_stream(run.pk, _after_seq(request)), content_type="text/event-stream")

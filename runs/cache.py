@@ -20,7 +20,13 @@ CACHE_HOME = "_cache"
 
 def cache_key(version: SkillVersion, engine: str, model: str | None, input: Any, parameter: Any) -> str:
     effective_model = model or engine_config(engine, CACHE_HOME).default_model or ""
-    material = {"skill": version.package_sha256, "engine": engine, "model": effective_model, "input": input, "parameter": parameter}
+    material = {
+        "skill": version.package_sha256,
+        "engine": engine,
+        "model": effective_model,
+        "input": input,
+        "parameter": parameter,
+    }
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
 

@@ -112,7 +112,9 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             return
         try:
             cursor = parse_after_seq(self.scope.get("query_string", b""))
-            self.run, first = await database_sync_to_async(snapshot)(self.user, self.scope["url_route"]["kwargs"]["request_id"])
+            self.run, first = await database_sync_to_async(snapshot)(
+                self.user, self.scope["url_route"]["kwargs"]["request_id"]
+            )
         except NotFound:
             await self.close(code=CLOSE_NOT_FOUND)
             return
@@ -159,7 +161,9 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         except (ValueError, RecursionError):  # deeply nested input exhausts the parser's stack
             message = None
         if not isinstance(message, dict):
-            await self.send_json(error_message(ApplicationError("MALFORMED_REQUEST", "send one JSON object per message")))
+            await self.send_json(
+                error_message(ApplicationError("MALFORMED_REQUEST", "send one JSON object per message"))
+            )
             return
         await self.receive_json(message)
 

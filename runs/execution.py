@@ -19,7 +19,15 @@ from django.utils import timezone
 
 from engines.prompt import first_turn_prompt
 from engines.registry import get_adapter
-from engines.types import FAILURE_ABORTED, ArtifactSpec, Interaction, LiveSession, SkillMaterial, TurnRequest, TurnResult
+from engines.types import (
+    FAILURE_ABORTED,
+    ArtifactSpec,
+    Interaction,
+    LiveSession,
+    SkillMaterial,
+    TurnRequest,
+    TurnResult,
+)
 from skillrunner.logging import redact, redact_values
 
 from . import services
@@ -92,7 +100,10 @@ def retry_while_database_away(operation, *args, attempts: int = 30, pause: float
 
 
 def _artifact_specs(run: Run) -> tuple[ArtifactSpec, ...]:
-    return tuple(ArtifactSpec(role=a["role"], filename=a["filename"], required=a["required"]) for a in run.skill_version.artifacts)
+    return tuple(
+        ArtifactSpec(role=a["role"], filename=a["filename"], required=a["required"])
+        for a in run.skill_version.artifacts
+    )
 
 
 def build_turn_request(run: Run) -> TurnRequest:
@@ -116,7 +127,9 @@ def build_turn_request(run: Run) -> TurnRequest:
         prompt=prompt,
         mode=run.execution_mode,
         skill=SkillMaterial(skill_id=run.skill.skill_id, source_dir=version.path, artifacts=_artifact_specs(run)),
-        hard_timeout_seconds=float(run.runtime_options.get("hard_timeout_seconds", settings.SKILLRUNNER_DEFAULT_HARD_TIMEOUT)),
+        hard_timeout_seconds=float(
+            run.runtime_options.get("hard_timeout_seconds", settings.SKILLRUNNER_DEFAULT_HARD_TIMEOUT)
+        ),
         model=run.model or None,
         session_handle=run.session_handle if run.attempt_number > 1 else None,
     )
@@ -184,13 +197,23 @@ def run_claimed_turn(request_id: str, attempt_number: int) -> None:
     try:
         request = build_turn_request(run)
         if run.execution_mode == "interactive" and run.interactive_profile == InteractiveProfile.STICKY_PROCESS:
-            _drive_live_session(run, adapter.open_live_session(request, config, ClaimControl(run.pk, attempt_number, worker)), request, worker)
+            _drive_live_session(
+                run,
+                adapter.open_live_session(request, config, ClaimControl(run.pk, attempt_number, worker)),
+                request,
+                worker,
+            )
             return
         turn = adapter.run_turn(request, config, ClaimControl(run.pk, attempt_number, worker))
         _finish_turn(run, worker, request.prompt, turn)
     except Exception as exc:  # an orchestrator bug must still end the run with a cause
         logger.exception("turn %s/%s crashed", request_id, attempt_number)
-        retry_while_database_away(services.fail_run, request_id, "ORCHESTRATOR_ERROR", f"internal error while running the turn: {type(exc).__name__}")
+        retry_while_database_away(
+            services.fail_run,
+            request_id,
+            "ORCHESTRATOR_ERROR",
+            f"internal error while running the turn: {type(exc).__name__}",
+        )
 
 
 def _await_sticky_reply(run: Run, worker: str, session: LiveSession) -> Run | None:

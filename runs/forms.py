@@ -41,7 +41,11 @@ class JSONValueField(forms.JSONField):
 
 def schema_field(name: str, spec: dict[str, Any], *, required: bool) -> forms.Field:
     """One form field for one schema property; types the form cannot express take JSON."""
-    common: dict[str, Any] = {"label": _label(name, spec), "help_text": spec.get("description", ""), "required": required}
+    common: dict[str, Any] = {
+        "label": _label(name, spec),
+        "help_text": spec.get("description", ""),
+        "required": required,
+    }
     if "enum" in spec:
         # Choices are keyed by their JSON text, so integer or boolean enums keep their type.
         choices = [(json.dumps(value), str(value)) for value in spec["enum"]]
@@ -53,10 +57,23 @@ def schema_field(name: str, spec: dict[str, Any], *, required: bool) -> forms.Fi
     initial = spec.get("default")
     if kind == "string":
         max_length = spec.get("maxLength")
-        widget = forms.TextInput if max_length is not None and max_length <= SHORT_TEXT_LIMIT else forms.Textarea(attrs={"rows": 4})
-        return forms.CharField(min_length=spec.get("minLength"), max_length=max_length, widget=widget, strip=False, initial=initial, **common)
+        widget = (
+            forms.TextInput
+            if max_length is not None and max_length <= SHORT_TEXT_LIMIT
+            else forms.Textarea(attrs={"rows": 4})
+        )
+        return forms.CharField(
+            min_length=spec.get("minLength"),
+            max_length=max_length,
+            widget=widget,
+            strip=False,
+            initial=initial,
+            **common,
+        )
     if kind == "integer":
-        return forms.IntegerField(min_value=spec.get("minimum"), max_value=spec.get("maximum"), initial=initial, **common)
+        return forms.IntegerField(
+            min_value=spec.get("minimum"), max_value=spec.get("maximum"), initial=initial, **common
+        )
     if kind == "number":
         return forms.FloatField(min_value=spec.get("minimum"), max_value=spec.get("maximum"), initial=initial, **common)
     if kind == "boolean":
@@ -86,7 +103,10 @@ class NewRunForm(PlainLabelForm):
         self.fields["execution_mode"].choices = [(mode, mode) for mode in version.execution_modes]
         input_schema = version.schemas.get(INPUT) or {}
         self.file_names = file_fields(input_schema)
-        self.schema_names = {INPUT: self._add_schema_fields(INPUT, input_schema), PARAMETER: self._add_schema_fields(PARAMETER, version.schemas.get(PARAMETER) or {})}
+        self.schema_names = {
+            INPUT: self._add_schema_fields(INPUT, input_schema),
+            PARAMETER: self._add_schema_fields(PARAMETER, version.schemas.get(PARAMETER) or {}),
+        }
 
     def _add_schema_fields(self, section: str, schema: dict[str, Any]) -> list[str]:
         required = set(schema.get("required") or [])
@@ -96,7 +116,9 @@ class NewRunForm(PlainLabelForm):
             if not isinstance(spec, dict):
                 continue
             if name in files:
-                field: forms.Field = forms.FileField(label=_label(name, spec), help_text=spec.get("description", ""), required=name in required)
+                field: forms.Field = forms.FileField(
+                    label=_label(name, spec), help_text=spec.get("description", ""), required=name in required
+                )
                 if spec.get("extensions"):
                     field.widget.attrs["accept"] = ",".join(spec["extensions"])
             else:
@@ -147,4 +169,6 @@ class RunFilterForm(forms.Form):
 
 
 class SkillPackageForm(PlainLabelForm):
-    package = forms.FileField(label="Skill package (.zip)", widget=forms.ClearableFileInput(attrs={"accept": ".zip,application/zip"}))
+    package = forms.FileField(
+        label="Skill package (.zip)", widget=forms.ClearableFileInput(attrs={"accept": ".zip,application/zip"})
+    )

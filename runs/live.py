@@ -80,7 +80,7 @@ class RunChangeWaiter:
         self.layer = get_channel_layer()
         self.channel: str | None = None
 
-    async def __aenter__(self) -> "RunChangeWaiter":
+    async def __aenter__(self) -> RunChangeWaiter:
         if self.layer is not None:
             if not cross_process(self.layer):
                 EventTableWatcher.listeners += 1
@@ -102,5 +102,5 @@ class RunChangeWaiter:
             return
         try:
             await asyncio.wait_for(self.layer.receive(self.channel), timeout=SAFETY_POLL_SECONDS)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass

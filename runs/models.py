@@ -52,7 +52,9 @@ class Run(models.Model):
     runtime_options = models.JSONField(default=dict, help_text="effective runtime options")
 
     status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED, db_index=True)
-    awaiting_upload = models.BooleanField(default=False, help_text="file inputs still to be uploaded; not dispatched yet")
+    awaiting_upload = models.BooleanField(
+        default=False, help_text="file inputs still to be uploaded; not dispatched yet"
+    )
     attempt_number = models.PositiveIntegerField(default=1)
     next_prompt = models.TextField(blank=True, help_text="prompt of the next resumed turn (the reply)")
     session_handle = models.CharField(max_length=256, blank=True)
@@ -139,7 +141,13 @@ class RunEvent(models.Model):
         return f"{self.run_id} #{self.seq} {self.kind}"
 
     def as_message(self) -> dict:
-        return {"type": "event", "seq": self.seq, "kind": self.kind, "payload": self.payload, "ts": self.created_at.isoformat()}
+        return {
+            "type": "event",
+            "seq": self.seq,
+            "kind": self.kind,
+            "payload": self.payload,
+            "ts": self.created_at.isoformat(),
+        }
 
 
 class DispatchLock(models.Model):

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from django.conf import settings
 
@@ -36,7 +37,7 @@ def _check(options: dict[str, Any]) -> dict[str, Any]:
         raise _invalid(unknown[0], f"unknown option (known: {', '.join(KNOWN_KEYS)})")
     mode = options.get("execution_mode")
     if mode is not None and mode not in ("auto", "interactive"):
-        raise _invalid("execution_mode", "must be \"auto\" or \"interactive\"")
+        raise _invalid("execution_mode", 'must be "auto" or "interactive"')
     for key in BOOL_KEYS:
         if key in options and not isinstance(options[key], bool):
             raise _invalid(key, "must be a boolean")
@@ -65,7 +66,9 @@ def _merge_aliases(options: dict[str, Any]) -> dict[str, Any]:
             continue
         implied = translate(merged.pop(alias))
         if canonical in merged and merged[canonical] != implied:
-            raise ApplicationError("RUNTIME_OPTION_CONFLICT", f"{alias} and {canonical} contradict each other", key=alias)
+            raise ApplicationError(
+                "RUNTIME_OPTION_CONFLICT", f"{alias} and {canonical} contradict each other", key=alias
+            )
         merged[canonical] = implied
     return merged
 

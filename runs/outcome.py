@@ -90,7 +90,9 @@ def _collect_declared_artifacts(data: dict[str, Any], specs: list[dict[str, Any]
     return missing
 
 
-def _validate_output(data: dict[str, Any] | None, schema: dict[str, Any], specs: list[dict[str, Any]], run_dir: Path) -> dict[str, str] | None:
+def _validate_output(
+    data: dict[str, Any] | None, schema: dict[str, Any], specs: list[dict[str, Any]], run_dir: Path
+) -> dict[str, str] | None:
     if data is None:
         return _error("OUTPUT_MISSING", "the agent's final message held no JSON object")
     validator = validators.validator_for(schema)(schema)
@@ -99,17 +101,34 @@ def _validate_output(data: dict[str, Any] | None, schema: dict[str, Any], specs:
         for e in sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
     ]
     if problems:
-        return _error("OUTPUT_SCHEMA_INVALID", "output does not match the skill's output schema: " + "; ".join(problems))
+        return _error(
+            "OUTPUT_SCHEMA_INVALID", "output does not match the skill's output schema: " + "; ".join(problems)
+        )
     missing = _collect_declared_artifacts(data, specs, run_dir)
     if missing:
         return _error("ARTIFACT_MISSING", "required artifact missing from artifacts/: " + ", ".join(missing))
     return None
 
 
-def _finish(turn: TurnResult, problem: dict[str, str] | None, run_dir: Path, warnings: list[dict[str, str]]) -> TurnDecision:
+def _finish(
+    turn: TurnResult, problem: dict[str, str] | None, run_dir: Path, warnings: list[dict[str, str]]
+) -> TurnDecision:
     if problem:
-        return TurnDecision("failed", data=turn.final_data, error=problem, warnings=warnings, artifacts=list_artifacts(run_dir), repair_level=turn.repair_level)
-    return TurnDecision("succeeded", data=turn.final_data, warnings=warnings, artifacts=list_artifacts(run_dir), repair_level=turn.repair_level)
+        return TurnDecision(
+            "failed",
+            data=turn.final_data,
+            error=problem,
+            warnings=warnings,
+            artifacts=list_artifacts(run_dir),
+            repair_level=turn.repair_level,
+        )
+    return TurnDecision(
+        "succeeded",
+        data=turn.final_data,
+        warnings=warnings,
+        artifacts=list_artifacts(run_dir),
+        repair_level=turn.repair_level,
+    )
 
 
 def build_pending(turn: TurnResult, attempt_number: int) -> tuple[dict[str, Any], list[dict[str, str]]]:
@@ -123,7 +142,12 @@ def build_pending(turn: TurnResult, attempt_number: int) -> tuple[dict[str, Any]
         context["source"] = "ask_user_envelope"
     else:
         if turn.ask_user_invalid:
-            warnings.append({"code": "ASK_USER_PAYLOAD_INVALID", "message": "the agent's ask_user payload was unusable; the question was taken from its message"})
+            warnings.append(
+                {
+                    "code": "ASK_USER_PAYLOAD_INVALID",
+                    "message": "the agent's ask_user payload was unusable; the question was taken from its message",
+                }
+            )
         text = (turn.assistant_text or "").strip()
         payload = {
             "kind": "open_text",
@@ -158,27 +182,53 @@ def decide(
     warnings = list(turn.warnings)
     failure = engine_failure(turn)
     if failure:
-        return TurnDecision("failed", error=failure, warnings=warnings, artifacts=list_artifacts(run_dir), repair_level=turn.repair_level)
+        return TurnDecision(
+            "failed",
+            error=failure,
+            warnings=warnings,
+            artifacts=list_artifacts(run_dir),
+            repair_level=turn.repair_level,
+        )
 
     if mode == "auto":  # R-LC1: exit 0 + schema-valid output + artifacts; no marker needed
-        return _finish(turn, _validate_output(turn.final_data, output_schema, artifact_specs, run_dir), run_dir, warnings)
+        return _finish(
+            turn, _validate_output(turn.final_data, output_schema, artifact_specs, run_dir), run_dir, warnings
+        )
 
     if turn.done_marker_found:  # R-LC2 step 2: strong evidence, never waits
-        return _finish(turn, _validate_output(turn.final_data, output_schema, artifact_specs, run_dir), run_dir, warnings)
+        return _finish(
+            turn, _validate_output(turn.final_data, output_schema, artifact_specs, run_dir), run_dir, warnings
+        )
 
     is_question = turn.outcome == "ask_user" or turn.ask_user_invalid or turn.interaction is not None
     if not is_question and turn.final_data is not None:
         if _validate_output(turn.final_data, output_schema, artifact_specs, run_dir) is None:  # step 3: soft completion
-            warnings.append({"code": "INTERACTIVE_COMPLETED_WITHOUT_DONE_MARKER", "message": "the output matched the schema but carried no __SKILL_DONE__ marker"})
+            warnings.append(
+                {
+                    "code": "INTERACTIVE_COMPLETED_WITHOUT_DONE_MARKER",
+                    "message": "the output matched the schema but carried no __SKILL_DONE__ marker",
+                }
+            )
             return _finish(turn, None, run_dir, warnings)
 
     if max_attempt is not None and attempt_number >= max_attempt:  # step 4
-        error = _error("INTERACTIVE_MAX_ATTEMPT_EXCEEDED", f"the skill allows at most {max_attempt} attempts and the task is not done")
-        return TurnDecision("failed", error=error, warnings=warnings, artifacts=list_artifacts(run_dir), repair_level=turn.repair_level)
+        error = _error(
+            "INTERACTIVE_MAX_ATTEMPT_EXCEEDED",
+            f"the skill allows at most {max_attempt} attempts and the task is not done",
+        )
+        return TurnDecision(
+            "failed", error=error, warnings=warnings, artifacts=list_artifacts(run_dir), repair_level=turn.repair_level
+        )
 
     if needs_session_handle and not turn.session_handle:  # R-EN7
-        error = _error("SESSION_RESUME_FAILED", "the engine reported no session id, so the conversation could not be resumed")
-        return TurnDecision("failed", error=error, warnings=warnings, artifacts=list_artifacts(run_dir), repair_level=turn.repair_level)
+        error = _error(
+            "SESSION_RESUME_FAILED", "the engine reported no session id, so the conversation could not be resumed"
+        )
+        return TurnDecision(
+            "failed", error=error, warnings=warnings, artifacts=list_artifacts(run_dir), repair_level=turn.repair_level
+        )
 
     pending, pending_warnings = build_pending(turn, attempt_number)  # step 5
-    return TurnDecision("waiting_user", pending=pending, warnings=warnings + pending_warnings, repair_level=turn.repair_level)
+    return TurnDecision(
+        "waiting_user", pending=pending, warnings=warnings + pending_warnings, repair_level=turn.repair_level
+    )

@@ -53,6 +53,4 @@ class WebsocketAuthMiddleware:
         return await AllowedHostsOriginValidator(self.session_auth)(scope, receive, send)
 
 
-websocket_application = WebsocketAuthMiddleware(
-    URLRouter([path("ws/runs/<str:request_id>/", RunConsumer.as_asgi())])
-)
+websocket_application = WebsocketAuthMiddleware(URLRouter([path("ws/runs/<str:request_id>/", RunConsumer.as_asgi())]))

@@ -68,6 +68,12 @@ def attempt_logs(run: Run) -> list[dict[str, Any]]:
         parts = {name: logs / f"attempt-{number}.{name}.txt" for name in ("prompt", "stdout", "stderr")}
         if any(path.exists() for path in parts.values()):
             attempts.append(
-                {"attempt_number": number, **{name: path.read_text(encoding="utf-8", errors="replace") if path.exists() else "" for name, path in parts.items()}}
+                {
+                    "attempt_number": number,
+                    **{
+                        name: path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+                        for name, path in parts.items()
+                    },
+                }
             )
     return attempts

@@ -75,7 +75,9 @@ class StateChangeOutput(serializers.Serializer):
 
 class ReplyInput(serializers.Serializer):
     interaction_id = serializers.IntegerField(min_value=1)
-    response = serializers.JSONField(allow_null=True, help_text="free text as a rule; any JSON value is accepted (R-LC5)")
+    response = serializers.JSONField(
+        allow_null=True, help_text="free text as a rule; any JSON value is accepted (R-LC5)"
+    )
     idempotency_key = serializers.CharField(max_length=128, required=False, allow_blank=True, default="")
 
 

@@ -30,8 +30,8 @@ from .inputs import file_fields, missing_required_files, required_file_fields, v
 from .models import (
     TERMINAL_STATUSES,
     DispatchLock,
-    InteractiveProfile,
     Interaction,
+    InteractiveProfile,
     RecoveryState,
     Run,
     RunStatus,
@@ -81,7 +81,11 @@ def _transition(run: Run, to: RunStatus, *, error: dict[str, str] | None = None,
         run.claimed_by = ""
         run.engine_pid = None
     run.save()
-    append_event(run, "status", {"from": previous, "to": to, "error": run.error if to in TERMINAL_STATUSES else None, **event_extra})
+    append_event(
+        run,
+        "status",
+        {"from": previous, "to": to, "error": run.error if to in TERMINAL_STATUSES else None, **event_extra},
+    )
     if released_slot or to == RunStatus.QUEUED:
         transaction.on_commit(dispatch_queued_runs)
 
@@ -175,7 +179,11 @@ def _complete_from_cache(run: Run, source: Run) -> None:
     run.started_at = run.finished_at = now
     run.save()
     append_event(run, "result", run.result)
-    append_event(run, "status", {"from": None, "to": RunStatus.SUCCEEDED, "error": None, "cache_hit": True, "cached_from": str(source.pk)})
+    append_event(
+        run,
+        "status",
+        {"from": None, "to": RunStatus.SUCCEEDED, "error": None, "cache_hit": True, "cached_from": str(source.pk)},
+    )
 
 
 def attach_upload(run: Run, source: BinaryIO) -> list[str]:
@@ -193,7 +201,9 @@ def attach_upload(run: Run, source: BinaryIO) -> list[str]:
     missing = missing_required_files(run.skill_version.schemas["input"], run.input, staging)
     if missing:
         shutil.rmtree(staging, ignore_errors=True)
-        raise ApplicationError("INPUT_FILE_MISSING", f"the upload lacks required input files: {', '.join(missing)}", missing=missing)
+        raise ApplicationError(
+            "INPUT_FILE_MISSING", f"the upload lacks required input files: {', '.join(missing)}", missing=missing
+        )
     shutil.rmtree(uploads, ignore_errors=True)
     staging.rename(uploads)
     with transaction.atomic():
@@ -235,10 +245,18 @@ def claim_turn(request_id, attempt_number: int, worker_id: str) -> Run | None:
     with transaction.atomic():
         DispatchLock.objects.select_for_update().get_or_create(pk=1)  # the row is migrated; tests may flush it
         # The turn needs the skill and its version next: fetched here, but only the run row is locked.
-        run = Run.objects.select_for_update(of=("self",)).select_related("skill", "skill_version").filter(pk=request_id).first()
+        run = (
+            Run.objects.select_for_update(of=("self",))
+            .select_related("skill", "skill_version")
+            .filter(pk=request_id)
+            .first()
+        )
         if run is None or run.status != RunStatus.QUEUED or run.attempt_number != attempt_number or run.awaiting_upload:
             return None
-        if not run.holds_slot and Run.objects.filter(holds_slot=True).count() >= settings.SKILLRUNNER_MAX_CONCURRENT_TURNS:
+        if (
+            not run.holds_slot
+            and Run.objects.filter(holds_slot=True).count() >= settings.SKILLRUNNER_MAX_CONCURRENT_TURNS
+        ):
             return None
         now = timezone.now()
         run.holds_slot = True
@@ -255,7 +273,9 @@ def record_engine_pid(request_id, attempt_number: int, worker_id: str, pid: int)
 
 def turn_still_ours(request_id, attempt_number: int, worker_id: str, *, beat: bool) -> bool:
     """Whether the claim still holds (a cancel ends it); with `beat`, also renews the heartbeat."""
-    claim = Run.objects.filter(pk=request_id, attempt_number=attempt_number, claimed_by=worker_id, status=RunStatus.RUNNING)
+    claim = Run.objects.filter(
+        pk=request_id, attempt_number=attempt_number, claimed_by=worker_id, status=RunStatus.RUNNING
+    )
     if beat:
         return claim.update(heartbeat_at=timezone.now()) == 1
     return claim.exists()
@@ -269,10 +289,14 @@ def _wait_deadline(run: Run):
     strict = run.runtime_options.get("interactive_require_user_reply", True)
     if run.interactive_profile == InteractiveProfile.RESUMABLE and strict:
         return None
-    return timezone.now() + timedelta(seconds=run.runtime_options.get("session_timeout_sec", settings.SKILLRUNNER_DEFAULT_SESSION_TIMEOUT))
+    return timezone.now() + timedelta(
+        seconds=run.runtime_options.get("session_timeout_sec", settings.SKILLRUNNER_DEFAULT_SESSION_TIMEOUT)
+    )
 
 
-def complete_turn(request_id, attempt_number: int, worker_id: str, turn: TurnResult, decision: TurnDecision) -> Run | None:
+def complete_turn(
+    request_id, attempt_number: int, worker_id: str, turn: TurnResult, decision: TurnDecision
+) -> Run | None:
     """Apply a decided turn; a turn whose claim was lost meanwhile (canceled) changes nothing."""
     with transaction.atomic():
         run = _locked(request_id)
@@ -366,7 +390,12 @@ def _resolve_pending(run: Run, response: Any, *, mode: str, user, idempotency_ke
     append_event(
         run,
         "interaction_reply",
-        {"interaction_id": interaction.interaction_id, "response": response, "resolution_mode": mode, "answered_at": interaction.answered_at.isoformat()},
+        {
+            "interaction_id": interaction.interaction_id,
+            "response": response,
+            "resolution_mode": mode,
+            "answered_at": interaction.answered_at.isoformat(),
+        },
     )
     # A resumable run queues for a new process; a sticky one goes straight back to its live process.
     _transition(run, RunStatus.QUEUED if run.interactive_profile == InteractiveProfile.RESUMABLE else RunStatus.RUNNING)
@@ -393,7 +422,9 @@ def submit_reply(run: Run, *, user, interaction_id: Any, response: Any, idempote
                 f"interaction {interaction_id} is not the pending one ({run.pending_interaction_id})",
                 pending_interaction_id=run.pending_interaction_id,
             )
-        _resolve_pending(run, response, mode=Interaction.ResolutionMode.USER_REPLY, user=user, idempotency_key=idempotency_key)
+        _resolve_pending(
+            run, response, mode=Interaction.ResolutionMode.USER_REPLY, user=user, idempotency_key=idempotency_key
+        )
     return run
 
 
@@ -401,11 +432,17 @@ def expire_wait(request_id) -> Run | None:
     """The wait deadline passed (R-LC9, R-LC10): auto-decide, or fail a strict sticky run."""
     with transaction.atomic():
         run = _locked(request_id)
-        if run.status != RunStatus.WAITING_USER or run.wait_deadline_at is None or run.wait_deadline_at > timezone.now():
+        if (
+            run.status != RunStatus.WAITING_USER
+            or run.wait_deadline_at is None
+            or run.wait_deadline_at > timezone.now()
+        ):
             return None
         strict = run.runtime_options.get("interactive_require_user_reply", True)
         if strict:
-            _end_without_output(run, RunStatus.FAILED, "INTERACTION_WAIT_TIMEOUT", "no reply arrived before session_timeout_sec")
+            _end_without_output(
+                run, RunStatus.FAILED, "INTERACTION_WAIT_TIMEOUT", "no reply arrived before session_timeout_sec"
+            )
             return run
         pending = run.interactions.get(interaction_id=run.pending_interaction_id)
         policy = pending.payload.get("default_decision_policy") or "engine_judgement"

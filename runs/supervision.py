@@ -60,23 +60,39 @@ def _kill_orphan_engine(run: Run) -> None:
 def _fail_dead_claim(run: Run) -> None:
     _kill_orphan_engine(run)
     if run.status == RunStatus.WAITING_USER:
-        services.fail_run(run.pk, "INTERACTION_PROCESS_LOST", "the resident engine process was lost while waiting", recovery_state=RecoveryState.FAILED_RECONCILED)
+        services.fail_run(
+            run.pk,
+            "INTERACTION_PROCESS_LOST",
+            "the resident engine process was lost while waiting",
+            recovery_state=RecoveryState.FAILED_RECONCILED,
+        )
     else:
-        services.fail_run(run.pk, INTERRUPTED, "the worker running this turn stopped before it finished", recovery_state=RecoveryState.FAILED_RECONCILED)
+        services.fail_run(
+            run.pk,
+            INTERRUPTED,
+            "the worker running this turn stopped before it finished",
+            recovery_state=RecoveryState.FAILED_RECONCILED,
+        )
 
 
 def reap_dead_claims() -> int:
     """Running turns (and sticky waits) whose worker is gone fail with their stable code."""
     stale_before = timezone.now() - timedelta(seconds=stale_claim_seconds())
     claimed = Run.objects.filter(status__in=[RunStatus.RUNNING, RunStatus.WAITING_USER]).exclude(claimed_by="")
-    dead = [run for run in claimed.only("request_id", "status", "claimed_by", "heartbeat_at", "engine_pid") if _claim_is_dead(run, stale_before)]
+    dead = [
+        run
+        for run in claimed.only("request_id", "status", "claimed_by", "heartbeat_at", "engine_pid")
+        if _claim_is_dead(run, stale_before)
+    ]
     for run in dead:
         _fail_dead_claim(run)
     return len(dead)
 
 
 def expire_waits() -> int:
-    due = Run.objects.filter(status=RunStatus.WAITING_USER, wait_deadline_at__lte=timezone.now()).values_list("request_id", flat=True)
+    due = Run.objects.filter(status=RunStatus.WAITING_USER, wait_deadline_at__lte=timezone.now()).values_list(
+        "request_id", flat=True
+    )
     return sum(1 for request_id in list(due) if services.expire_wait(request_id))
 
 
@@ -88,7 +104,12 @@ def recover_on_worker_start() -> None:
         if run.session_handle and run.pending_interaction_id:
             services.recover_waiting_run(run.pk)
         else:
-            services.fail_run(run.pk, "SESSION_RESUME_FAILED", "the waiting run has no session to resume after a restart", recovery_state=RecoveryState.FAILED_RECONCILED)
+            services.fail_run(
+                run.pk,
+                "SESSION_RESUME_FAILED",
+                "the waiting run has no session to resume after a restart",
+                recovery_state=RecoveryState.FAILED_RECONCILED,
+            )
     services.dispatch_queued_runs()
 
 

@@ -6,8 +6,8 @@ import logging
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.db import DataError, InterfaceError, OperationalError
-from redis.exceptions import RedisError
 from django.http import Http404
+from redis.exceptions import RedisError
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -19,7 +19,11 @@ logger = logging.getLogger(__name__)
 
 def _flatten(detail, prefix: str = "") -> list[str]:
     if isinstance(detail, dict):
-        return [msg for key, value in detail.items() for msg in _flatten(value, f"{prefix}{key}: " if key != "non_field_errors" else prefix)]
+        return [
+            msg
+            for key, value in detail.items()
+            for msg in _flatten(value, f"{prefix}{key}: " if key != "non_field_errors" else prefix)
+        ]
     if isinstance(detail, list):
         return [msg for item in detail for msg in _flatten(item, prefix)]
     return [f"{prefix}{detail}"]
@@ -32,10 +36,16 @@ def exception_handler(exc, context):
     if isinstance(exc, UNAVAILABLE_ERRORS):
         # A backing service is away: the client may retry; nothing half-done is committed.
         logger.warning("backing service unavailable: %s", type(exc).__name__)
-        return Response({"detail": {"code": "SERVICE_UNAVAILABLE", "message": "a backing service is unavailable; retry shortly"}}, status=503)
+        return Response(
+            {"detail": {"code": "SERVICE_UNAVAILABLE", "message": "a backing service is unavailable; retry shortly"}},
+            status=503,
+        )
     if isinstance(exc, DataError):
         # e.g. PostgreSQL refuses NUL characters and unpaired surrogates in text.
-        return Response({"detail": {"code": "UNSTORABLE_INPUT", "message": "the request holds characters that cannot be stored"}}, status=400)
+        return Response(
+            {"detail": {"code": "UNSTORABLE_INPUT", "message": "the request holds characters that cannot be stored"}},
+            status=400,
+        )
     if isinstance(exc, ApplicationError):
         return Response({"detail": exc.as_detail()}, status=exc.status_code)
     if isinstance(exc, exceptions.ValidationError):

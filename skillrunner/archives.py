@@ -50,16 +50,26 @@ def _entry_problem(info: zipfile.ZipInfo) -> str | None:
 
 
 def _members(archive: zipfile.ZipFile, limits: ArchiveLimits) -> list[zipfile.ZipInfo]:
-    infos = [i for i in archive.infolist() if PurePosixPath(i.filename).parts[:1] and PurePosixPath(i.filename).parts[0] not in IGNORED_TOP_LEVEL]
+    infos = [
+        i
+        for i in archive.infolist()
+        if PurePosixPath(i.filename).parts[:1] and PurePosixPath(i.filename).parts[0] not in IGNORED_TOP_LEVEL
+    ]
     if len(infos) > limits.max_members:
-        raise ArchiveError("ARCHIVE_TOO_MANY_MEMBERS", f"archive has {len(infos)} entries; at most {limits.max_members} are allowed")
+        raise ArchiveError(
+            "ARCHIVE_TOO_MANY_MEMBERS", f"archive has {len(infos)} entries; at most {limits.max_members} are allowed"
+        )
     refused = [f"{i.filename} ({problem})" for i in infos if (problem := _entry_problem(i))]
     if refused:
-        raise ArchiveError("ARCHIVE_UNSAFE_ENTRY", "archive refused, unsafe entries: " + ", ".join(refused), offending=refused)
+        raise ArchiveError(
+            "ARCHIVE_UNSAFE_ENTRY", "archive refused, unsafe entries: " + ", ".join(refused), offending=refused
+        )
     names = [i.filename.rstrip("/") for i in infos]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
-        raise ArchiveError("ARCHIVE_UNSAFE_ENTRY", "archive refused, duplicate entries: " + ", ".join(duplicates), offending=duplicates)
+        raise ArchiveError(
+            "ARCHIVE_UNSAFE_ENTRY", "archive refused, duplicate entries: " + ", ".join(duplicates), offending=duplicates
+        )
     return infos
 
 
@@ -78,7 +88,11 @@ def extract_zip(source: BinaryIO | Path, destination: Path, limits: ArchiveLimit
         for info in infos:
             target = (root / info.filename).resolve()
             if not target.is_relative_to(root):
-                raise ArchiveError("ARCHIVE_UNSAFE_ENTRY", f"archive refused, entry escapes the target: {info.filename}", offending=[info.filename])
+                raise ArchiveError(
+                    "ARCHIVE_UNSAFE_ENTRY",
+                    f"archive refused, entry escapes the target: {info.filename}",
+                    offending=[info.filename],
+                )
             if info.is_dir():
                 target.mkdir(parents=True, exist_ok=True)
                 continue
@@ -90,9 +104,14 @@ def extract_zip(source: BinaryIO | Path, destination: Path, limits: ArchiveLimit
                         size += len(chunk)
                         total += len(chunk)
                         if total > limits.max_total_bytes:
-                            raise ArchiveError("ARCHIVE_TOO_LARGE", f"archive expands to more than {limits.max_total_bytes} bytes")
+                            raise ArchiveError(
+                                "ARCHIVE_TOO_LARGE", f"archive expands to more than {limits.max_total_bytes} bytes"
+                            )
                         if size > 1024 * 1024 and size > max(info.compress_size, 1) * limits.max_ratio:
-                            raise ArchiveError("ARCHIVE_RATIO_EXCEEDED", f"{info.filename} expands more than {limits.max_ratio}x; refusing a likely zip bomb")
+                            raise ArchiveError(
+                                "ARCHIVE_RATIO_EXCEEDED",
+                                f"{info.filename} expands more than {limits.max_ratio}x; refusing a likely zip bomb",
+                            )
                         out.write(chunk)
             except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, NotImplementedError) as exc:
                 raise ArchiveError("ARCHIVE_INVALID", f"cannot read {info.filename}: {exc}") from exc

@@ -19,7 +19,12 @@ class RequestSizeLimitMiddleware:
         limit = settings.SKILLRUNNER_MAX_UPLOAD_BYTES if multipart else settings.SKILLRUNNER_MAX_JSON_BODY_BYTES
         if length > limit:
             return JsonResponse(
-                {"detail": {"code": "REQUEST_TOO_LARGE", "message": f"request body of {length} bytes exceeds the limit of {limit}"}},
+                {
+                    "detail": {
+                        "code": "REQUEST_TOO_LARGE",
+                        "message": f"request body of {length} bytes exceeds the limit of {limit}",
+                    }
+                },
                 status=413,
             )
         return self.get_response(request)

@@ -130,7 +130,13 @@ if REDIS_URL:
             "CONFIG": {"hosts": [REDIS_URL], "prefix": SKILLRUNNER_QUEUE_NAME},
         }
     }
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL, "KEY_PREFIX": SKILLRUNNER_QUEUE_NAME}}
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": SKILLRUNNER_QUEUE_NAME,
+        }
+    }
 else:
     # No cross-process layer on the embedded default: consumers poll the event table instead.
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}

@@ -73,5 +73,6 @@ class EngineModelsView(APIView):
             raise NotFound("ENGINE_NOT_FOUND", f"unknown engine {engine!r}; known: {', '.join(ENGINE_NAMES)}")
         adapter = get_adapter(engine)
         config = engine_config(engine, PROBE_HOME)
-        return Response({"engine": engine, "cli_version_detected": adapter.detect_version(config), "models": adapter.models(config)})
-
+        return Response(
+            {"engine": engine, "cli_version_detected": adapter.detect_version(config), "models": adapter.models(config)}
+        )

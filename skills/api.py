@@ -53,7 +53,14 @@ class SkillInstallView(APIView):
 
     @extend_schema(
         request={"multipart/form-data": inline_serializer("SkillPackageUpload", {"file": serializers.FileField()})},
-        responses=inline_serializer("SkillInstalled", {"skill_id": serializers.CharField(), "version": serializers.CharField(), "status": serializers.CharField()}),
+        responses=inline_serializer(
+            "SkillInstalled",
+            {
+                "skill_id": serializers.CharField(),
+                "version": serializers.CharField(),
+                "status": serializers.CharField(),
+            },
+        ),
     )
     def post(self, request):
         upload = request.FILES.get("file")

@@ -60,7 +60,9 @@ def _read_json(path: Path, what: str) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise SkillPackageError("SKILL_MANIFEST_INVALID" if what == "runner.json" else "SKILL_SCHEMA_INVALID", f"{what}: {exc}") from exc
+        raise SkillPackageError(
+            "SKILL_MANIFEST_INVALID" if what == "runner.json" else "SKILL_SCHEMA_INVALID", f"{what}: {exc}"
+        ) from exc
 
 
 def _front_matter(skill_md: Path) -> dict[str, Any]:
@@ -88,7 +90,10 @@ def _string_list(manifest: dict[str, Any], key: str) -> list[str]:
         raise SkillPackageError("SKILL_MANIFEST_INVALID", f"runner.json `{key}` must be a list of strings")
     unknown = sorted(set(value) - set(ENGINE_NAMES))
     if unknown:
-        raise SkillPackageError("SKILL_MANIFEST_INVALID", f"runner.json `{key}` names unknown engines: {', '.join(unknown)} (known: {', '.join(ENGINE_NAMES)})")
+        raise SkillPackageError(
+            "SKILL_MANIFEST_INVALID",
+            f"runner.json `{key}` names unknown engines: {', '.join(unknown)} (known: {', '.join(ENGINE_NAMES)})",
+        )
     return list(dict.fromkeys(value))
 
 
@@ -105,14 +110,21 @@ def _load_schema(root: Path, declared: Any, key: str, warnings: list[dict[str, s
         if not path.is_relative_to(root.resolve()) or not path.is_file():
             continue
         if index > 0:
-            warnings.append({"code": "SKILL_SCHEMA_PATH_FALLBACK", "message": f"schemas.{key} `{declared}` not found; using {relative}"})
+            warnings.append(
+                {
+                    "code": "SKILL_SCHEMA_PATH_FALLBACK",
+                    "message": f"schemas.{key} `{declared}` not found; using {relative}",
+                }
+            )
         schema = _read_json(path, f"{key} schema ({relative})")
         if not isinstance(schema, dict):
             raise SkillPackageError("SKILL_SCHEMA_INVALID", f"{key} schema must be a JSON object")
         try:
             validators.validator_for(schema).check_schema(schema)
         except SchemaError as exc:
-            raise SkillPackageError("SKILL_SCHEMA_INVALID", f"{key} schema is not a valid JSON Schema: {exc.message}") from exc
+            raise SkillPackageError(
+                "SKILL_SCHEMA_INVALID", f"{key} schema is not a valid JSON Schema: {exc.message}"
+            ) from exc
         if schema.get("type", "object") != "object":
             raise SkillPackageError("SKILL_SCHEMA_INVALID", f"{key} schema must describe an object (type: object)")
         return schema
@@ -126,13 +138,23 @@ def artifacts_of(manifest: dict[str, Any], output_schema: dict[str, Any]) -> lis
     for prop, spec in (output_schema.get("properties") or {}).items():
         if isinstance(spec, dict) and spec.get("x-type") == "artifact" and isinstance(spec.get("x-filename"), str):
             filename = spec["x-filename"]
-            found[filename] = {"role": spec.get("x-role") or prop, "filename": filename, "required": prop in required, "property": prop}
+            found[filename] = {
+                "role": spec.get("x-role") or prop,
+                "filename": filename,
+                "required": prop in required,
+                "property": prop,
+            }
     for entry in manifest.get("artifacts") or []:
         if isinstance(entry, dict) and isinstance(entry.get("pattern"), str) and entry["pattern"] not in found:
             pattern = entry["pattern"]
             if "/" in pattern or ".." in pattern or any(ch in pattern for ch in "*?["):
                 continue  # globs and nested paths are listed, not required
-            found[pattern] = {"role": str(entry.get("role") or pattern), "filename": pattern, "required": bool(entry.get("required", False)), "property": None}
+            found[pattern] = {
+                "role": str(entry.get("role") or pattern),
+                "filename": pattern,
+                "required": bool(entry.get("required", False)),
+                "property": None,
+            }
     return list(found.values())
 
 
@@ -150,7 +172,9 @@ def load_skill_dir(root: Path, *, legacy: bool = False) -> SkillPackage:
         raise SkillPackageError("SKILL_MANIFEST_INVALID", "runner.json must be a JSON object")
     skill_id = manifest.get("id")
     if not isinstance(skill_id, str) or not SKILL_ID_PATTERN.match(skill_id):
-        raise SkillPackageError("SKILL_MANIFEST_INVALID", "runner.json `id` must be a simple name (letters, digits, . _ -)")
+        raise SkillPackageError(
+            "SKILL_MANIFEST_INVALID", "runner.json `id` must be a simple name (letters, digits, . _ -)"
+        )
     if not (root.name == skill_id == front["name"]):
         raise SkillPackageError(
             "SKILL_IDENTITY_MISMATCH",
@@ -158,33 +182,53 @@ def load_skill_dir(root: Path, *, legacy: bool = False) -> SkillPackage:
         )
     version = manifest.get("version")
     if not isinstance(version, str):
-        raise SkillPackageError("SKILL_MANIFEST_INVALID", "runner.json `version` is required (a string such as \"1.0.0\")")
+        raise SkillPackageError(
+            "SKILL_MANIFEST_INVALID", 'runner.json `version` is required (a string such as "1.0.0")'
+        )
     try:
         Version(version)
     except InvalidVersion as exc:
-        raise SkillPackageError("SKILL_MANIFEST_INVALID", f"runner.json `version` {version!r} is not a valid version") from exc
+        raise SkillPackageError(
+            "SKILL_MANIFEST_INVALID", f"runner.json `version` {version!r} is not a valid version"
+        ) from exc
 
     warnings: list[dict[str, str]] = []
     modes = manifest.get("execution_modes")
     if modes is None:
         if not legacy:
-            raise SkillPackageError("SKILL_EXECUTION_MODES_MISSING", "runner.json must declare `execution_modes` (a non-empty list of auto/interactive)")
+            raise SkillPackageError(
+                "SKILL_EXECUTION_MODES_MISSING",
+                "runner.json must declare `execution_modes` (a non-empty list of auto/interactive)",
+            )
         modes = ["auto"]
-        warnings.append({"code": "SKILL_EXECUTION_MODES_DEFAULTED", "message": "runner.json has no execution_modes; loaded as [\"auto\"] (deprecated)"})
+        warnings.append(
+            {
+                "code": "SKILL_EXECUTION_MODES_DEFAULTED",
+                "message": 'runner.json has no execution_modes; loaded as ["auto"] (deprecated)',
+            }
+        )
     if not isinstance(modes, list) or not modes or not all(m in EXECUTION_MODES for m in modes):
-        raise SkillPackageError("SKILL_MANIFEST_INVALID", "runner.json `execution_modes` must be a non-empty list of \"auto\"/\"interactive\"")
+        raise SkillPackageError(
+            "SKILL_MANIFEST_INVALID", 'runner.json `execution_modes` must be a non-empty list of "auto"/"interactive"'
+        )
 
     engines = _string_list(manifest, "engines")
     unsupported = _string_list(manifest, "unsupported_engines")
     overlap = sorted(set(engines) & set(unsupported))
     if overlap:
-        raise SkillPackageError("SKILL_MANIFEST_INVALID", f"engines and unsupported_engines overlap: {', '.join(overlap)}")
+        raise SkillPackageError(
+            "SKILL_MANIFEST_INVALID", f"engines and unsupported_engines overlap: {', '.join(overlap)}"
+        )
     effective = [e for e in (engines or list(ENGINE_NAMES)) if e not in unsupported]
     if not effective:
-        raise SkillPackageError("SKILL_MANIFEST_INVALID", "no engine is left after removing unsupported_engines (R-SK3)")
+        raise SkillPackageError(
+            "SKILL_MANIFEST_INVALID", "no engine is left after removing unsupported_engines (R-SK3)"
+        )
 
     max_attempt = manifest.get("max_attempt")
-    if max_attempt is not None and (not isinstance(max_attempt, int) or isinstance(max_attempt, bool) or max_attempt < 1):
+    if max_attempt is not None and (
+        not isinstance(max_attempt, int) or isinstance(max_attempt, bool) or max_attempt < 1
+    ):
         raise SkillPackageError("SKILL_MANIFEST_INVALID", "runner.json `max_attempt` must be an integer >= 1")
 
     declared = manifest.get("schemas") if isinstance(manifest.get("schemas"), dict) else {}
@@ -193,7 +237,9 @@ def load_skill_dir(root: Path, *, legacy: bool = False) -> SkillPackage:
         schema = _load_schema(root, declared.get(key), key, warnings)
         if schema is None:
             if key == "output":
-                raise SkillPackageError("SKILL_SCHEMA_INVALID", "the output schema is required (assets/output.schema.json)")
+                raise SkillPackageError(
+                    "SKILL_SCHEMA_INVALID", "the output schema is required (assets/output.schema.json)"
+                )
             schema = dict(EMPTY_OBJECT_SCHEMA)
         schemas[key] = schema
 

@@ -69,7 +69,9 @@ def install_package(package: SkillPackage, *, user=None) -> SkillVersion:
         with transaction.atomic():
             skill, _ = Skill.objects.select_for_update().get_or_create(skill_id=package.skill_id)
             if skill.current and Version(package.version) <= Version(skill.current.version):
-                raise SkillPackageError("SKILL_VERSION_NOT_NEWER", f"{package.skill_id} {skill.current.version} was installed meanwhile")
+                raise SkillPackageError(
+                    "SKILL_VERSION_NOT_NEWER", f"{package.skill_id} {skill.current.version} was installed meanwhile"
+                )
             version = SkillVersion.objects.create(
                 skill=skill,
                 version=package.version,
@@ -92,7 +94,9 @@ def install_package(package: SkillPackage, *, user=None) -> SkillVersion:
             skill.save(update_fields=["current", "updated_at"])
     except IntegrityError as exc:  # the same version was installed concurrently
         shutil.rmtree(target, ignore_errors=True)
-        raise SkillPackageError("SKILL_VERSION_NOT_NEWER", f"{package.skill_id} {package.version} was installed meanwhile") from exc
+        raise SkillPackageError(
+            "SKILL_VERSION_NOT_NEWER", f"{package.skill_id} {package.version} was installed meanwhile"
+        ) from exc
     except BaseException:
         shutil.rmtree(target, ignore_errors=True)
         raise
@@ -104,7 +108,9 @@ def _single_top_level(root: Path) -> Path:
     entries = [p for p in root.iterdir() if p.name != "__MACOSX"]
     if len(entries) != 1 or not entries[0].is_dir():
         names = ", ".join(sorted(p.name for p in entries)) or "nothing"
-        raise SkillPackageError("SKILL_PACKAGE_INVALID", f"a skill zip must hold exactly one top-level folder; found {names}")
+        raise SkillPackageError(
+            "SKILL_PACKAGE_INVALID", f"a skill zip must hold exactly one top-level folder; found {names}"
+        )
     return entries[0]
 
 

@@ -71,7 +71,7 @@ def install_skill(db):
     from skills.services import install_path
 
     def install(name: str, root: Path | None = None):
-        for base in ([root] if root else [BUNDLED_SKILLS, SHARED_SKILLS]):
+        for base in [root] if root else [BUNDLED_SKILLS, SHARED_SKILLS]:
             if (base / name).is_dir():
                 return install_path(base / name)
         raise FileNotFoundError(name)

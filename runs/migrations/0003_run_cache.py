@@ -4,20 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runs', '0002_dispatch_lock_row'),
+        ("runs", "0002_dispatch_lock_row"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='run',
-            name='cache_hit',
-            field=models.BooleanField(default=False, help_text='the result was reused from an identical earlier run'),
+            model_name="run",
+            name="cache_hit",
+            field=models.BooleanField(default=False, help_text="the result was reused from an identical earlier run"),
         ),
         migrations.AddField(
-            model_name='run',
-            name='cache_key',
-            field=models.CharField(blank=True, db_index=True, help_text='set on cacheable auto runs', max_length=64),
+            model_name="run",
+            name="cache_key",
+            field=models.CharField(blank=True, db_index=True, help_text="set on cacheable auto runs", max_length=64),
         ),
     ]

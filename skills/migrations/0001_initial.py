@@ -6,7 +6,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -15,50 +14,62 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Skill',
+            name="Skill",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('skill_id', models.CharField(max_length=128, unique=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("skill_id", models.CharField(max_length=128, unique=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
             ],
             options={
-                'ordering': ['skill_id'],
+                "ordering": ["skill_id"],
             },
         ),
         migrations.CreateModel(
-            name='SkillVersion',
+            name="SkillVersion",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('version', models.CharField(max_length=64)),
-                ('name', models.CharField(max_length=256)),
-                ('description', models.TextField(blank=True)),
-                ('manifest', models.JSONField(help_text='runner.json as installed')),
-                ('schemas', models.JSONField(help_text='{input, parameter, output} JSON Schemas')),
-                ('engines', models.JSONField(default=list)),
-                ('unsupported_engines', models.JSONField(default=list)),
-                ('effective_engines', models.JSONField(default=list)),
-                ('execution_modes', models.JSONField(default=list)),
-                ('max_attempt', models.PositiveIntegerField(blank=True, null=True)),
-                ('artifacts', models.JSONField(default=list, help_text='[{role, filename, required}]')),
-                ('warnings', models.JSONField(default=list)),
-                ('snapshot_dir', models.CharField(max_length=1024)),
-                ('package_sha256', models.CharField(max_length=64)),
-                ('installed_at', models.DateTimeField(auto_now_add=True)),
-                ('installed_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
-                ('skill', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='versions', to='skills.skill')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("version", models.CharField(max_length=64)),
+                ("name", models.CharField(max_length=256)),
+                ("description", models.TextField(blank=True)),
+                ("manifest", models.JSONField(help_text="runner.json as installed")),
+                ("schemas", models.JSONField(help_text="{input, parameter, output} JSON Schemas")),
+                ("engines", models.JSONField(default=list)),
+                ("unsupported_engines", models.JSONField(default=list)),
+                ("effective_engines", models.JSONField(default=list)),
+                ("execution_modes", models.JSONField(default=list)),
+                ("max_attempt", models.PositiveIntegerField(blank=True, null=True)),
+                ("artifacts", models.JSONField(default=list, help_text="[{role, filename, required}]")),
+                ("warnings", models.JSONField(default=list)),
+                ("snapshot_dir", models.CharField(max_length=1024)),
+                ("package_sha256", models.CharField(max_length=64)),
+                ("installed_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "installed_by",
+                    models.ForeignKey(
+                        blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL
+                    ),
+                ),
+                (
+                    "skill",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="versions", to="skills.skill"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['skill__skill_id', '-installed_at'],
+                "ordering": ["skill__skill_id", "-installed_at"],
             },
         ),
         migrations.AddField(
-            model_name='skill',
-            name='current',
-            field=models.OneToOneField(null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='skills.skillversion'),
+            model_name="skill",
+            name="current",
+            field=models.OneToOneField(
+                null=True, on_delete=django.db.models.deletion.PROTECT, related_name="+", to="skills.skillversion"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='skillversion',
-            constraint=models.UniqueConstraint(fields=('skill', 'version'), name='unique_skill_version'),
+            model_name="skillversion",
+            constraint=models.UniqueConstraint(fields=("skill", "version"), name="unique_skill_version"),
         ),
     ]

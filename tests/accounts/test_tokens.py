@@ -29,7 +29,17 @@ def test_each_issue_is_a_new_key(alice):
     assert len(keys) == 5
 
 
-@pytest.mark.parametrize("transform", [lambda k: k[:-1] + ("A" if k[-1] != "A" else "B"), lambda k: k + "x", lambda k: k[:-5], lambda k: "", lambda k: k.upper(), lambda k: "sr_" + "0" * 40])
+@pytest.mark.parametrize(
+    "transform",
+    [
+        lambda k: k[:-1] + ("A" if k[-1] != "A" else "B"),
+        lambda k: k + "x",
+        lambda k: k[:-5],
+        lambda k: "",
+        lambda k: k.upper(),
+        lambda k: "sr_" + "0" * 40,
+    ],
+)
 def test_wrong_keys_match_nothing(alice, transform):
     _, key = ApiToken.issue(alice)
     assert ApiToken.objects.for_key(transform(key)) is None

@@ -23,7 +23,15 @@ def haiku_step(**extra: Any) -> dict[str, Any]:
     return step
 
 
-def job_body(skill_id: str = "haiku-writer", *, engine: str = "codex", input: Any = None, parameter: Any = None, runtime_options: Any = None, **extra: Any) -> dict[str, Any]:
+def job_body(
+    skill_id: str = "haiku-writer",
+    *,
+    engine: str = "codex",
+    input: Any = None,
+    parameter: Any = None,
+    runtime_options: Any = None,
+    **extra: Any,
+) -> dict[str, Any]:
     body: dict[str, Any] = {
         "skill_id": skill_id,
         "engine": engine,
@@ -53,7 +61,9 @@ def error_code(response) -> str | None:
     return value.get("code") if isinstance(value, dict) else None
 
 
-def make_zip(entries: dict[str, bytes | str], *, compression: int = zipfile.ZIP_DEFLATED, symlinks: dict[str, str] | None = None) -> bytes:
+def make_zip(
+    entries: dict[str, bytes | str], *, compression: int = zipfile.ZIP_DEFLATED, symlinks: dict[str, str] | None = None
+) -> bytes:
     """A zip with the given members; `symlinks` maps member name → link target (stored as a link)."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=compression) as archive:

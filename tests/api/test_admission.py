@@ -32,7 +32,11 @@ def picky_skill(install_skill, tmp_path):
         BUNDLED_SKILLS / "haiku-writer",
         tmp_path / "pkgs",
         skill_id="picky-haiku",
-        manifest={"engines": ["codex", "gemini", "claude"], "unsupported_engines": ["iflow"], "execution_modes": ["auto"]},
+        manifest={
+            "engines": ["codex", "gemini", "claude"],
+            "unsupported_engines": ["iflow"],
+            "execution_modes": ["auto"],
+        },
     )
     folder2 = clone_skill(
         BUNDLED_SKILLS / "haiku-writer",
@@ -71,7 +75,9 @@ def test_explicit_modes_are_recorded(api, install_skill):
 def test_interactive_on_auto_only_skill_is_refused(api, install_skill, settings):
     """R-AD2: mode not declared → 400 SKILL_EXECUTION_MODE_UNSUPPORTED, no run."""
     install_skill("demo-auto-skill")
-    response = api.post("/v1/jobs", job_body("demo-auto-skill", runtime_options={"execution_mode": "interactive"}), format="json")
+    response = api.post(
+        "/v1/jobs", job_body("demo-auto-skill", runtime_options={"execution_mode": "interactive"}), format="json"
+    )
     assert response.status_code == 400
     body = detail(response)
     assert body["code"] == "SKILL_EXECUTION_MODE_UNSUPPORTED"

@@ -57,7 +57,11 @@ def test_anonymous_request_gets_401_with_token_challenge(finished_run):
     wrong = {}
     for method, path in PROTECTED:
         response = _call(client, method, path.format(rid=finished_run))
-        if response.status_code != 401 or response.get("WWW-Authenticate") != "Token" or "detail" not in response.json():
+        if (
+            response.status_code != 401
+            or response.get("WWW-Authenticate") != "Token"
+            or "detail" not in response.json()
+        ):
             wrong[f"{method} {path}"] = (response.status_code, response.get("WWW-Authenticate"))
     assert wrong == {}
 

@@ -19,9 +19,21 @@ from .helpers import HAIKU_DATA, HAIKU_TEXT, create_job, detail, error_code, hai
 pytestmark = pytest.mark.django_db(transaction=True)
 
 STATUS_FIELDS = {
-    "request_id", "status", "skill_id", "engine", "execution_mode", "interactive_profile", "attempt_number",
-    "created_at", "updated_at", "warnings", "error", "pending_interaction_id", "interaction_count",
-    "auto_decision_count", "recovery_state",
+    "request_id",
+    "status",
+    "skill_id",
+    "engine",
+    "execution_mode",
+    "interactive_profile",
+    "attempt_number",
+    "created_at",
+    "updated_at",
+    "warnings",
+    "error",
+    "pending_interaction_id",
+    "interaction_count",
+    "auto_decision_count",
+    "recovery_state",
 }
 
 
@@ -97,7 +109,14 @@ def test_artifact_listing_and_download(api, succeeded):
 
 @pytest.mark.parametrize(
     "path",
-    ["artifacts/nothing.md", "../result/result.json", "artifacts/../logs/attempt-1.prompt.txt", "%2e%2e/%2e%2e/etc/passwd", "artifacts/", ".codex/skills/haiku-writer/SKILL.md"],
+    [
+        "artifacts/nothing.md",
+        "../result/result.json",
+        "artifacts/../logs/attempt-1.prompt.txt",
+        "%2e%2e/%2e%2e/etc/passwd",
+        "artifacts/",
+        ".codex/skills/haiku-writer/SKILL.md",
+    ],
 )
 def test_artifact_download_never_leaves_the_artifacts_dir(api, succeeded, path):
     response = api.get(f"/v1/jobs/{succeeded}/artifacts/{path}")
@@ -153,7 +172,9 @@ def test_logs_show_prompt_and_output_with_secrets_redacted(api, install_skill, f
     engines["codex"]["api_key"] = secret
     settings.SKILLRUNNER_ENGINES = engines
     install_skill("haiku-writer")
-    fake_codex.script(haiku_step(stderr=f"debug: using credential {secret}\nOPENAI_API_KEY=sk-live-0123456789abcdefghij\n"))
+    fake_codex.script(
+        haiku_step(stderr=f"debug: using credential {secret}\nOPENAI_API_KEY=sk-live-0123456789abcdefghij\n")
+    )
     rid = create_job(api)["request_id"]
     assert api.get(f"/v1/jobs/{rid}").json()["status"] == "succeeded"
     response = api.get(f"/v1/jobs/{rid}/logs")

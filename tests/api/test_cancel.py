@@ -57,7 +57,11 @@ def test_cancel_terminal_run_is_not_accepted_and_changes_nothing(api, fake_codex
     assert _cancel(api, rid) == {"request_id": rid, "status": "succeeded", "accepted": False}
     after = Run.objects.get(pk=rid)
     assert (after.status, after.error, after.result, after.last_event_seq, after.updated_at) == (
-        before.status, before.error, before.result, before.last_event_seq, before.updated_at,
+        before.status,
+        before.error,
+        before.result,
+        before.last_event_seq,
+        before.updated_at,
     )
 
 
@@ -85,7 +89,9 @@ def test_cancel_mid_turn_kills_the_engine(api, probing_codex, manual_dispatch, s
     probing_codex.fake.script(haiku_step(sleep=60))
     rid = create_job(api)["request_id"]
     thread = manual_dispatch.run_in_thread(rid)
-    assert wait_until(lambda: probing_codex.spawns() and api.get(f"/v1/jobs/{rid}").json()["status"] == "running", timeout=10)
+    assert wait_until(
+        lambda: probing_codex.spawns() and api.get(f"/v1/jobs/{rid}").json()["status"] == "running", timeout=10
+    )
     [spawn] = probing_codex.spawns()
     assert process_alive(spawn["pid"]) and process_alive(spawn["child"])
 
@@ -94,7 +100,9 @@ def test_cancel_mid_turn_kills_the_engine(api, probing_codex, manual_dispatch, s
     thread.join(timeout=8)
     assert not thread.is_alive(), "the turn did not notice the cancel"
     assert time.monotonic() - started < 5
-    assert wait_until(lambda: not process_group_alive(spawn["pgid"]), timeout=3), "engine process group survived the cancel"
+    assert wait_until(lambda: not process_group_alive(spawn["pgid"]), timeout=3), (
+        "engine process group survived the cancel"
+    )
     assert not process_alive(spawn["pid"])
     assert not process_alive(spawn["child"])
 
@@ -131,7 +139,9 @@ def test_cancel_of_a_run_waiting_for_its_upload(api, install_skill, fake_codex):
     _assert_canceled(api, rid)
     from .helpers import make_zip, upload
 
-    late = api.post(f"/v1/jobs/{rid}/upload", {"file": upload("in.zip", make_zip({"document": "a b"}))}, format="multipart")
+    late = api.post(
+        f"/v1/jobs/{rid}/upload", {"file": upload("in.zip", make_zip({"document": "a b"}))}, format="multipart"
+    )
     assert late.status_code == 409
     assert fake_codex.invocations() == []
 

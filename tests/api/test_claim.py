@@ -68,7 +68,12 @@ def test_task_for_a_stale_attempt_is_a_no_op(api, fake_codex, manual_dispatch):
         run_claimed_turn(rid, attempt)
     assert fake_codex.invocations() == []
     after = Run.objects.get(pk=rid)
-    assert (after.status, after.attempt_number, after.last_event_seq, after.holds_slot) == ("queued", 1, before.last_event_seq, False)
+    assert (after.status, after.attempt_number, after.last_event_seq, after.holds_slot) == (
+        "queued",
+        1,
+        before.last_event_seq,
+        False,
+    )
     run_claimed_turn(rid, 1)  # the current attempt still runs normally
     assert len(fake_codex.invocations()) == 1
     assert _status(rid) == "succeeded"
@@ -100,7 +105,9 @@ def test_task_for_a_run_still_waiting_for_its_upload_is_a_no_op(api, install_ski
     from runs.execution import run_claimed_turn
 
     install_skill("word-count")
-    rid = api.post("/v1/jobs", {"skill_id": "word-count", "engine": "codex", "input": {}}, format="json").json()["request_id"]
+    rid = api.post("/v1/jobs", {"skill_id": "word-count", "engine": "codex", "input": {}}, format="json").json()[
+        "request_id"
+    ]
     run_claimed_turn(rid, 1)
     assert fake_codex.invocations() == []
     assert _status(rid) == "queued"

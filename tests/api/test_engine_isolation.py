@@ -83,7 +83,18 @@ def test_engine_environment_is_an_allow_list(env_run, monkeypatch):
     """Only a few harmless server variables pass; everything else is the engine's own."""
     _, env, _ = env_run
     allowed_server = {"PATH", "LANG", "LC_ALL", "TZ", "TERM", "LC_CTYPE"}
-    engine_own = {"HOME", "CODEX_HOME", "TMPDIR", "NO_COLOR", "OPENAI_API_KEY", "CODEX_API_KEY", "SKILLRUNNER_PROVIDER_API_KEY", "PWD", "SHLVL", "_"}
+    engine_own = {
+        "HOME",
+        "CODEX_HOME",
+        "TMPDIR",
+        "NO_COLOR",
+        "OPENAI_API_KEY",
+        "CODEX_API_KEY",
+        "SKILLRUNNER_PROVIDER_API_KEY",
+        "PWD",
+        "SHLVL",
+        "_",
+    }
     unexpected = set(env) - allowed_server - engine_own
     assert unexpected == set(), unexpected
 

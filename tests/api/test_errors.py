@@ -25,10 +25,18 @@ JUNK_BODIES = [
     ("application/json", b'{"skill_id": NaN, "input": Infinity}'),
     ("application/json", b"[" * DEEP + b"]" * DEEP),
     ("application/json", b'{"a":' * 5000 + b"1" + b"}" * 5000),
-    ("application/json", json.dumps({"skill_id": ["haiku-writer"], "engine": {}, "input": [], "parameter": "x", "runtime_options": 3}).encode()),
+    (
+        "application/json",
+        json.dumps(
+            {"skill_id": ["haiku-writer"], "engine": {}, "input": [], "parameter": "x", "runtime_options": 3}
+        ).encode(),
+    ),
     ("application/json", json.dumps({"skill_id": None, "engine": None, "model": None}).encode()),
     ("application/json", json.dumps({"skill_id": "haiku-writer", "input": {"topic": "x" * 100_000}}).encode()),
-    ("application/json", json.dumps({"skill_id": "haiku-writer", "model": "m" * 5000, "input": {"topic": "sea"}}).encode()),
+    (
+        "application/json",
+        json.dumps({"skill_id": "haiku-writer", "model": "m" * 5000, "input": {"topic": "sea"}}).encode(),
+    ),
     ("application/json", json.dumps({"skill_id": "haiku-writer\u0000", "engine": "codex\u0000"}).encode()),
     ("application/json", json.dumps({"interaction_id": 10**40, "response": "x"}).encode()),
     ("application/json", json.dumps({"interaction_id": "one", "response": None, "idempotency_key": ["k"]}).encode()),
@@ -37,7 +45,7 @@ JUNK_BODIES = [
     ("application/xml", b"<job><skill_id>haiku-writer</skill_id></job>"),
     ("application/x-www-form-urlencoded", b"skill_id=haiku-writer&input=topic&runtime_options=x"),
     ("application/x-www-form-urlencoded", b"%%%=%%%&&=="),
-    ("multipart/form-data; boundary=xyz", b"--xyz\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nbroken"),
+    ("multipart/form-data; boundary=xyz", b'--xyz\r\nContent-Disposition: form-data; name="file"\r\n\r\nbroken'),
     ("multipart/form-data", b"no boundary at all"),
     ("multipart/form-data; boundary=xyz", b"--xyz--\r\n"),
 ]
@@ -59,7 +67,9 @@ def runs(raw, install_skill, fake_codex):
     fake_codex.script(haiku_step())
     done = raw.post("/v1/jobs", job_body(), format="json").json()["request_id"]
     assert Run.objects.get(pk=done).status == "succeeded"
-    interactive = raw.post("/v1/jobs", job_body(runtime_options={"execution_mode": "interactive"}), format="json").json()["request_id"]
+    interactive = raw.post(
+        "/v1/jobs", job_body(runtime_options={"execution_mode": "interactive"}), format="json"
+    ).json()["request_id"]
     assert Run.objects.get(pk=interactive).status == "succeeded"  # soft completion (R-LC2 step 3)
     return {"done": done, "interactive": interactive}
 
@@ -159,7 +169,11 @@ def test_invalid_reply_bodies_are_400(raw, runs, body):
     response = raw.post(f"/v1/jobs/{rid}/interaction/reply", body, format="json")
     assert response.status_code == 400, response.content
     after = Run.objects.get(pk=rid)
-    assert (after.last_event_seq, after.attempt_number, after.status) == (before.last_event_seq, before.attempt_number, before.status)
+    assert (after.last_event_seq, after.attempt_number, after.status) == (
+        before.last_event_seq,
+        before.attempt_number,
+        before.status,
+    )
     control = raw.post(f"/v1/jobs/{rid}/interaction/reply", {"interaction_id": 1, "response": "yes"}, format="json")
     assert control.status_code == 409
 
@@ -200,9 +214,18 @@ def test_bad_last_event_id_header_is_not_500(raw, runs):
 def test_junk_list_queries_are_never_500(raw, runs):
     wrong = {}
     for query in (
-        {"page": "abc"}, {"page": "0"}, {"page": "-3"}, {"page": "99999999999999999999"},
-        {"page_size": "-1"}, {"page_size": "0"}, {"page_size": "99999999999999999999"}, {"page_size": "x"},
-        {"status": "nonsense"}, {"status": "\u0000"}, {"skill_id": "\u0000"}, {"skill_id": "x" * 5000},
+        {"page": "abc"},
+        {"page": "0"},
+        {"page": "-3"},
+        {"page": "99999999999999999999"},
+        {"page_size": "-1"},
+        {"page_size": "0"},
+        {"page_size": "99999999999999999999"},
+        {"page_size": "x"},
+        {"status": "nonsense"},
+        {"status": "\u0000"},
+        {"skill_id": "\u0000"},
+        {"skill_id": "x" * 5000},
     ):
         response = raw.get("/v1/jobs", query)
         if response.status_code >= 500:
@@ -213,9 +236,14 @@ def test_junk_list_queries_are_never_500(raw, runs):
 def test_junk_artifact_paths_are_404_never_500(raw, runs):
     wrong = {}
     for path in (
-        "artifacts/%00", "%00", "artifacts/haiku.md%00.txt", "\u0000/x",  # NUL bytes
-        "artifacts/" + "x" * 5000, "artifacts/" + "/".join(["d" * 200] * 30),  # names the OS refuses
-        "artifacts/..%2f..%2fsecret", "artifacts/%ff%fe",
+        "artifacts/%00",
+        "%00",
+        "artifacts/haiku.md%00.txt",
+        "\u0000/x",  # NUL bytes
+        "artifacts/" + "x" * 5000,
+        "artifacts/" + "/".join(["d" * 200] * 30),  # names the OS refuses
+        "artifacts/..%2f..%2fsecret",
+        "artifacts/%ff%fe",
     ):
         response = raw.get(f"/v1/jobs/{runs['done']}/artifacts/{path}")
         if response.status_code != 404:
@@ -232,7 +260,9 @@ def test_junk_skill_and_engine_ids_are_never_500(raw, runs):
 def test_unpaired_surrogate_in_input_is_refused_or_runs(raw, runs, fake_codex):
     """A string no encoder can write (a lone UTF-16 surrogate) must not crash the run: either
     admission refuses it with a 400, or the run proceeds like any other."""
-    response = _post_raw(raw, "/v1/jobs", "application/json", b'{"skill_id": "haiku-writer", "input": {"topic": "sea \\ud800"}}')
+    response = _post_raw(
+        raw, "/v1/jobs", "application/json", b'{"skill_id": "haiku-writer", "input": {"topic": "sea \\ud800"}}'
+    )
     assert response.status_code < 500, response.content
     if response.status_code == 200:
         status = raw.get(f"/v1/jobs/{response.json()['request_id']}").json()

@@ -95,7 +95,9 @@ def test_missing_artifact_of_a_shared_skill(api, install_skill, fake_codex):
 
 def test_artifact_written_elsewhere_in_the_run_dir_is_collected(api, fake_codex):
     """An output file the agent wrote at the skill's own path is moved into artifacts/ (R-PA2 safety net)."""
-    fake_codex.script({"files": {"haiku.md": "a\nb\nc\n"}, "message": json.dumps({**HAIKU_DATA, "haiku_file": "haiku.md"})})
+    fake_codex.script(
+        {"files": {"haiku.md": "a\nb\nc\n"}, "message": json.dumps({**HAIKU_DATA, "haiku_file": "haiku.md"})}
+    )
     rid = create_job(api)["request_id"]
     status, result = _finished(api, rid)
     assert status["status"] == "succeeded", status

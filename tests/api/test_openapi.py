@@ -66,7 +66,8 @@ def test_schema_documents_token_authentication(api):
     or the docs page offers no way to try the API with a token."""
     schemes = _schema(api).get("components", {}).get("securitySchemes", {})
     token = [
-        s for s in schemes.values()
+        s
+        for s in schemes.values()
         if (s.get("type") == "apiKey" and s.get("in") == "header" and s.get("name") == "Authorization")
         or (s.get("type") == "http" and s.get("scheme", "").lower() == "token")
     ]

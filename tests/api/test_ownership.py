@@ -47,7 +47,9 @@ def test_foreign_run_looks_exactly_like_a_missing_one(bob_api, alice_run):
         foreign = _request(bob_api, method, alice_run, suffix)
         missing = _request(bob_api, method, unknown, suffix)
         assert foreign.status_code == missing.status_code == 404, suffix
-        assert foreign.content.decode().replace(alice_run, "ID") == missing.content.decode().replace(unknown, "ID"), suffix
+        assert foreign.content.decode().replace(alice_run, "ID") == missing.content.decode().replace(unknown, "ID"), (
+            suffix
+        )
 
 
 def test_foreign_cancel_changes_nothing(api, bob_api, alice_run):
@@ -79,6 +81,15 @@ def test_staff_see_every_run(staff_api, api, bob_api, alice_run):
 
 def test_owner_can_use_every_read_endpoint(api, alice_run):
     """The control for the 404s above: the same reads succeed for the owner."""
-    for suffix in ("", "/interaction/history", "/result", "/artifacts", "/artifacts/artifacts/haiku.md", "/bundle", "/logs", "/events/history"):
+    for suffix in (
+        "",
+        "/interaction/history",
+        "/result",
+        "/artifacts",
+        "/artifacts/artifacts/haiku.md",
+        "/bundle",
+        "/logs",
+        "/events/history",
+    ):
         response = api.get(f"/v1/jobs/{alice_run}{suffix}")
         assert response.status_code == 200, (suffix, response.content[:200])

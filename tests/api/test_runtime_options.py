@@ -58,7 +58,13 @@ def test_server_default_session_timeout_is_configurable(api, settings):
 def test_explicit_values_are_kept(api):
     options = _effective(
         api,
-        {"execution_mode": "interactive", "interactive_require_user_reply": False, "session_timeout_sec": 30, "hard_timeout_seconds": 45, "no_cache": True},
+        {
+            "execution_mode": "interactive",
+            "interactive_require_user_reply": False,
+            "session_timeout_sec": 30,
+            "hard_timeout_seconds": 45,
+            "no_cache": True,
+        },
     )
     assert options == {
         "execution_mode": "interactive",
@@ -114,7 +120,12 @@ def test_reply_timeout_alias_maps_to_session_timeout(api):
 def test_agreeing_pairs_are_accepted(api):
     options = _effective(
         api,
-        {"interactive_auto_reply": True, "interactive_require_user_reply": False, "interactive_reply_timeout_sec": 9, "session_timeout_sec": 9},
+        {
+            "interactive_auto_reply": True,
+            "interactive_require_user_reply": False,
+            "interactive_reply_timeout_sec": 9,
+            "session_timeout_sec": 9,
+        },
     )
     assert options["interactive_require_user_reply"] is False
     assert options["session_timeout_sec"] == 9
@@ -155,7 +166,9 @@ def test_skill_default_options_apply_under_request_values(api, install_skill, tm
     from runs.models import Run
 
     def effective(options):
-        response = api.post("/v1/jobs", job_body("slow-haiku", input={"topic": "sea"}, runtime_options=options), format="json")
+        response = api.post(
+            "/v1/jobs", job_body("slow-haiku", input={"topic": "sea"}, runtime_options=options), format="json"
+        )
         assert response.status_code == 200, response.content
         return Run.objects.get(pk=response.json()["request_id"]).runtime_options
 
@@ -169,7 +182,9 @@ def test_bad_skill_default_is_ignored_with_a_warning(api, install_skill, tmp_pat
         BUNDLED_SKILLS / "haiku-writer",
         tmp_path / "pkgs",
         skill_id="odd-haiku",
-        manifest={"runtime": {"default_options": {"hard_timeout_seconds": -1, "verbose": 2, "session_timeout_sec": 60}}},
+        manifest={
+            "runtime": {"default_options": {"hard_timeout_seconds": -1, "verbose": 2, "session_timeout_sec": 60}}
+        },
     )
     install_skill("odd-haiku", root=folder.parent)
     response = api.post("/v1/jobs", job_body("odd-haiku", input={"topic": "sea"}), format="json")

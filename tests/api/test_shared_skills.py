@@ -64,7 +64,11 @@ def test_install_zip_with_management_command(api, name, tmp_path):
 
 @pytest.mark.parametrize("name", PACKAGES)
 def test_install_through_the_zip_endpoint(staff_api, api, name):
-    response = staff_api.post("/v1/skill-packages/install", {"file": upload(f"{name}.zip", zip_folder(SHARED_SKILLS / name))}, format="multipart")
+    response = staff_api.post(
+        "/v1/skill-packages/install",
+        {"file": upload(f"{name}.zip", zip_folder(SHARED_SKILLS / name))},
+        format="multipart",
+    )
     assert response.status_code == 200, response.content
     assert response.json()["skill_id"] == name
     assert response.json()["version"] == _runner(name)["version"]

@@ -25,7 +25,12 @@ def _post(client, content: bytes, name: str = "skill.zip"):
 
 
 def _haiku_zip(tmp_path, version: str = "1.0.0", *, body: str | None = None, extra=None) -> bytes:
-    folder = clone_skill(BUNDLED_SKILLS / "haiku-writer", tmp_path / f"src-{version}-{len(os.listdir(tmp_path))}", manifest={"version": version}, body=body)
+    folder = clone_skill(
+        BUNDLED_SKILLS / "haiku-writer",
+        tmp_path / f"src-{version}-{len(os.listdir(tmp_path))}",
+        manifest={"version": version},
+        body=body,
+    )
     return zip_folder(folder, extra=extra)
 
 
@@ -45,7 +50,11 @@ def disk(settings):
 
         def unchanged(self) -> bool:
             after = tree_state(settings.DATA_DIR)
-            if after.get("tmp/") == "dir" and "tmp/" not in self.before and not any(k.startswith("tmp/") and k != "tmp/" for k in after):
+            if (
+                after.get("tmp/") == "dir"
+                and "tmp/" not in self.before
+                and not any(k.startswith("tmp/") and k != "tmp/" for k in after)
+            ):
                 after.pop("tmp/")
             return after == self.before
 
@@ -62,7 +71,17 @@ def test_staff_installs_a_zip_synchronously(staff_api, api, tmp_path, settings):
     skill = listed.json()
     assert skill["version"] == "1.0.0"
     assert skill["execution_modes"] == ["auto", "interactive"]
-    for field in ("id", "name", "version", "description", "engines", "unsupported_engines", "effective_engines", "execution_modes", "schemas"):
+    for field in (
+        "id",
+        "name",
+        "version",
+        "description",
+        "engines",
+        "unsupported_engines",
+        "effective_engines",
+        "execution_modes",
+        "schemas",
+    ):
         assert field in skill, field
     assert set(skill["schemas"]) == {"input", "parameter", "output"}
     assert [s["id"] for s in api.get("/v1/skills").json()] == ["haiku-writer"]
@@ -106,7 +125,9 @@ def test_update_never_changes_a_past_or_running_run(staff_api, api, tmp_path, fa
 
     assert _post(staff_api, _haiku_zip(tmp_path, "1.0.0", body="# Version one instructions")).status_code == 200
     fake_codex.script(haiku_step())
-    rid = api.post("/v1/jobs", {"skill_id": "haiku-writer", "input": {"topic": "sea"}}, format="json").json()["request_id"]
+    rid = api.post("/v1/jobs", {"skill_id": "haiku-writer", "input": {"topic": "sea"}}, format="json").json()[
+        "request_id"
+    ]
     assert _post(staff_api, _haiku_zip(tmp_path, "2.0.0", body="# Version two instructions")).status_code == 200
     manual_dispatch.run_inline(rid)
     run = Run.objects.get(pk=rid)
@@ -116,7 +137,9 @@ def test_update_never_changes_a_past_or_running_run(staff_api, api, tmp_path, fa
     assert "Version one instructions" in local_copy
     assert "Version two instructions" not in local_copy
     assert run.skill_version.path.is_dir()  # the old snapshot outlives the update
-    new_run = api.post("/v1/jobs", {"skill_id": "haiku-writer", "input": {"topic": "sea"}}, format="json").json()["request_id"]
+    new_run = api.post("/v1/jobs", {"skill_id": "haiku-writer", "input": {"topic": "sea"}}, format="json").json()[
+        "request_id"
+    ]
     assert Run.objects.get(pk=new_run).skill_version.version == "2.0.0"
 
 
@@ -128,20 +151,42 @@ def test_installed_snapshot_is_not_patched_by_runs(staff_api, api, tmp_path, fak
     snapshot = current_version("haiku-writer").path / "SKILL.md"
     before = snapshot.read_text()
     fake_codex.script(haiku_step())
-    rid = api.post("/v1/jobs", {"skill_id": "haiku-writer", "input": {"topic": "sea"}}, format="json").json()["request_id"]
+    rid = api.post("/v1/jobs", {"skill_id": "haiku-writer", "input": {"topic": "sea"}}, format="json").json()[
+        "request_id"
+    ]
     assert api.get(f"/v1/jobs/{rid}").json()["status"] == "succeeded"
     assert snapshot.read_text() == before
 
 
 UNSAFE = {
-    "absolute path": ({"haiku-writer/SKILL.md": "x", "/tmp/skillrunner-abs-escape.txt": "pwned"}, None, "/tmp/skillrunner-abs-escape.txt"),
-    "parent reference": ({"haiku-writer/SKILL.md": "x", "haiku-writer/../../escape.txt": "pwned"}, None, "../escape.txt"),
+    "absolute path": (
+        {"haiku-writer/SKILL.md": "x", "/tmp/skillrunner-abs-escape.txt": "pwned"},
+        None,
+        "/tmp/skillrunner-abs-escape.txt",
+    ),
+    "parent reference": (
+        {"haiku-writer/SKILL.md": "x", "haiku-writer/../../escape.txt": "pwned"},
+        None,
+        "../escape.txt",
+    ),
     "leading parent": ({"haiku-writer/SKILL.md": "x", "../escape.txt": "pwned"}, None, "../escape.txt"),
-    "symlink": ({"haiku-writer/SKILL.md": "x"}, {"haiku-writer/assets/leak": "/etc/passwd"}, "haiku-writer/assets/leak"),
+    "symlink": (
+        {"haiku-writer/SKILL.md": "x"},
+        {"haiku-writer/assets/leak": "/etc/passwd"},
+        "haiku-writer/assets/leak",
+    ),
     ".codex": ({"haiku-writer/SKILL.md": "x", "haiku-writer/.codex/config.toml": "x=1"}, None, ".codex/config.toml"),
-    ".gemini": ({"haiku-writer/SKILL.md": "x", "haiku-writer/.gemini/settings.json": "{}"}, None, ".gemini/settings.json"),
+    ".gemini": (
+        {"haiku-writer/SKILL.md": "x", "haiku-writer/.gemini/settings.json": "{}"},
+        None,
+        ".gemini/settings.json",
+    ),
     ".iflow": ({"haiku-writer/SKILL.md": "x", "haiku-writer/.iflow/settings.json": "{}"}, None, ".iflow/settings.json"),
-    ".claude": ({"haiku-writer/SKILL.md": "x", "haiku-writer/.claude/settings.json": "{}"}, None, ".claude/settings.json"),
+    ".claude": (
+        {"haiku-writer/SKILL.md": "x", "haiku-writer/.claude/settings.json": "{}"},
+        None,
+        ".claude/settings.json",
+    ),
     ".mcp.json": ({"haiku-writer/SKILL.md": "x", "haiku-writer/.mcp.json": "{}"}, None, ".mcp.json"),
     ".env": ({"haiku-writer/SKILL.md": "x", "haiku-writer/.env": "SECRET=1"}, None, ".env"),
     "nested .env": ({"haiku-writer/SKILL.md": "x", "haiku-writer/scripts/.env": "SECRET=1"}, None, "scripts/.env"),
@@ -152,7 +197,11 @@ UNSAFE = {
 def test_unsafe_entries_are_refused_by_name(staff_api, tmp_path, disk, case):
     """R-SK5: absolute paths, `..`, symlinks and engine control files are refused with a message
     naming them, and the refusal leaves the disk as it was."""
-    valid = {f"haiku-writer/{p.relative_to(BUNDLED_SKILLS / 'haiku-writer').as_posix()}": p.read_bytes() for p in (BUNDLED_SKILLS / "haiku-writer").rglob("*") if p.is_file()}
+    valid = {
+        f"haiku-writer/{p.relative_to(BUNDLED_SKILLS / 'haiku-writer').as_posix()}": p.read_bytes()
+        for p in (BUNDLED_SKILLS / "haiku-writer").rglob("*")
+        if p.is_file()
+    }
     entries, links, named = UNSAFE[case]
     state = disk()
     response = _post(staff_api, make_zip({**valid, **entries}, symlinks=links))
@@ -303,7 +352,16 @@ def test_upload_over_the_size_limit_is_413(staff_api, tmp_path, settings, disk):
         ({"manifest": {"unsupported_engines": ["codex", "gemini", "iflow", "claude"]}}, "SKILL_MANIFEST_INVALID"),
         ({"manifest": {"max_attempt": 0}}, "SKILL_MANIFEST_INVALID"),
     ],
-    ids=["no-modes", "empty-modes", "unknown-mode", "no-version", "bad-version", "overlap", "no-engine-left", "max-attempt-0"],
+    ids=[
+        "no-modes",
+        "empty-modes",
+        "unknown-mode",
+        "no-version",
+        "bad-version",
+        "overlap",
+        "no-engine-left",
+        "max-attempt-0",
+    ],
 )
 def test_invalid_manifests_are_refused_with_a_code(staff_api, tmp_path, disk, change, code):
     """R-SK2..R-SK4 through the endpoint: a coded 400 and nothing on disk."""
@@ -326,7 +384,9 @@ def test_identity_mismatch_is_refused(staff_api, tmp_path, disk):
 
 
 def test_missing_output_schema_is_refused(staff_api, tmp_path, disk):
-    folder = clone_skill(BUNDLED_SKILLS / "haiku-writer", tmp_path / "src", manifest={"schemas": {"input": "assets/input.schema.json"}})
+    folder = clone_skill(
+        BUNDLED_SKILLS / "haiku-writer", tmp_path / "src", manifest={"schemas": {"input": "assets/input.schema.json"}}
+    )
     (folder / "assets" / "output.schema.json").unlink()
     state = disk()
     response = _post(staff_api, zip_folder(folder))
@@ -337,7 +397,9 @@ def test_missing_output_schema_is_refused(staff_api, tmp_path, disk):
 
 def test_unknown_runner_fields_are_kept_and_ignored(staff_api, tmp_path):
     """R-SK2: unknown fields do not block an install."""
-    folder = clone_skill(BUNDLED_SKILLS / "haiku-writer", tmp_path / "src", manifest={"mcp": {"required_servers": []}, "x-future": 1})
+    folder = clone_skill(
+        BUNDLED_SKILLS / "haiku-writer", tmp_path / "src", manifest={"mcp": {"required_servers": []}, "x-future": 1}
+    )
     response = _post(staff_api, zip_folder(folder))
     assert response.status_code == 200, response.content
     from skills.selectors import current_version

@@ -80,7 +80,11 @@ def test_missing_required_file_is_refused(api, fake_codex):
 def test_file_given_by_relative_path_in_input(api, fake_codex):
     """HEAD-style clients name the file in `input` as a path relative to uploads/."""
     fake_codex.script({"message": json.dumps({"lines": 1, "words": 1})})
-    response = api.post("/v1/jobs", {"skill_id": "word-count", "engine": "codex", "input": {"document": "docs/readme.txt"}}, format="json")
+    response = api.post(
+        "/v1/jobs",
+        {"skill_id": "word-count", "engine": "codex", "input": {"document": "docs/readme.txt"}},
+        format="json",
+    )
     assert response.status_code == 200, response.content
     rid = response.json()["request_id"]
     assert response.json()["status"] is None

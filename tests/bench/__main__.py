@@ -84,12 +84,18 @@ def bench_config(name: str, root: Path, engine: Path, args: argparse.Namespace, 
             for _ in range(args.bursts):
                 result["burst"].append(scenarios.burst(target, args.burst_size))
                 time.sleep(1.0)
-        print(f"[{name}] bursts: {[round(b['runs_per_s'], 1) for b in result['burst']]} runs/s; peak PostgreSQL connections {[b['peak_db_connections'] for b in result['burst']]}", flush=True)
+        print(
+            f"[{name}] bursts: {[round(b['runs_per_s'], 1) for b in result['burst']]} runs/s; peak PostgreSQL connections {[b['peak_db_connections'] for b in result['burst']]}",
+            flush=True,
+        )
 
         time.sleep(2.0)
         result["memory"]["warm"] = memory_mib(target.pgids())
         result["warm_idle_cpu_percent"] = idle_cpu_percent(target.pgids(), args.idle_seconds)
-        print(f"[{name}] idle after load: {result['memory']['warm']}, CPU {result['warm_idle_cpu_percent']:.1f}% of a core", flush=True)
+        print(
+            f"[{name}] idle after load: {result['memory']['warm']}, CPU {result['warm_idle_cpu_percent']:.1f}% of a core",
+            flush=True,
+        )
 
         if args.waiting:
             result["waiting_runs"] = args.waiting
@@ -117,9 +123,16 @@ class _null:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--configs", default="embedded,scaleout", help="comma-separated: embedded, scaleout")
-    parser.add_argument("--auto", type=int, default=100, help="auto-run latency samples per configuration (half polled, half on the websocket)")
+    parser.add_argument(
+        "--auto",
+        type=int,
+        default=100,
+        help="auto-run latency samples per configuration (half polled, half on the websocket)",
+    )
     parser.add_argument("--interactive", type=int, default=60, help="interactive-run latency samples per configuration")
     parser.add_argument("--bursts", type=int, default=3, help="repetitions of (e)")
     parser.add_argument("--burst-size", type=int, default=50)

@@ -98,7 +98,12 @@ def measure_floor(binary: Path, workdir: Path, samples: int) -> dict[str, list[f
         argv = [str(binary), "exec", "--skip-git-repo-check", "--json", "--yolo", "write a haiku"]
         began = time.time()
         proc = subprocess.Popen(
-            argv, cwd=run_dir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+            argv,
+            cwd=run_dir,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
         )
         proc.communicate(timeout=30)
         ended = time.time()

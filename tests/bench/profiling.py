@@ -38,14 +38,31 @@ class Profiler:
     @contextlib.contextmanager
     def phase(self, target, name: str):
         recorders = []
-        roles = [("web", target.service.web), *((f"worker{index}", worker) for index, worker in enumerate(target.service.workers))]
+        roles = [
+            ("web", target.service.web),
+            *((f"worker{index}", worker) for index, worker in enumerate(target.service.workers)),
+        ]
         for role, process in roles:
             output = self.directory / f"{target.name}-{name}-{role}.txt"
-            argv = [self.binary, "record", "--pid", str(process.pid), "--rate", str(RATE), "--format", "raw", "--output", str(output), "--nonblocking"]
+            argv = [
+                self.binary,
+                "record",
+                "--pid",
+                str(process.pid),
+                "--rate",
+                str(RATE),
+                "--format",
+                "raw",
+                "--output",
+                str(output),
+                "--nonblocking",
+            ]
             if role != "web":
                 argv.append("--subprocesses")
             log = open(self.directory / f"{target.name}-{name}-{role}.log", "wb")
-            recorders.append((subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True), output, log))
+            recorders.append(
+                (subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True), output, log)
+            )
         try:
             yield
         finally:
@@ -96,7 +113,9 @@ def summarize(path: Path, top: int = 25) -> str:
         for frame in set(short):
             inclusive[frame] += count
         own[short[-1]] += count
-        for frame in {frame for frame, raw in zip(short, frames) if raw.partition(" (")[2].startswith(REPO_PACKAGES)}:
+        for frame in {
+            frame for frame, raw in zip(short, frames, strict=False) if raw.partition(" (")[2].startswith(REPO_PACKAGES)
+        }:
             ours[frame] += count
     if not total:
         return f"== {path.name}: no samples"

@@ -59,7 +59,13 @@ def _cell(values: list[float] | None) -> str:
 def table(results: dict[str, dict[str, Any]], floor: dict[str, list[float]]) -> str:
     """Markdown table: one column per configuration (median / p90), then floor, reference, target."""
     names = list(results)
-    header = ["metric (ms unless noted)", *[f"{name} median / p90" for name in names], "floor median", "reference", "target"]
+    header = [
+        "metric (ms unless noted)",
+        *[f"{name} median / p90" for name in names],
+        "floor median",
+        "reference",
+        "target",
+    ]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for key, label, reference, floor_key in LATENCY_ROWS:
         cells = [_cell(results[name]["latency"].get(key)) for name in names]
@@ -73,13 +79,32 @@ def table(results: dict[str, dict[str, Any]], floor: dict[str, list[float]]) -> 
         refused = sum(b.get("refused", 0) for b in results[name].get("burst", []))
         cell = f"{median(rates):.1f} / {min(rates):.1f} (min)" if rates else "-"
         bursts.append(cell + (f", {refused} submissions refused" if refused else ""))
-    lines.append("| " + " | ".join(["(e) 50 runs at once -> all terminal, runs/s", *bursts, "-", f"{REFERENCE['e']:.0f}", f">= {TARGET['e']:.0f}"]) + " |")
+    lines.append(
+        "| "
+        + " | ".join(
+            [
+                "(e) 50 runs at once -> all terminal, runs/s",
+                *bursts,
+                "-",
+                f"{REFERENCE['e']:.0f}",
+                f">= {TARGET['e']:.0f}",
+            ]
+        )
+        + " |"
+    )
     cells = []
     for name in names:
         per_run = [b["cpu_ms_per_run"] for b in results[name].get("burst", []) if "cpu_ms_per_run" in b]
-        cells.append(" / ".join(f"{median([c[part] for c in per_run]):.0f}" for part in ("web", "worker", "engines")) if per_run else "-")
+        cells.append(
+            " / ".join(f"{median([c[part] for c in per_run]):.0f}" for part in ("web", "worker", "engines"))
+            if per_run
+            else "-"
+        )
     lines.append("| " + " | ".join(["(e) CPU ms per run: web / worker / engines", *cells, "-", "-", "-"]) + " |")
-    for label, key in (("idle CPU after start, web + worker, % of one core", "idle_cpu_percent"), ("idle CPU after the runs above, % of one core", "warm_idle_cpu_percent")):
+    for label, key in (
+        ("idle CPU after start, web + worker, % of one core", "idle_cpu_percent"),
+        ("idle CPU after the runs above, % of one core", "warm_idle_cpu_percent"),
+    ):
         cpu = [f"{results[name][key]:.1f}" if key in results[name] else "-" for name in names]
         lines.append("| " + " | ".join([label, *cpu, "-", "-", "-"]) + " |")
     waiting = max((result.get("waiting_runs", 0) for result in results.values()), default=0)
@@ -91,7 +116,9 @@ def table(results: dict[str, dict[str, Any]], floor: dict[str, list[float]]) -> 
         cells = []
         for name in names:
             memory = results[name].get("memory", {}).get(phase)
-            cells.append(f"{memory['rss_mib']:.0f} ({memory['pss_mib']:.0f}), {memory['processes']} procs" if memory else "-")
+            cells.append(
+                f"{memory['rss_mib']:.0f} ({memory['pss_mib']:.0f}), {memory['processes']} procs" if memory else "-"
+            )
         ref = f"{REFERENCE['idle_mib']:.0f}" if phase == "idle" else "-"
         lines.append("| " + " | ".join([label, *cells, "-", ref, "-"]) + " |")
     return "\n".join(lines)
@@ -109,7 +136,9 @@ def breakdown(results: dict[str, dict[str, Any]]) -> str:
 def sample_counts(results: dict[str, dict[str, Any]]) -> str:
     parts = []
     for name, result in results.items():
-        counts = ", ".join(f"{key}={len(result['latency'][key])}" for key, _, _, _ in LATENCY_ROWS if key in result["latency"])
+        counts = ", ".join(
+            f"{key}={len(result['latency'][key])}" for key, _, _, _ in LATENCY_ROWS if key in result["latency"]
+        )
         bursts = len(result.get("burst", []))
         parts.append(f"{name} samples: {counts}; {bursts} bursts")
     return "\n".join(parts)

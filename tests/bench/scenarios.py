@@ -11,22 +11,22 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from tests.support.live_service import LiveService
+from tests.support.wsclient import Closed, WebSocket
 
 from .engine import read_times
 from .httpclient import Api
 from .system import cpu_seconds, memory_mib, processes_running
-from tests.support.wsclient import Closed, WebSocket
 
 TERMINAL = {"succeeded", "failed", "canceled"}
 POLL_INTERVAL = 0.01  # a tight client poll of GET /v1/jobs/{id}
 WAIT_TIMEOUT = 60.0
-
 
 
 def auto_job() -> dict[str, Any]:
@@ -114,7 +114,7 @@ class RunWatcher:
             elif message["kind"] == "interaction_pending":
                 self.pending_at.setdefault(message["payload"]["interaction_id"], now)
 
-    def until(self, done: Callable[["RunWatcher"], bool], timeout: float = WAIT_TIMEOUT) -> None:
+    def until(self, done: Callable[[RunWatcher], bool], timeout: float = WAIT_TIMEOUT) -> None:
         deadline = time.monotonic() + timeout
         while not done(self):
             if self.closed:
@@ -163,7 +163,9 @@ def _event_times(api: Api, request_id: str) -> list[tuple[str, Any, float]]:
     return [(e["kind"], e["payload"].get("to"), datetime.fromisoformat(e["ts"]).timestamp()) for e in body["events"]]
 
 
-def timeline(api: Api, request_id: str, turn_start: float, turn_exit: float, samples: Samples, attempt: int = 1) -> tuple[float, float] | None:
+def timeline(
+    api: Api, request_id: str, turn_start: float, turn_exit: float, samples: Samples, attempt: int = 1
+) -> tuple[float, float] | None:
     """Split one turn at the worker's own event times: claimed (status -> running), engine
     started and exited (stamps), decided (the `result` or `interaction_pending` event)."""
     events = _event_times(api, request_id)
@@ -218,7 +220,9 @@ def interactive_sample(target: Target, api: Api, observe: str, samples: Samples)
             prompt_at = None
         first = _stamps(target, request_id, 1)
         reply_sent = time.time()
-        status, answer = api.post(f"/v1/jobs/{request_id}/interaction/reply", {"interaction_id": 1, "response": "Lisbon, in spring"})
+        status, answer = api.post(
+            f"/v1/jobs/{request_id}/interaction/reply", {"interaction_id": 1, "response": "Lisbon, in spring"}
+        )
         reply_returned = time.time()
         if status != 200:
             raise BenchError(f"reply to {request_id} answered {status}: {answer}")
@@ -293,7 +297,7 @@ class ConnectionCounter:
                 (count,) = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (name,)).fetchone()
                 self.peak = max(self.peak, count)
 
-    def __enter__(self) -> "ConnectionCounter":
+    def __enter__(self) -> ConnectionCounter:
         if self.url:
             self._thread.start()
         return self
@@ -340,7 +344,10 @@ def burst(target: Target, runs: int, timeout: float = 120.0) -> dict[str, float]
     if len(refused) == runs:
         raise BenchError(f"every submission failed: {refused[:3]}")
     if refused:  # reported with the result: a refused submission is a finding, not a reason to stop
-        print(f"[{target.name}] burst: {len(refused)} of {runs} submissions failed, e.g. {str(refused[0])[:200]}", flush=True)
+        print(
+            f"[{target.name}] burst: {len(refused)} of {runs} submissions failed, e.g. {str(refused[0])[:200]}",
+            flush=True,
+        )
     accepted = runs - len(refused)
     deadline = time.monotonic() + timeout
     while True:
@@ -443,5 +450,7 @@ def memory_with_waiting(target: Target, runs: int) -> dict[str, Any]:
     engines = processes_running(target.engine)
     slots, running = held_slots(target)
     if engines or slots or running:
-        raise BenchError(f"{runs} waiting runs still hold resources: engine pids {engines}, {slots} slots, {running} running")
+        raise BenchError(
+            f"{runs} waiting runs still hold resources: engine pids {engines}, {slots} slots, {running} running"
+        )
     return {"parked": parked, "memory": memory_mib(target.pgids()), "engines_alive": len(engines), "slots_held": slots}

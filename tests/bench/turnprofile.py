@@ -24,7 +24,11 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.bench.turnprofile", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.bench.turnprofile",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--database-url", default="")
     parser.add_argument("--redis-url", default="")
     parser.add_argument("--turns", type=int, default=50)
@@ -65,8 +69,13 @@ def main(argv: list[str] | None = None) -> int:
 
         def create() -> str:
             run = services.create_run(
-                owner=owner, skill_id="haiku-writer", engine="codex", model=None,
-                input={"topic": uuid.uuid4().hex}, parameter={}, runtime_options={},
+                owner=owner,
+                skill_id="haiku-writer",
+                engine="codex",
+                model=None,
+                input={"topic": uuid.uuid4().hex},
+                parameter={},
+                runtime_options={},
             )
             return str(run.pk)
 
@@ -80,13 +89,25 @@ def main(argv: list[str] | None = None) -> int:
             profile.disable()
         elapsed = time.perf_counter() - began
         statuses = sorted(set(Run.objects.values_list("status", flat=True)))
-        print(f"{args.turns} turns on {'PostgreSQL' if database_url else 'SQLite'}"
-              f"{' + Redis layer' if args.redis_url else ''}; statuses {statuses}; {elapsed / args.turns * 1000:.1f} ms per create + turn")
+        print(
+            f"{args.turns} turns on {'PostgreSQL' if database_url else 'SQLite'}"
+            f"{' + Redis layer' if args.redis_url else ''}; statuses {statuses}; {elapsed / args.turns * 1000:.1f} ms per create + turn"
+        )
         stats = pstats.Stats(profile)
         rows = []
         for (filename, line, name), (_, calls, _, cumulative, _) in stats.stats.items():  # type: ignore[attr-defined]
-            relative = os.path.relpath(filename, Path(__file__).resolve().parents[2]) if filename.startswith("/") else filename
-            if relative.startswith(("runs/", "engines/", "skillrunner/")) or name in ("wait", "communicate", "_try_wait", "sleep", "execute", "group_send", "__call__"):
+            relative = (
+                os.path.relpath(filename, Path(__file__).resolve().parents[2]) if filename.startswith("/") else filename
+            )
+            if relative.startswith(("runs/", "engines/", "skillrunner/")) or name in (
+                "wait",
+                "communicate",
+                "_try_wait",
+                "sleep",
+                "execute",
+                "group_send",
+                "__call__",
+            ):
                 rows.append((cumulative / args.turns * 1000, calls / args.turns, f"{relative}:{line}({name})"))
         rows.sort(reverse=True)
         print(f"{'ms/turn':>8} {'calls/turn':>10}  function")

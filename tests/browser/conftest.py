@@ -57,7 +57,12 @@ class Live:
             "POST",
             "/v1/jobs",
             self.token(username),
-            {"skill_id": "trip-planner", "engine": "codex", "input": {}, "runtime_options": {"execution_mode": "interactive"}},
+            {
+                "skill_id": "trip-planner",
+                "engine": "codex",
+                "input": {},
+                "runtime_options": {"execution_mode": "interactive"},
+            },
         )
         assert status == 200, body
         return body["request_id"]
@@ -87,7 +92,9 @@ def chromium():
     from playwright.sync_api import sync_playwright
 
     playwright = sync_playwright().start()
-    browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True, timeout=60_000)
+    browser = playwright.chromium.launch(
+        executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True, timeout=60_000
+    )
     try:
         yield browser
     finally:
@@ -101,7 +108,9 @@ def new_page(chromium, live):
     contexts = []
 
     def open_page(viewport: dict | None = None):
-        context = chromium.new_context(base_url=live.url, viewport=viewport or {"width": 1280, "height": 900}, accept_downloads=True)
+        context = chromium.new_context(
+            base_url=live.url, viewport=viewport or {"width": 1280, "height": 900}, accept_downloads=True
+        )
         contexts.append(context)
         page = context.new_page()
         page.set_default_timeout(ACTION_TIMEOUT_MS)

@@ -18,7 +18,11 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
 
 QUESTION = "Where do you want to go?"
 ASK = {"ask_user": {"interaction_id": 1, "kind": "choose_one", "prompt": QUESTION, "options": ["Oslo", "Lisbon"]}}
-PLAN = {"destination": "Oslo", "days": [{"day": 1, "activities": ["Fjord walk", "Opera house"]}], "plan_file": "artifacts/plan.md"}
+PLAN = {
+    "destination": "Oslo",
+    "days": [{"day": 1, "activities": ["Fjord walk", "Opera house"]}],
+    "plan_file": "artifacts/plan.md",
+}
 PLAN_FILE = "# Oslo weekend\n\n- Day 1: fjord walk, opera house\n"
 LATENCY_REPORT = REPO / "test-output" / "ui-prompt-latency.txt"
 
@@ -40,7 +44,11 @@ def nav(page, name: str):
 def trip_script(live, *, first_turn_seconds: float = 0, second_turn_seconds: float = 0) -> None:
     live.engine.script(
         {"sleep": first_turn_seconds, "message": json.dumps(ASK)},
-        {"sleep": second_turn_seconds, "message": json.dumps({**PLAN, "__SKILL_DONE__": True}), "files": {"artifacts/plan.md": PLAN_FILE}},
+        {
+            "sleep": second_turn_seconds,
+            "message": json.dumps({**PLAN, "__SKILL_DONE__": True}),
+            "files": {"artifacts/plan.md": PLAN_FILE},
+        },
     )
 
 
@@ -81,7 +89,11 @@ def test_interactive_run_from_the_form_to_the_result(live, new_page):
     expect(page.get_by_label("Your answer")).to_be_focused()
     screenshot(page, "05-run-waiting.png")
 
-    waiting_at = next(e["ts"] for e in event_history(page, request_id) if e["kind"] == "status" and e["payload"]["to"] == "waiting_user")
+    waiting_at = next(
+        e["ts"]
+        for e in event_history(page, request_id)
+        if e["kind"] == "status" and e["payload"]["to"] == "waiting_user"
+    )
     shown_at_ms = page.evaluate("window.__questionShownAt")
     delay_ms = shown_at_ms - page.evaluate("(ts) => Date.parse(ts)", waiting_at)
     LATENCY_REPORT.parent.mkdir(parents=True, exist_ok=True)
@@ -191,7 +203,12 @@ def test_a_dropped_socket_reconnects_without_losing_or_repeating_events(live, ne
     expect(page.locator("#connection")).to_have_text("Connection lost. Reconnecting…")
     screenshot(page, "09-reconnecting.png")
     live.service.wait_until(
-        lambda: "succeeded" in live.service.manage("shell", "-c", f"from runs.models import Run; print(Run.objects.get(pk='{request_id}').status)"),
+        lambda: (
+            "succeeded"
+            in live.service.manage(
+                "shell", "-c", f"from runs.models import Run; print(Run.objects.get(pk='{request_id}').status)"
+            )
+        ),
         30,
         "the run to finish while the web server is down",
         interval=0.5,
@@ -219,7 +236,9 @@ def test_staff_installs_packages_and_audits_runs_in_the_admin(live, new_page):
     page = new_page()
     log_in(page, "root")
     nav(page, "Skills").click()
-    page.get_by_label("Skill package (.zip)").set_input_files({"name": "broken.zip", "mimeType": "application/zip", "buffer": b"not a zip"})
+    page.get_by_label("Skill package (.zip)").set_input_files(
+        {"name": "broken.zip", "mimeType": "application/zip", "buffer": b"not a zip"}
+    )
     page.get_by_role("button", name="Install").click()
     expect(page.locator(".errorlist")).to_contain_text("(ARCHIVE_INVALID)")
     screenshot(page, "10-skills-staff-upload-refused.png")

@@ -103,4 +103,3 @@ def wait_gone(pids: list[int], timeout: float = 5.0) -> bool:
             return True
         time.sleep(0.05)
     return all(process_gone(pid) for pid in pids)
-

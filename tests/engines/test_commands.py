@@ -24,8 +24,16 @@ ARGV_TABLE: dict[tuple[str, str], list[str] | None] = {
     ("iflow", "first"): ["B", "--yolo", "--thinking", "-m", "M", "-p", "P"],
     ("iflow", "resume"): ["B", "--resume", "S", "--yolo", "--thinking", "-p", "P"],
     ("claude", "first"): [
-        "B", "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
-        "--dangerously-skip-permissions", "--model", "M",
+        "B",
+        "-p",
+        "--input-format",
+        "stream-json",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--dangerously-skip-permissions",
+        "--model",
+        "M",
     ],
     ("claude", "resume"): None,
 }
@@ -46,7 +54,10 @@ def test_command_table_engine_mode_turn(tmp_path: Path, engine: str, turn: str, 
     if expected is None:
         with pytest.raises(ValueError):
             adapter.command(request, config)
-        assert user_message("P") == {"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": "P"}]}}
+        assert user_message("P") == {
+            "type": "user",
+            "message": {"role": "user", "content": [{"type": "text", "text": "P"}]},
+        }
         return
     assert adapter.command(request, config) == [str(binary), *expected[1:]]
 
@@ -81,7 +92,9 @@ def test_codex_auto_mode_command_has_auto_flag(tmp_path: Path) -> None:
 
 
 def test_codex_interactive_mode_command_has_auto_flag(tmp_path: Path) -> None:
-    argv = get_adapter("codex").command(make_request(tmp_path, "interactive"), make_config(tmp_path, fake_codex(tmp_path)))
+    argv = get_adapter("codex").command(
+        make_request(tmp_path, "interactive"), make_config(tmp_path, fake_codex(tmp_path))
+    )
     assert {"--full-auto", "--yolo"} & set(argv)
 
 
@@ -97,7 +110,8 @@ def test_interactive_resume_turn_commands_keep_auto_flags(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize(
-    "engine,flags", [("gemini", ["--yolo"]), ("iflow", ["--yolo", "--thinking"]), ("claude", ["--dangerously-skip-permissions"])]
+    "engine,flags",
+    [("gemini", ["--yolo"]), ("iflow", ["--yolo", "--thinking"]), ("claude", ["--dangerously-skip-permissions"])],
 )
 def test_auto_flags_function_per_engine(tmp_path: Path, engine: str, flags: list[str]) -> None:
     assert get_adapter(engine).auto_flags(make_config(tmp_path, engine)) == flags
@@ -148,7 +162,9 @@ def test_model_flag_only_when_a_model_is_known(tmp_path: Path) -> None:
     assert "-m" not in gemini.command(make_request(tmp_path), make_config(tmp_path, "gemini"))
     with_default = gemini.command(make_request(tmp_path), make_config(tmp_path, "gemini", default_model="g-default"))
     assert with_default[with_default.index("-m") + 1] == "g-default"
-    request_wins = gemini.command(make_request(tmp_path, model="g-req"), make_config(tmp_path, "gemini", default_model="g-default"))
+    request_wins = gemini.command(
+        make_request(tmp_path, model="g-req"), make_config(tmp_path, "gemini", default_model="g-default")
+    )
     assert request_wins[request_wins.index("-m") + 1] == "g-req"
 
 

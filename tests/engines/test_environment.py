@@ -19,7 +19,13 @@ def test_environment_is_an_allow_list(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setenv("DATABASE_URL", "postgres://u:p@db/x")
     monkeypatch.setenv("OPENAI_API_KEY", "server-openai-key")
     monkeypatch.setenv("TZ", "Europe/Paris")
-    config = make_config(tmp_path, engine, api_key="engine-key", base_url="http://127.0.0.1:9", extra_env={"HTTPS_PROXY": "http://proxy:3128"})
+    config = make_config(
+        tmp_path,
+        engine,
+        api_key="engine-key",
+        base_url="http://127.0.0.1:9",
+        extra_env={"HTTPS_PROXY": "http://proxy:3128"},
+    )
     env = get_adapter(engine).environment(config)
     assert "SECRET_KEY" not in env and "DATABASE_URL" not in env
     assert env.get("OPENAI_API_KEY") != "server-openai-key"
@@ -75,7 +81,9 @@ def test_gemini_home_settings_switch_folder_trust_off(tmp_path: Path) -> None:
 
 def test_iflow_home_settings_carry_key_and_endpoint(tmp_path: Path) -> None:
     adapter = get_adapter("iflow")
-    config = make_config(tmp_path, "iflow", api_key="i-key", base_url="https://example.test/v1", default_model="glm-4.6")
+    config = make_config(
+        tmp_path, "iflow", api_key="i-key", base_url="https://example.test/v1", default_model="glm-4.6"
+    )
     adapter.prepare_home(config)
     settings = json.loads((config.home / "home" / ".iflow" / "settings.json").read_text())
     assert settings["apiKey"] == "i-key" and settings["baseUrl"] == "https://example.test/v1"

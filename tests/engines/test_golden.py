@@ -13,11 +13,11 @@ from engines.types import FAILURE_ENGINE
 from .fakes import FakeControl, make_config, make_request, write_script
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
-MANIFEST = json.loads((GOLDEN / "manifest.json").read_text()) if (GOLDEN / "manifest.json").exists() else {"recordings": []}
+MANIFEST = (
+    json.loads((GOLDEN / "manifest.json").read_text()) if (GOLDEN / "manifest.json").exists() else {"recordings": []}
+)
 # The adapters ask Gemini for --output-format json; the stream-json recordings are not their input.
-RECORDINGS = {
-    (r["engine"], r["scenario"]): r for r in MANIFEST["recordings"] if not r["scenario"].endswith("_stream")
-}
+RECORDINGS = {(r["engine"], r["scenario"]): r for r in MANIFEST["recordings"] if not r["scenario"].endswith("_stream")}
 
 pytestmark = pytest.mark.skipif(not RECORDINGS, reason="no golden recordings in tests/golden")
 
@@ -63,7 +63,9 @@ def test_golden_tool_call_output_is_not_the_final_message(engine: str) -> None:
     assert result.session_handle
 
 
-@pytest.mark.parametrize("engine,scenario", [("codex", "turn_failed_500"), ("gemini", "error_500"), ("claude", "error_500")])
+@pytest.mark.parametrize(
+    "engine,scenario", [("codex", "turn_failed_500"), ("gemini", "error_500"), ("claude", "error_500")]
+)
 def test_golden_http_500_is_an_engine_failure(engine: str, scenario: str) -> None:
     result = get_adapter(engine).parse(*recorded(engine, scenario), "interactive")
     assert result.outcome == "error" and result.failure_reason == FAILURE_ENGINE

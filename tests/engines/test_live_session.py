@@ -15,7 +15,7 @@ from engines.types import FAILURE_ENGINE, FAILURE_PROCESS_LOST, FAILURE_SPAWN, F
 from .fakes import FakeControl, make_config, make_request, wait_gone, write_script
 
 # Speaks Claude Code's stream-json: init once, then per user line an assistant event and a result.
-FAKE_CLAUDE = r'''
+FAKE_CLAUDE = r"""
 import json, os, sys, time
 
 def emit(event):
@@ -40,7 +40,7 @@ for line in sys.stdin:
         text = "turn %d got: %s" % (turn, text)
     emit({"type": "assistant", "message": {"content": [{"type": "text", "text": text}]}, "session_id": "live-1"})
     emit({"session_id": "live-1", "is_error": text == "FAIL", "subtype": "success", "result": text, "type": "result"})
-'''
+"""
 
 
 @pytest.fixture
@@ -81,7 +81,15 @@ def test_live_session_command_env_and_stdin_protocol(tmp_path: Path, claude) -> 
         seen = json.loads(session.send("ENV", control, 10).assistant_text)
     finally:
         session.close()
-    assert seen["argv"] == ["-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions"]
+    assert seen["argv"] == [
+        "-p",
+        "--input-format",
+        "stream-json",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--dangerously-skip-permissions",
+    ]
     assert seen["cwd"] == str(request.run_dir)
     env = seen["env"]
     assert env["CLAUDE_CONFIG_DIR"] == str(config.home)
@@ -149,7 +157,9 @@ def test_result_is_error_keeps_the_process(tmp_path: Path, claude) -> None:
 
 def test_open_live_session_with_missing_binary_reports_on_send(tmp_path: Path) -> None:
     control = FakeControl()
-    session = get_adapter("claude").open_live_session(make_request(tmp_path), make_config(tmp_path, tmp_path / "nope"), control)
+    session = get_adapter("claude").open_live_session(
+        make_request(tmp_path), make_config(tmp_path, tmp_path / "nope"), control
+    )
     result = session.send("hi", control, 5)
     assert result.failure_reason == FAILURE_SPAWN and "does not exist" in result.failure_message
     assert not session.is_alive() and control.pids == []

@@ -31,7 +31,14 @@ def agent(text: str) -> dict:
 def command(output: str) -> dict:
     return {
         "type": "item.completed",
-        "item": {"id": "c", "type": "command_execution", "command": "cat x", "aggregated_output": output, "exit_code": 0, "status": "completed"},
+        "item": {
+            "id": "c",
+            "type": "command_execution",
+            "command": "cat x",
+            "aggregated_output": output,
+            "exit_code": 0,
+            "status": "completed",
+        },
     }
 
 
@@ -76,7 +83,12 @@ def test_codex_resume_output_only_the_latest_turn_counts() -> None:
 
 
 def test_codex_turn_failed_is_an_engine_error() -> None:
-    stdout = jsonl(THREAD, TURN, {"type": "error", "message": "Reconnecting... 1/1"}, {"type": "turn.failed", "error": {"message": "stream disconnected"}})
+    stdout = jsonl(
+        THREAD,
+        TURN,
+        {"type": "error", "message": "Reconnecting... 1/1"},
+        {"type": "turn.failed", "error": {"message": "stream disconnected"}},
+    )
     result = get_adapter("codex").parse(stdout, "", 1, "interactive")
     assert result.outcome == "error" and result.failure_reason == FAILURE_ENGINE
     assert result.failure_message == "stream disconnected"
@@ -84,7 +96,9 @@ def test_codex_turn_failed_is_an_engine_error() -> None:
 
 
 def test_codex_fatal_error_event_without_completed_turn() -> None:
-    result = get_adapter("codex").parse(jsonl(THREAD, TURN, {"type": "error", "message": "quota exceeded"}), "", 0, "auto")
+    result = get_adapter("codex").parse(
+        jsonl(THREAD, TURN, {"type": "error", "message": "quota exceeded"}), "", 0, "auto"
+    )
     assert result.outcome == "error" and result.failure_message == "quota exceeded"
 
 
@@ -113,7 +127,10 @@ GEMINI_DOC = {"session_id": "gem-1", "response": "Need anything else?", "stats":
 
 
 def test_gemini_noise_lines_then_pretty_json_document() -> None:
-    stdout = "YOLO mode is enabled. All tool calls will be automatically approved.\nWarning: {legacy} setting\n" + json.dumps(GEMINI_DOC, indent=2)
+    stdout = (
+        "YOLO mode is enabled. All tool calls will be automatically approved.\nWarning: {legacy} setting\n"
+        + json.dumps(GEMINI_DOC, indent=2)
+    )
     result = get_adapter("gemini").parse(stdout, "", 0, "interactive")
     assert result.session_handle == "gem-1"
     assert result.assistant_text == "Need anything else?"
@@ -133,7 +150,10 @@ def test_gemini_response_object_is_dumped() -> None:
 
 
 def test_gemini_error_envelope_is_an_engine_error() -> None:
-    stdout = json.dumps({"session_id": "gem-2", "error": {"type": "Error", "message": "Invalid auth method selected.", "code": 41}}, indent=2)
+    stdout = json.dumps(
+        {"session_id": "gem-2", "error": {"type": "Error", "message": "Invalid auth method selected.", "code": 41}},
+        indent=2,
+    )
     result = get_adapter("gemini").parse(stdout, "", 41, "interactive")
     assert result.outcome == "error" and result.failure_reason == FAILURE_ENGINE
     assert result.failure_message == "Invalid auth method selected."
@@ -204,7 +224,12 @@ def test_claude_stream_json_result_and_session() -> None:
     stdout = jsonl(
         INIT,
         assistant({"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "cat f"}}),
-        {"type": "user", "message": {"content": [{"type": "tool_result", "tool_use_id": "t1", "content": '{"__SKILL_DONE__": true}'}]}},
+        {
+            "type": "user",
+            "message": {
+                "content": [{"type": "tool_result", "tool_use_id": "t1", "content": '{"__SKILL_DONE__": true}'}]
+            },
+        },
         assistant({"type": "text", "text": "Which format do you want?"}),
         result_event("Which format do you want?"),
     )

@@ -97,7 +97,9 @@ def test_unknown_mode_is_refused() -> None:
         mode_patch("batch")  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("engine,root", [("codex", ".codex"), ("gemini", ".gemini"), ("iflow", ".iflow"), ("claude", ".claude")])
+@pytest.mark.parametrize(
+    "engine,root", [("codex", ".codex"), ("gemini", ".gemini"), ("iflow", ".iflow"), ("claude", ".claude")]
+)
 def test_materialize_skill_copies_into_the_engine_skill_folder_once(tmp_path: Path, engine: str, root: str) -> None:
     skill = make_skill(tmp_path, ARTIFACTS)
     request = make_request(tmp_path, "interactive", skill=skill)
@@ -108,7 +110,9 @@ def test_materialize_skill_copies_into_the_engine_skill_folder_once(tmp_path: Pa
     assert (request.run_dir / "artifacts").is_dir()
     patched = (target / "SKILL.md").read_text(encoding="utf-8")
     assert patched.count(ARTIFACT_MARKER) == 1
-    assert ARTIFACT_MARKER not in (skill.source_dir / "SKILL.md").read_text(encoding="utf-8")  # never the installed skill
+    assert ARTIFACT_MARKER not in (skill.source_dir / "SKILL.md").read_text(
+        encoding="utf-8"
+    )  # never the installed skill
     (target / "scratch.txt").write_text("kept", encoding="utf-8")
     assert adapter.materialize_skill(request) == target  # a resume turn: nothing copied or patched again
     assert (target / "SKILL.md").read_text(encoding="utf-8") == patched
@@ -144,7 +148,12 @@ def test_first_turn_prompt_without_inputs(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "response,prompt",
-    [("Use French.", "Use French."), ({"choice": "fr", "n": 1}, '{"choice":"fr","n":1}'), (["a", "é"], '["a","é"]'), (3, "3")],
+    [
+        ("Use French.", "Use French."),
+        ({"choice": "fr", "n": 1}, '{"choice":"fr","n":1}'),
+        (["a", "é"], '["a","é"]'),
+        (3, "3"),
+    ],
 )
 def test_reply_prompt_is_the_reply_itself(response: object, prompt: str) -> None:
     assert reply_prompt(response) == prompt

@@ -155,7 +155,9 @@ def test_missing_binary_is_a_spawn_failure(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("engine", ["codex", "gemini", "iflow", "claude"])
 def test_run_turn_with_missing_binary_reports_engine_spawn_failed(tmp_path: Path, engine: str) -> None:
-    result = get_adapter(engine).run_turn(make_request(tmp_path), make_config(tmp_path, tmp_path / "missing" / engine), FakeControl())
+    result = get_adapter(engine).run_turn(
+        make_request(tmp_path), make_config(tmp_path, tmp_path / "missing" / engine), FakeControl()
+    )
     assert result.outcome == "error"
     assert result.failure_reason == FAILURE_SPAWN
     assert "does not exist" in result.failure_message
@@ -173,7 +175,11 @@ def test_output_is_capped_keeping_head_and_tail() -> None:
 
 def test_large_output_is_read_to_eof_and_capped(tmp_path: Path) -> None:
     result = run_process(
-        ["python3", "-c", "import sys; sys.stdout.write('{\"first\": 1}\\n' + 'x' * (9 * 1024 * 1024) + '\\n{\"last\": 2}\\n')"],
+        [
+            "python3",
+            "-c",
+            "import sys; sys.stdout.write('{\"first\": 1}\\n' + 'x' * (9 * 1024 * 1024) + '\\n{\"last\": 2}\\n')",
+        ],
         cwd=tmp_path,
         env=ENV,
         control=FakeControl(),

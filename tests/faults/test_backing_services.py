@@ -30,7 +30,12 @@ def test_redis_restarted_while_runs_are_queued_and_running(deployments):
     # refusal with no run behind it: never a 500 that still created a run (its retry would
     # create a second one).
     before = set(d.runs())
-    code, body = d.request("POST", "/v1/jobs", "bob", {"skill_id": "haiku-writer", "engine": "codex", "input": {"topic": "during the outage"}})
+    code, body = d.request(
+        "POST",
+        "/v1/jobs",
+        "bob",
+        {"skill_id": "haiku-writer", "engine": "codex", "input": {"topic": "during the outage"}},
+    )
     created = set(d.runs()) - before
     time.sleep(3)  # the running turn ends while Redis is still down
     d.redis.start()
@@ -62,7 +67,9 @@ def test_database_unreachable_for_a_few_seconds(deployments):
     d.proxy.restore()
 
     wait_until(lambda: d.request("GET", "/v1/system/readyz")[0] == 200, 30, "the service to be ready again")
-    code, body = d.request("POST", f"/v1/jobs/{waiting}/interaction/reply", "alice", {"interaction_id": 1, "response": "Stavanger"})
+    code, body = d.request(
+        "POST", f"/v1/jobs/{waiting}/interaction/reply", "alice", {"interaction_id": 1, "response": "Stavanger"}
+    )
     assert code == 200, body
     runs = check_all(d, timeout=40)
     for request_id in running:

@@ -30,7 +30,11 @@ def _alive(pid: int) -> bool:
 
 
 def _engine_start(d, request_id: str) -> dict:
-    return wait_until(lambda: next((c for c in d.engine.starts() if c["run"] == request_id), None), 30, f"the engine of {request_id} to start")
+    return wait_until(
+        lambda: next((c for c in d.engine.starts() if c["run"] == request_id), None),
+        30,
+        f"the engine of {request_id} to start",
+    )
 
 
 def test_worker_killed_mid_turn_is_reaped_by_the_surviving_worker(deployments):
@@ -84,7 +88,9 @@ def test_web_killed_while_a_run_waits(deployments):
 
     d.start_web(0)
     d.wait_web(0)
-    code, body = d.request("POST", f"/v1/jobs/{request_id}/interaction/reply", "alice", {"interaction_id": 1, "response": "Bergen"}, web=0)
+    code, body = d.request(
+        "POST", f"/v1/jobs/{request_id}/interaction/reply", "alice", {"interaction_id": 1, "response": "Bergen"}, web=0
+    )
     assert code == 200 and body["accepted"], body
     rest = socket.recv_until_closed(timeout=30)
     socket.close()
@@ -97,7 +103,9 @@ def test_web_killed_while_a_run_waits(deployments):
     assert runs[request_id]["status"] == "succeeded"
     assert d.engine.prompts_of(request_id)[1:] == ["Bergen"]
     code, body = d.request("GET", f"/v1/jobs/{request_id}/interaction/history", "alice", web=1)
-    assert [(i["interaction_id"], i["response"], i["resolution_mode"]) for i in body["interactions"]] == [(1, "Bergen", "user_reply")]
+    assert [(i["interaction_id"], i["response"], i["resolution_mode"]) for i in body["interactions"]] == [
+        (1, "Bergen", "user_reply")
+    ]
 
 
 def test_everything_killed_at_once_with_runs_in_every_state(deployments):
@@ -133,11 +141,19 @@ def test_everything_killed_at_once_with_runs_in_every_state(deployments):
 
     recovered = d.wait_status("alice", waiting, {"waiting_user"})
     assert recovered["recovery_state"] == "recovered_waiting" and recovered["pending_interaction_id"] == 1, recovered
-    code, body = d.request("POST", f"/v1/jobs/{waiting}/interaction/reply", "alice", {"interaction_id": 1, "response": "Tromsø"})
+    code, body = d.request(
+        "POST", f"/v1/jobs/{waiting}/interaction/reply", "alice", {"interaction_id": 1, "response": "Tromsø"}
+    )
     assert code == 200, body
     runs = check_all(d)
     assert runs[waiting]["status"] == "succeeded"
     assert d.engine.prompts_of(waiting)[1:] == ["Tromsø"]
     assert runs[done]["status"] == "succeeded" and d.events("alice", done) == done_events
-    assert {r: n for r, n in d.engine.starts_per_run().items()} == {done: 1, waiting: 2, running: 1, queued[0]: 1, queued[1]: 1}
+    assert {r: n for r, n in d.engine.starts_per_run().items()} == {
+        done: 1,
+        waiting: 2,
+        running: 1,
+        queued[0]: 1,
+        queued[1]: 1,
+    }
     assert os.path.isdir(d.data_dir / "runs" / running)

@@ -43,10 +43,16 @@ def test_run_created_while_the_broker_is_down(api, install_skill, fake_codex, br
 
     install_skill("haiku-writer")
     fake_codex.script({"files": {"artifacts/haiku.md": "a\nb\nc\n"}, "message": json.dumps(HAIKU)})
-    response = api.post("/v1/jobs", {"skill_id": "haiku-writer", "engine": "codex", "input": {"topic": "sea"}}, format="json")
+    response = api.post(
+        "/v1/jobs", {"skill_id": "haiku-writer", "engine": "codex", "input": {"topic": "sea"}}, format="json"
+    )
     runs = list(Run.objects.all())
     committed = [(str(r.pk), r.status) for r in runs]
-    assert response.status_code == 200 or (response.status_code == 503 and not committed), (response.status_code, "runs in the database:", committed)
+    assert response.status_code == 200 or (response.status_code == 503 and not committed), (
+        response.status_code,
+        "runs in the database:",
+        committed,
+    )
     if response.status_code == 503:
         return
     assert [str(r.pk) for r in runs] == [response.json()["request_id"]] and runs[0].status == "queued"
@@ -60,18 +66,43 @@ def test_reply_while_the_broker_is_down(api, install_skill, fake_codex, broker):
     from runs.supervision import supervise_once
 
     install_skill("trip-planner")
-    plan = {"destination": "Oslo", "days": [{"day": 1, "activities": ["walk"]}], "plan_file": "artifacts/plan.md", "__SKILL_DONE__": True}
-    fake_codex.script({"message": "Where to?"}, {"files": {"artifacts/plan.md": "# Oslo\n"}, "message": json.dumps(plan)})
+    plan = {
+        "destination": "Oslo",
+        "days": [{"day": 1, "activities": ["walk"]}],
+        "plan_file": "artifacts/plan.md",
+        "__SKILL_DONE__": True,
+    }
+    fake_codex.script(
+        {"message": "Where to?"}, {"files": {"artifacts/plan.md": "# Oslo\n"}, "message": json.dumps(plan)}
+    )
     broker.down = False
-    created = api.post("/v1/jobs", {"skill_id": "trip-planner", "engine": "codex", "input": {}, "runtime_options": {"execution_mode": "interactive"}}, format="json")
+    created = api.post(
+        "/v1/jobs",
+        {
+            "skill_id": "trip-planner",
+            "engine": "codex",
+            "input": {},
+            "runtime_options": {"execution_mode": "interactive"},
+        },
+        format="json",
+    )
     rid = created.json()["request_id"]
     assert Run.objects.get(pk=rid).status == "waiting_user"
 
     broker.down = True
-    response = api.post(f"/v1/jobs/{rid}/interaction/reply", {"interaction_id": 1, "response": "Oslo", "idempotency_key": "r1"}, format="json")
+    response = api.post(
+        f"/v1/jobs/{rid}/interaction/reply",
+        {"interaction_id": 1, "response": "Oslo", "idempotency_key": "r1"},
+        format="json",
+    )
     run = Run.objects.get(pk=rid)
     unchanged = run.status == "waiting_user" and run.pending_interaction_id == 1
-    assert response.status_code == 200 or (response.status_code == 503 and unchanged), (response.status_code, "run is now", run.status, run.attempt_number)
+    assert response.status_code == 200 or (response.status_code == 503 and unchanged), (
+        response.status_code,
+        "run is now",
+        run.status,
+        run.attempt_number,
+    )
     if response.status_code == 503:
         return
     assert run.status == "queued" and run.attempt_number == 2

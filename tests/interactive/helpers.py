@@ -7,12 +7,17 @@ import os
 import signal
 from pathlib import Path
 from typing import Any
+
 from tests.support.live_service import wait_until  # noqa: F401  (re-exported to this suite)
 
 INTERACTIVE = {"execution_mode": "interactive"}
 AUTO_FRESH = {"no_cache": True}  # auto by default; never answered from the result cache
 
-PLAN = {"destination": "Kyoto", "days": [{"day": 1, "activities": ["Fushimi Inari at dawn"]}], "plan_file": "artifacts/plan.md"}
+PLAN = {
+    "destination": "Kyoto",
+    "days": [{"day": 1, "activities": ["Fushimi Inari at dawn"]}],
+    "plan_file": "artifacts/plan.md",
+}
 PLAN_FILE = {"artifacts/plan.md": "# Kyoto\n\nDay 1: Fushimi Inari at dawn\n"}
 HAIKU = {"topic": "sea", "haiku": ["waves fold", "into the grey", "morning"], "haiku_file": "artifacts/haiku.md"}
 HAIKU_FILE = {"artifacts/haiku.md": "waves fold\ninto the grey\nmorning\n"}
@@ -34,7 +39,9 @@ def ask_envelope(body: dict[str, Any], *, shape: str = "ask_user", prose: str = 
     return {"message": text, **extra}
 
 
-def plan_done(*, marker: bool = True, data: dict[str, Any] | None = None, files: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
+def plan_done(
+    *, marker: bool = True, data: dict[str, Any] | None = None, files: dict[str, str] | None = None, **extra: Any
+) -> dict[str, Any]:
     """A trip-planner turn that writes the plan artifact and answers with the result JSON."""
     payload = dict(PLAN if data is None else data)
     if marker:
@@ -52,10 +59,22 @@ def haiku_done(*, marker: bool = False, **extra: Any) -> dict[str, Any]:
 # --- API ----------------------------------------------------------------------------------------
 
 
-def job_body(skill_id: str = "trip-planner", *, engine: str = "codex", input: Any = None, runtime_options: dict[str, Any] | None = None) -> dict[str, Any]:
+def job_body(
+    skill_id: str = "trip-planner",
+    *,
+    engine: str = "codex",
+    input: Any = None,
+    runtime_options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     if input is None:
         input = {"topic": "sea"} if skill_id == "haiku-writer" else {}
-    return {"skill_id": skill_id, "engine": engine, "input": input, "parameter": {}, "runtime_options": INTERACTIVE if runtime_options is None else runtime_options}
+    return {
+        "skill_id": skill_id,
+        "engine": engine,
+        "input": input,
+        "parameter": {},
+        "runtime_options": INTERACTIVE if runtime_options is None else runtime_options,
+    }
 
 
 def start(client, skill_id: str = "trip-planner", **kwargs: Any) -> str:
@@ -78,7 +97,11 @@ def pending_of(client, request_id: str) -> dict[str, Any] | None:
 
 
 def reply(client, request_id: str, interaction_id: int, response: Any, **extra: Any):
-    return client.post(f"/v1/jobs/{request_id}/interaction/reply", {"interaction_id": interaction_id, "response": response, **extra}, format="json")
+    return client.post(
+        f"/v1/jobs/{request_id}/interaction/reply",
+        {"interaction_id": interaction_id, "response": response, **extra},
+        format="json",
+    )
 
 
 def history_of(client, request_id: str) -> list[dict[str, Any]]:
@@ -124,8 +147,6 @@ def assert_events_consistent(events: list[dict[str, Any]]) -> None:
 
 
 # --- processes and waiting ----------------------------------------------------------------------
-
-
 
 
 def process_alive(pid: int) -> bool:

@@ -21,7 +21,15 @@ def test_cancel_waiting_resumable_run(api, haiku, fake_codex, settings):
     get 409, a second cancel is not accepted, and no further engine turn runs."""
     settings.SKILLRUNNER_MAX_CONCURRENT_TURNS = 1
     fake_codex.script(ask(), haiku_done())
-    request_id = start(api, "haiku-writer", runtime_options={"execution_mode": "interactive", "interactive_require_user_reply": False, "session_timeout_sec": 1})
+    request_id = start(
+        api,
+        "haiku-writer",
+        runtime_options={
+            "execution_mode": "interactive",
+            "interactive_require_user_reply": False,
+            "session_timeout_sec": 1,
+        },
+    )
 
     assert _cancel(api, request_id) == {"request_id": request_id, "status": "canceled", "accepted": True}
     status = status_of(api, request_id)

@@ -92,7 +92,9 @@ def test_interactive_done_marker_with_valid_output_succeeds(api, trip, fake_code
 def test_strong_evidence_done_marker_completes_without_waiting(api, trip, fake_codex):
     """Seed scenario: strong evidence 优先完成 — with the marker the run converges on completion,
     never on waiting, even after an earlier question (a standalone marker line counts too)."""
-    fake_codex.script(ask(), {"files": PLAN_FILE, "message": "Here is your plan:\n" + json.dumps(PLAN) + '\n{"__SKILL_DONE__": true}'})
+    fake_codex.script(
+        ask(), {"files": PLAN_FILE, "message": "Here is your plan:\n" + json.dumps(PLAN) + '\n{"__SKILL_DONE__": true}'}
+    )
     request_id = start(api)
     assert status_of(api, request_id)["status"] == "waiting_user"
     assert reply(api, request_id, 1, "Kyoto, one day").status_code == 200
@@ -106,7 +108,9 @@ def test_done_marker_wins_over_an_ask_user_envelope_in_the_same_message(api, tri
     """R-LC2 order: step 2 (marker) comes before any question handling — a final result with the
     marker completes the run even when the message also carries an ask_user envelope."""
     envelope = {"ask_user": {"interaction_id": 1, "prompt": "Anything else?"}}
-    fake_codex.script({"files": PLAN_FILE, "message": json.dumps({**PLAN, "__SKILL_DONE__": True}) + "\n" + json.dumps(envelope)})
+    fake_codex.script(
+        {"files": PLAN_FILE, "message": json.dumps({**PLAN, "__SKILL_DONE__": True}) + "\n" + json.dumps(envelope)}
+    )
     request_id = start(api)
     status = status_of(api, request_id)
     assert status["status"] == "succeeded" and status["interaction_count"] == 0, status
@@ -116,8 +120,14 @@ def test_done_marker_wins_over_an_ask_user_envelope_in_the_same_message(api, tri
 @pytest.mark.parametrize(
     "step, code",
     [
-        pytest.param(plan_done(marker=True, data={"destination": "Kyoto", "plan_file": "artifacts/plan.md"}), "OUTPUT_SCHEMA_INVALID", id="schema-invalid"),
-        pytest.param({"message": 'All done, enjoy the trip!\n{"__SKILL_DONE__": true}'}, "OUTPUT_MISSING", id="unparsable-output"),
+        pytest.param(
+            plan_done(marker=True, data={"destination": "Kyoto", "plan_file": "artifacts/plan.md"}),
+            "OUTPUT_SCHEMA_INVALID",
+            id="schema-invalid",
+        ),
+        pytest.param(
+            {"message": 'All done, enjoy the trip!\n{"__SKILL_DONE__": true}'}, "OUTPUT_MISSING", id="unparsable-output"
+        ),
         pytest.param(plan_done(marker=True, files={}), "ARTIFACT_MISSING", id="required-artifact-missing"),
     ],
 )
@@ -205,7 +215,11 @@ def test_max_attempt_reached_fails_with_interactive_max_attempt_exceeded(api, tr
 
 def test_max_attempt_reached_with_valid_ask_user_still_fails(api, trip, fake_codex):
     """R-LC2 step 4: the cap also ends a turn that asked a perfectly valid question."""
-    fake_codex.script(ask_envelope({"interaction_id": 9, "kind": "choose_one", "prompt": "Train or plane?", "options": ["train", "plane"]}))
+    fake_codex.script(
+        ask_envelope(
+            {"interaction_id": 9, "kind": "choose_one", "prompt": "Train or plane?", "options": ["train", "plane"]}
+        )
+    )
     request_id = start(api)
     _answer_until_attempt(api, request_id, 4)
     _failed_with(api, request_id, MAX_ATTEMPT)

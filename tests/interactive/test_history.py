@@ -15,7 +15,18 @@ from .helpers import ask, ask_envelope, haiku_done, history_of, reply, start, st
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 
-RECORD_FIELDS = {"interaction_id", "attempt_number", "kind", "prompt", "payload", "asked_at", "response", "resolution_mode", "answered_at", "answered_by"}
+RECORD_FIELDS = {
+    "interaction_id",
+    "attempt_number",
+    "kind",
+    "prompt",
+    "payload",
+    "asked_at",
+    "response",
+    "resolution_mode",
+    "answered_at",
+    "answered_by",
+}
 NON_STRICT = {"execution_mode": "interactive", "interactive_require_user_reply": False, "session_timeout_sec": 1}
 
 
@@ -79,7 +90,9 @@ def test_history_lists_every_question_and_answer_oldest_first_with_counters(api,
     pending_interaction_id follow the history; an open question is listed unanswered."""
     fake_codex.script(
         ask("Which season?"),
-        ask_envelope({"interaction_id": 2, "kind": "choose_one", "prompt": "Which mood?", "options": ["calm", "stormy"]}),
+        ask_envelope(
+            {"interaction_id": 2, "kind": "choose_one", "prompt": "Which mood?", "options": ["calm", "stormy"]}
+        ),
         ask("Any word that must appear?"),
         haiku_done(),
     )
@@ -91,7 +104,10 @@ def test_history_lists_every_question_and_answer_oldest_first_with_counters(api,
     status = status_of(api, request_id)
     assert (status["interaction_count"], status["auto_decision_count"], status["pending_interaction_id"]) == (2, 0, 2)
     history = history_of(api, request_id)
-    assert [(h["interaction_id"], h["response"], h["resolution_mode"]) for h in history] == [(1, "winter", "user_reply"), (2, None, "")]
+    assert [(h["interaction_id"], h["response"], h["resolution_mode"]) for h in history] == [
+        (1, "winter", "user_reply"),
+        (2, None, ""),
+    ]
     assert history[1]["answered_at"] is None and history[1]["answered_by"] is None
     assert history[1]["kind"] == "choose_one"
 
@@ -102,7 +118,11 @@ def test_history_lists_every_question_and_answer_oldest_first_with_counters(api,
     assert reply(api, request_id, 3, "lantern").status_code == 200
     status = status_of(api, request_id)
     assert status["status"] == "succeeded"
-    assert (status["interaction_count"], status["auto_decision_count"], status["pending_interaction_id"]) == (3, 1, None)
+    assert (status["interaction_count"], status["auto_decision_count"], status["pending_interaction_id"]) == (
+        3,
+        1,
+        None,
+    )
     history = history_of(api, request_id)
     assert [h["interaction_id"] for h in history] == [1, 2, 3]
     assert [h["attempt_number"] for h in history] == [1, 2, 3]

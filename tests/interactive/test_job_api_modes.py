@@ -56,7 +56,11 @@ def test_requested_mode_allowed_by_skill_is_accepted(api, haiku, fake_codex):
     """Seed scenario: 请求模式被 Skill 允许 — haiku-writer declares both modes: both are accepted."""
     fake_codex.script(haiku_done())
     for mode in ("auto", "interactive"):
-        response = api.post("/v1/jobs", job_body("haiku-writer", runtime_options={"execution_mode": mode, "no_cache": True}), format="json")
+        response = api.post(
+            "/v1/jobs",
+            job_body("haiku-writer", runtime_options={"execution_mode": mode, "no_cache": True}),
+            format="json",
+        )
         assert response.status_code == 200, response.content
         assert status_of(api, response.json()["request_id"])["execution_mode"] == mode
 
@@ -69,14 +73,18 @@ def test_requested_mode_not_allowed_by_skill_is_400(api, trip, install_skill):
         assert response.status_code == 400, response.content
         assert error_code(response) == "SKILL_EXECUTION_MODE_UNSUPPORTED"
     install_skill("word-count")
-    response = api.post("/v1/jobs", job_body("word-count", input={"document": "a.txt"}, runtime_options=INTERACTIVE), format="json")
+    response = api.post(
+        "/v1/jobs", job_body("word-count", input={"document": "a.txt"}, runtime_options=INTERACTIVE), format="json"
+    )
     assert response.status_code == 400 and error_code(response) == "SKILL_EXECUTION_MODE_UNSUPPORTED"
     assert _run_count() == 0
 
 
 def test_engine_in_effective_engines_is_accepted(api, install_skill, tmp_path, fake_codex):
     """Seed scenario: 请求引擎在有效集合内 — an engine of effective_engines is accepted."""
-    install_skill("trip-planner", root=_trip_planner_with(tmp_path, engines=["codex", "claude"], unsupported_engines=["gemini"]))
+    install_skill(
+        "trip-planner", root=_trip_planner_with(tmp_path, engines=["codex", "claude"], unsupported_engines=["gemini"])
+    )
     fake_codex.script(ask())
     request_id = start(api, engine="codex")
     assert status_of(api, request_id)["status"] == "waiting_user"
@@ -111,7 +119,7 @@ def _run_local_skill_md(request_id: str, skill_id: str) -> str:
 
 
 def _mode_part(text: str) -> str:
-    return text[text.index("<!-- skill-runner:mode-patch -->"):]
+    return text[text.index("<!-- skill-runner:mode-patch -->") :]
 
 
 def test_interactive_patch_does_not_mandate_ask_user_structure(api, haiku, fake_codex):

@@ -8,7 +8,7 @@ import os
 import signal
 import subprocess
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -52,7 +52,12 @@ def services(tmp_path):
 
 
 def _create(live: LiveService, token: str, engine: str, runtime_options: dict) -> str:
-    status, body = live.request("POST", "/v1/jobs", token, {"skill_id": "trip-planner", "engine": engine, "input": {}, "runtime_options": runtime_options})
+    status, body = live.request(
+        "POST",
+        "/v1/jobs",
+        token,
+        {"skill_id": "trip-planner", "engine": engine, "input": {}, "runtime_options": runtime_options},
+    )
     assert status == 200, body
     return body["request_id"]
 
@@ -72,15 +77,22 @@ def test_wait_deadline_survives_worker_restart_and_the_worker_fires_it(services,
     fake.script(ask(), plan_done())
     live = services({"SKILLRUNNER_CODEX_BIN": str(fake.binary)}).start()
     token = live.token("alice")
-    request_id = _create(live, token, "codex", {"execution_mode": "interactive", "interactive_require_user_reply": False, "session_timeout_sec": 3})
+    request_id = _create(
+        live,
+        token,
+        "codex",
+        {"execution_mode": "interactive", "interactive_require_user_reply": False, "session_timeout_sec": 3},
+    )
     waiting = live.wait_for_status(token, request_id, {"waiting_user", "failed", "succeeded"})
     assert waiting["status"] == "waiting_user", waiting
     deadline = datetime.fromisoformat(waiting["wait_deadline_at"].replace("Z", "+00:00"))
 
     live.kill(live.workers[0], signal.SIGKILL)
-    time.sleep(max(0.0, (deadline - datetime.now(timezone.utc)).total_seconds()) + 0.5)
+    time.sleep(max(0.0, (deadline - datetime.now(UTC)).total_seconds()) + 0.5)
     status = live.request("GET", f"/v1/jobs/{request_id}", token)[1]
-    assert status["status"] == "waiting_user" and status["wait_deadline_at"] == waiting["wait_deadline_at"]  # persisted, not yet fired
+    assert (
+        status["status"] == "waiting_user" and status["wait_deadline_at"] == waiting["wait_deadline_at"]
+    )  # persisted, not yet fired
 
     live.start_worker()
     done = live.wait_for_status(token, request_id, {"succeeded", "failed", "canceled"}, timeout=60)
@@ -124,8 +136,12 @@ def test_sticky_run_whose_worker_was_killed_fails_interaction_process_lost(servi
         assert failed["status"] == "failed", failed
         assert failed["error"]["code"] == "INTERACTION_PROCESS_LOST"
         assert failed["recovery_state"] == "failed_reconciled"
-        live.wait_until(lambda: not any(process_alive(pid) for pid in engine), 20, "the resident engine process to be gone")
-        code, body = live.request("POST", f"/v1/jobs/{request_id}/interaction/reply", token, {"interaction_id": 1, "response": "Kyoto"})
+        live.wait_until(
+            lambda: not any(process_alive(pid) for pid in engine), 20, "the resident engine process to be gone"
+        )
+        code, body = live.request(
+            "POST", f"/v1/jobs/{request_id}/interaction/reply", token, {"interaction_id": 1, "response": "Kyoto"}
+        )
         assert code == 409, body
 
 
@@ -148,16 +164,24 @@ def test_sticky_run_interrupted_in_a_resumed_turn_has_its_engine_killed(services
         ).start()
         token = live.token("alice")
         request_id = _create(live, token, "claude", {"execution_mode": "interactive"})
-        assert live.wait_for_status(token, request_id, {"waiting_user", "failed", "succeeded"})["status"] == "waiting_user"
+        assert (
+            live.wait_for_status(token, request_id, {"waiting_user", "failed", "succeeded"})["status"] == "waiting_user"
+        )
         engine = processes_in(live.data_dir / "runs" / request_id)
         assert engine
-        code, body = live.request("POST", f"/v1/jobs/{request_id}/interaction/reply", token, {"interaction_id": 1, "response": "Kyoto"})
+        code, body = live.request(
+            "POST", f"/v1/jobs/{request_id}/interaction/reply", token, {"interaction_id": 1, "response": "Kyoto"}
+        )
         assert code == 200 and body["status"] == "running", body
-        live.wait_until(lambda: len([r for r in server.requests if r.step_index == 1]) >= 1, 30, "the resumed turn's model call")
+        live.wait_until(
+            lambda: len([r for r in server.requests if r.step_index == 1]) >= 1, 30, "the resumed turn's model call"
+        )
 
         live.kill(live.workers[0], signal.SIGKILL)
         live.start_worker()
         failed = live.wait_for_status(token, request_id, {"failed", "succeeded", "canceled"}, timeout=60)
         assert failed["error"]["code"] == "ORCHESTRATOR_RESTART_INTERRUPTED", failed
         # Well before the 40 s model call would have ended on its own.
-        live.wait_until(lambda: not any(process_alive(pid) for pid in engine), 10, "the orphaned engine process to be killed")
+        live.wait_until(
+            lambda: not any(process_alive(pid) for pid in engine), 10, "the orphaned engine process to be killed"
+        )

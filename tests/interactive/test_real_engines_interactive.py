@@ -14,7 +14,17 @@ import pytest
 
 from tests.support.engine_env import engine_binary
 
-from .helpers import PLAN, history_of, kill_all, pending_of, processes_in, result_of, status_of, wait_until, warning_codes
+from .helpers import (
+    PLAN,
+    history_of,
+    kill_all,
+    pending_of,
+    processes_in,
+    result_of,
+    status_of,
+    wait_until,
+    warning_codes,
+)
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 
@@ -55,7 +65,9 @@ def _logs(api, request_id: str) -> str:
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_real_engine_plain_text_question_gets_backend_built_pending(engine, api, trip, real_engine, model_server, background_runs):
+def test_real_engine_plain_text_question_gets_backend_built_pending(
+    engine, api, trip, real_engine, model_server, background_runs
+):
     """R-LC4 with a real CLI: the model asks in plain words, with no ask_user envelope and no JSON;
     the run waits on a pending the backend built from that message, and can be canceled."""
     real_engine(engine)
@@ -81,7 +93,9 @@ def test_real_engine_plain_text_question_gets_backend_built_pending(engine, api,
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_real_engine_finishing_without_done_marker_soft_completes(engine, api, trip, real_engine, model_server, background_runs):
+def test_real_engine_finishing_without_done_marker_soft_completes(
+    engine, api, trip, real_engine, model_server, background_runs
+):
     """R-LC2 step 3 with a real CLI: the model writes the artifact and answers with schema-valid
     JSON but no __SKILL_DONE__: succeeded with INTERACTIVE_COMPLETED_WITHOUT_DONE_MARKER."""
     real_engine(engine)
@@ -99,28 +113,47 @@ def test_real_engine_finishing_without_done_marker_soft_completes(engine, api, t
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_real_engine_resumed_turn_that_asks_again_waits_again(engine, api, trip, real_engine, model_server, background_runs):
+def test_real_engine_resumed_turn_that_asks_again_waits_again(
+    engine, api, trip, real_engine, model_server, background_runs
+):
     """R-EN6/R-EN7 with a real CLI: the reply resumes the engine's session (a new process for
     codex/gemini, the live one for claude), the agent asks a second question in plain words, and
     the run waits again on interaction 2 — the resumed turn still reports its session."""
     real_engine(engine)
-    model_server.set_script([{"text": PLAIN_QUESTION}, {"text": "And in which season?"}, WRITE_PLAN, {"text": json.dumps({**PLAN, "__SKILL_DONE__": True})}])
+    model_server.set_script(
+        [
+            {"text": PLAIN_QUESTION},
+            {"text": "And in which season?"},
+            WRITE_PLAN,
+            {"text": json.dumps({**PLAN, "__SKILL_DONE__": True})},
+        ]
+    )
     run = background_runs(engine=engine)
     assert run.wait_for(api, {"waiting_user", "failed", "succeeded"}, timeout=120)["status"] == "waiting_user"
     from runs.models import Run
 
     session = Run.objects.get(pk=run.request_id).session_handle
-    response = api.post(f"/v1/jobs/{run.request_id}/interaction/reply", {"interaction_id": 1, "response": "Kyoto, one day"}, format="json")
+    response = api.post(
+        f"/v1/jobs/{run.request_id}/interaction/reply",
+        {"interaction_id": 1, "response": "Kyoto, one day"},
+        format="json",
+    )
     assert response.status_code == 200, response.content
     status = wait_until(
-        lambda: (s := status_of(api, run.request_id))["status"] in ("waiting_user", "failed", "succeeded") and s["attempt_number"] == 2 and s,
+        lambda: (
+            (s := status_of(api, run.request_id))["status"] in ("waiting_user", "failed", "succeeded")
+            and s["attempt_number"] == 2
+            and s
+        ),
         120,
         "the resumed turn to end",
     )
     assert status["status"] == "waiting_user", (status, _logs(api, run.request_id))
     assert pending_of(api, run.request_id)["prompt"] == "And in which season?"
     assert Run.objects.get(pk=run.request_id).session_handle == session
-    response = api.post(f"/v1/jobs/{run.request_id}/interaction/reply", {"interaction_id": 2, "response": "autumn"}, format="json")
+    response = api.post(
+        f"/v1/jobs/{run.request_id}/interaction/reply", {"interaction_id": 2, "response": "autumn"}, format="json"
+    )
     assert response.status_code == 200, response.content
     status = run.wait_for(api, {"failed", "succeeded", "canceled"}, timeout=120)
     assert status["status"] == "succeeded", (status, _logs(api, run.request_id))

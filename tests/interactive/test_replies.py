@@ -32,7 +32,10 @@ def _prompts(fake_codex) -> list[str]:
 def test_free_text_reply_is_accepted_without_kind_fields(api, trip, fake_codex):
     """Seed scenario: 提交自由文本回复 — a plain string is accepted; no object shaped after `kind`
     is required, and the run goes on with it."""
-    fake_codex.script(ask_envelope({"interaction_id": 1, "kind": "choose_one", "prompt": "City?", "options": ["Kyoto", "Osaka"]}), plan_done())
+    fake_codex.script(
+        ask_envelope({"interaction_id": 1, "kind": "choose_one", "prompt": "City?", "options": ["Kyoto", "Osaka"]}),
+        plan_done(),
+    )
     request_id = start(api)
     response = reply(api, request_id, 1, "Somewhere quiet near Kyoto, please, not on the list")
     assert response.status_code == 200, response.content
@@ -46,7 +49,9 @@ def test_free_text_reply_is_accepted_without_kind_fields(api, trip, fake_codex):
 def test_free_text_reply_accepted_for_every_kind(api, trip, fake_codex, kind):
     """Seed scenario: 各 kind 下均可提交自由文本 — whatever the kind, free text is accepted and the
     orchestration continues; nothing is refused for not matching a fixed reply structure."""
-    fake_codex.script(ask_envelope({"interaction_id": 1, "kind": kind, "prompt": "Your call?", "options": ["yes", "no"]}), plan_done())
+    fake_codex.script(
+        ask_envelope({"interaction_id": 1, "kind": kind, "prompt": "Your call?", "options": ["yes", "no"]}), plan_done()
+    )
     request_id = start(api)
     assert status_of(api, request_id)["status"] == "waiting_user"
     response = reply(api, request_id, 1, "hmm, neither — surprise me")
@@ -60,7 +65,9 @@ def test_kind_is_display_only_and_never_constrains_replies(api, trip, fake_codex
     with a value outside its options are both taken as they are."""
     fake_codex.script(
         ask_envelope({"interaction_id": 1, "kind": "confirm", "prompt": "Book the ryokan?"}),
-        ask_envelope({"interaction_id": 2, "kind": "choose_one", "prompt": "Train or plane?", "options": ["train", "plane"]}),
+        ask_envelope(
+            {"interaction_id": 2, "kind": "choose_one", "prompt": "Train or plane?", "options": ["train", "plane"]}
+        ),
         plan_done(),
     )
     request_id = start(api)
@@ -144,7 +151,9 @@ def test_reply_with_stale_interaction_id_is_409(api, haiku, fake_codex):
     stale = reply(api, request_id, 1, "first answer, again")
     assert stale.status_code == 409 and error_code(stale) == "INTERACTION_STALE"
     status = status_of(api, request_id)
-    assert status["status"] == "waiting_user" and status["pending_interaction_id"] == 2 and status["attempt_number"] == 2
+    assert (
+        status["status"] == "waiting_user" and status["pending_interaction_id"] == 2 and status["attempt_number"] == 2
+    )
     assert [h["response"] for h in history_of(api, request_id)] == ["first answer", None]
 
 
@@ -196,7 +205,9 @@ def test_malformed_reply_is_400_and_changes_nothing(api, trip, fake_codex, body)
     assert status["status"] == "waiting_user" and status["pending_interaction_id"] == 1
 
 
-def test_reply_to_another_users_run_is_404_and_staff_reply_is_recorded_as_theirs(api, bob_api, staff_api, trip, fake_codex):
+def test_reply_to_another_users_run_is_404_and_staff_reply_is_recorded_as_theirs(
+    api, bob_api, staff_api, trip, fake_codex
+):
     """SPEC §8 ownership: bob cannot see (nor answer) alice's run; staff can, and the history says
     who answered (R-LC6)."""
     fake_codex.script(ask(), plan_done())

@@ -38,7 +38,15 @@ def _waiting_run(api, fake_codex, manual_dispatch) -> str:
     from runs.models import Run
 
     fake_codex.script(ask("Which season?"), haiku_done())
-    request_id = start(api, "haiku-writer", runtime_options={"execution_mode": "interactive", "interactive_require_user_reply": False, "session_timeout_sec": 1})
+    request_id = start(
+        api,
+        "haiku-writer",
+        runtime_options={
+            "execution_mode": "interactive",
+            "interactive_require_user_reply": False,
+            "session_timeout_sec": 1,
+        },
+    )
     manual_dispatch.run_inline(request_id, 1)
     assert status_of(api, request_id)["status"] == "waiting_user"
     # The deadline is moved into the past instead of sleeping through session_timeout_sec.
@@ -46,7 +54,9 @@ def _waiting_run(api, fake_codex, manual_dispatch) -> str:
     return request_id
 
 
-def _race(request_id: str, user, *, repliers: int, expirers: int, cancelers: int, retry: bool = False) -> list[tuple[str, int, object]]:
+def _race(
+    request_id: str, user, *, repliers: int, expirers: int, cancelers: int, retry: bool = False
+) -> list[tuple[str, int, object]]:
     """Run the contenders at once; returns (action, index, outcome) with outcome True (won),
     False (lost cleanly) or the unexpected exception. With `retry` every reply is the same one
     (same response, same idempotency key), as a client retrying on a flaky network would send."""
@@ -54,7 +64,11 @@ def _race(request_id: str, user, *, repliers: int, expirers: int, cancelers: int
     from runs.models import Run
     from skillrunner.errors import Conflict
 
-    actions = [("reply", i) for i in range(repliers)] + [("expire", i) for i in range(expirers)] + [("cancel", i) for i in range(cancelers)]
+    actions = (
+        [("reply", i) for i in range(repliers)]
+        + [("expire", i) for i in range(expirers)]
+        + [("cancel", i) for i in range(cancelers)]
+    )
     barrier = threading.Barrier(len(actions))
     outcomes: list[tuple[str, int, object]] = []
     lock = threading.Lock()
@@ -66,7 +80,9 @@ def _race(request_id: str, user, *, repliers: int, expirers: int, cancelers: int
             if action == "reply":
                 try:
                     tag = "retried" if retry else index
-                    services.submit_reply(run, user=user, interaction_id=1, response=f"answer {tag}", idempotency_key=f"key-{tag}")
+                    services.submit_reply(
+                        run, user=user, interaction_id=1, response=f"answer {tag}", idempotency_key=f"key-{tag}"
+                    )
                     outcome: object = True
                 except Conflict:
                     outcome = False
@@ -107,9 +123,15 @@ def _replies_and_auto_decisions_race(api, alice, fake_codex, manual_dispatch) ->
         assert answers.count() == 1
         answer = answers.get()
         status = status_of(api, request_id)
-        assert status["status"] == "queued" and status["attempt_number"] == 2 and status["pending_interaction_id"] is None
+        assert (
+            status["status"] == "queued" and status["attempt_number"] == 2 and status["pending_interaction_id"] is None
+        )
         if action == "reply":
-            assert (answer.response, answer.resolution_mode, answer.answered_by.username) == (f"answer {index}", "user_reply", "alice")
+            assert (answer.response, answer.resolution_mode, answer.answered_by.username) == (
+                f"answer {index}",
+                "user_reply",
+                "alice",
+            )
             assert status["auto_decision_count"] == 0
         else:
             assert (answer.resolution_mode, answer.answered_by) == ("auto_decide_timeout", None)
@@ -117,7 +139,10 @@ def _replies_and_auto_decisions_race(api, alice, fake_codex, manual_dispatch) ->
         events = events_of(api, request_id)
         assert_events_consistent(events)
         assert [e["kind"] for e in events].count("interaction_reply") == 1
-        assert [(e["payload"]["from"], e["payload"]["to"]) for e in events if e["kind"] == "status"][-1] == ("waiting_user", "queued")
+        assert [(e["payload"]["from"], e["payload"]["to"]) for e in events if e["kind"] == "status"][-1] == (
+            "waiting_user",
+            "queued",
+        )
         # The next turn is queued exactly once (earlier rounds' runs stay queued and are re-offered).
         assert [e for e in manual_dispatch.enqueued if e[0] == request_id] == [(request_id, 2)]
         assert [h["response"] for h in history_of(api, request_id)] == [answer.response]
@@ -168,7 +193,9 @@ def _retried_reply_race(api, alice, fake_codex, manual_dispatch) -> None:
 
 @pytest.mark.scaleout
 @requires_postgres
-def test_exactly_one_of_concurrent_replies_and_auto_decisions_wins_on_postgres(api, alice, fake_codex, manual_dispatch, install_skill):
+def test_exactly_one_of_concurrent_replies_and_auto_decisions_wins_on_postgres(
+    api, alice, fake_codex, manual_dispatch, install_skill
+):
     """R-LC5 on PostgreSQL: replies (different responses and keys) and two supervisors' deadline
     expiries race; one answer, one resumed turn, one consistent event log."""
     install_skill("haiku-writer")
@@ -178,7 +205,9 @@ def test_exactly_one_of_concurrent_replies_and_auto_decisions_wins_on_postgres(a
 
 @pytest.mark.scaleout
 @requires_postgres
-def test_exactly_one_of_concurrent_replies_auto_decisions_and_cancels_wins_on_postgres(api, alice, fake_codex, manual_dispatch, install_skill):
+def test_exactly_one_of_concurrent_replies_auto_decisions_and_cancels_wins_on_postgres(
+    api, alice, fake_codex, manual_dispatch, install_skill
+):
     """R-LC5 + R-LC11 on PostgreSQL: with cancels in the race, exactly one contender takes the run
     out of waiting_user; history has one answer unless a cancel came first."""
     install_skill("haiku-writer")
@@ -188,7 +217,9 @@ def test_exactly_one_of_concurrent_replies_auto_decisions_and_cancels_wins_on_po
 
 @pytest.mark.scaleout
 @requires_postgres
-def test_concurrent_retries_of_one_reply_record_one_answer_on_postgres(api, alice, fake_codex, manual_dispatch, install_skill):
+def test_concurrent_retries_of_one_reply_record_one_answer_on_postgres(
+    api, alice, fake_codex, manual_dispatch, install_skill
+):
     """R-LC5 on PostgreSQL: the same reply (same idempotency key) sent concurrently is accepted
     every time and recorded once."""
     install_skill("haiku-writer")
@@ -202,13 +233,17 @@ def test_concurrent_retries_of_one_reply_record_one_answer(api, alice, fake_code
     _retried_reply_race(api, alice, fake_codex, manual_dispatch)
 
 
-def test_exactly_one_of_concurrent_replies_and_auto_decisions_wins(api, alice, fake_codex, manual_dispatch, install_skill):
+def test_exactly_one_of_concurrent_replies_and_auto_decisions_wins(
+    api, alice, fake_codex, manual_dispatch, install_skill
+):
     """R-LC5 on the configured database (SQLite with IMMEDIATE transactions by default)."""
     install_skill("haiku-writer")
     _replies_and_auto_decisions_race(api, alice, fake_codex, manual_dispatch)
 
 
-def test_exactly_one_of_concurrent_replies_auto_decisions_and_cancels_wins(api, alice, fake_codex, manual_dispatch, install_skill):
+def test_exactly_one_of_concurrent_replies_auto_decisions_and_cancels_wins(
+    api, alice, fake_codex, manual_dispatch, install_skill
+):
     """R-LC5 + R-LC11 on the configured database (SQLite with IMMEDIATE transactions by default)."""
     install_skill("haiku-writer")
     _replies_auto_decisions_and_cancels_race(api, alice, fake_codex, manual_dispatch)

@@ -20,7 +20,7 @@ def _attempt_prompt(request_id: str, attempt: int) -> str:
 def test_reply_text_is_exactly_the_next_turn_prompt(api, haiku, fake_codex):
     """R-EN6: the resumed turn's prompt is the reply itself — not wrapped, not templated — and the
     engine resumes the session of the first turn."""
-    text = "Late autumn, please.\nMention the lantern; keep it quiet — \"no exclamation marks\"."
+    text = 'Late autumn, please.\nMention the lantern; keep it quiet — "no exclamation marks".'
     fake_codex.script(ask(), haiku_done())
     request_id = start(api, "haiku-writer")
     assert reply(api, request_id, 1, text).status_code == 200

@@ -64,7 +64,9 @@ def _turn_requests(server) -> list:
     return [r for r in server.requests if r.step_index is not None]
 
 
-def test_sticky_process_waiting_user_keeps_its_slot_and_process(api, trip, haiku, claude, background_runs, fake_codex, settings):
+def test_sticky_process_waiting_user_keeps_its_slot_and_process(
+    api, trip, haiku, claude, background_runs, fake_codex, settings
+):
     """Seed scenario: sticky_process waiting_user 保持槽位 — the waiting run keeps the only slot
     (a queued run does not start) and stays bound to its original, live engine process, which then
     answers the next turn."""
@@ -130,21 +132,43 @@ def _assert_strict_sticky_timeout(api, claude, background_runs, runtime_options:
 def test_sticky_process_wait_timeout_fails_and_kills_process(api, trip, claude, background_runs):
     """Seed scenario: sticky_process 超时失败 — past wait_deadline_at without a reply the resident
     process is terminated, the run fails, error.code=INTERACTION_WAIT_TIMEOUT."""
-    _assert_strict_sticky_timeout(api, claude, background_runs, {"execution_mode": "interactive", "interactive_require_user_reply": True, "session_timeout_sec": 1})
+    _assert_strict_sticky_timeout(
+        api,
+        claude,
+        background_runs,
+        {"execution_mode": "interactive", "interactive_require_user_reply": True, "session_timeout_sec": 1},
+    )
 
 
 def test_sticky_strict_true_times_out_killed_and_failed(api, trip, claude, background_runs):
     """Seed scenario: sticky_process + strict=true — with the switch at its default (true) the
     expired wait kills the process and fails the run with INTERACTION_WAIT_TIMEOUT."""
-    _assert_strict_sticky_timeout(api, claude, background_runs, {"execution_mode": "interactive", "session_timeout_sec": 1})
+    _assert_strict_sticky_timeout(
+        api, claude, background_runs, {"execution_mode": "interactive", "session_timeout_sec": 1}
+    )
 
 
 def test_sticky_strict_false_writes_auto_decision_to_live_process(api, trip, claude, background_runs):
     """Seed scenario: sticky_process + strict=false — past the timeout the auto-decision is written
     to the live process (R-LC10: it names default_decision_policy) and the run goes on."""
-    envelope = {"ask_user": {"interaction_id": 1, "kind": "choose_one", "prompt": "Train or plane?", "options": ["train", "plane"], "default_decision_policy": "quickest_route"}}
+    envelope = {
+        "ask_user": {
+            "interaction_id": 1,
+            "kind": "choose_one",
+            "prompt": "Train or plane?",
+            "options": ["train", "plane"],
+            "default_decision_policy": "quickest_route",
+        }
+    }
     claude.set_script([{"text": json.dumps(envelope)}, WRITE_PLAN, FINISH])
-    sticky = background_runs(engine="claude", runtime_options={"execution_mode": "interactive", "interactive_require_user_reply": False, "session_timeout_sec": 1})
+    sticky = background_runs(
+        engine="claude",
+        runtime_options={
+            "execution_mode": "interactive",
+            "interactive_require_user_reply": False,
+            "session_timeout_sec": 1,
+        },
+    )
     assert sticky.wait_for(api, {"waiting_user", "failed", "succeeded"})["status"] == "waiting_user"
     pids = _engine_processes(sticky.request_id)
     assert status_of(api, sticky.request_id)["pending_interaction_id"] == 1
@@ -159,7 +183,11 @@ def test_sticky_strict_false_writes_auto_decision_to_live_process(api, trip, cla
     assert status["auto_decision_count"] == 1 and status["attempt_number"] == 2
     expected = AUTO_DECISION_INSTRUCTION.format(policy="quickest_route")
     [record] = history_of(api, sticky.request_id)
-    assert (record["resolution_mode"], record["response"], record["answered_by"]) == ("auto_decide_timeout", expected, None)
+    assert (record["resolution_mode"], record["response"], record["answered_by"]) == (
+        "auto_decide_timeout",
+        expected,
+        None,
+    )
     # Written to the same live conversation: the agent got it as the next user message after its question.
     requests = _turn_requests(claude)
     assert any(r.latest_user_text == expected for r in requests)

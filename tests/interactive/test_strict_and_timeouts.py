@@ -46,7 +46,14 @@ def test_strict_switch_false_is_accepted_with_auto_decide_semantics(api, trip, f
     (session_timeout_sec later) after which the backend decides."""
     fake_codex.script(ask())
     before = timezone.now()
-    request_id = start(api, runtime_options={"execution_mode": "interactive", "interactive_require_user_reply": False, "session_timeout_sec": 30})
+    request_id = start(
+        api,
+        runtime_options={
+            "execution_mode": "interactive",
+            "interactive_require_user_reply": False,
+            "session_timeout_sec": 30,
+        },
+    )
     run = _run(request_id)
     assert run.runtime_options["interactive_require_user_reply"] is False
     assert before + timedelta(seconds=30) <= run.wait_deadline_at <= timezone.now() + timedelta(seconds=30)
@@ -59,7 +66,14 @@ def test_resumable_strict_true_keeps_waiting_without_auto_advance(api, trip, fak
     session_timeout_sec it is still waiting, no turn ran, and it waits until a reply (or cancel)."""
     fake_codex.script(ask(), plan_done())
     started = timezone.now()
-    request_id = start(api, runtime_options={"execution_mode": "interactive", "interactive_require_user_reply": True, "session_timeout_sec": 1})
+    request_id = start(
+        api,
+        runtime_options={
+            "execution_mode": "interactive",
+            "interactive_require_user_reply": True,
+            "session_timeout_sec": 1,
+        },
+    )
     assert _run(request_id).wait_deadline_at is None
     _sleep_past(started + timedelta(seconds=1.2))
     from runs.supervision import expire_waits
@@ -78,8 +92,18 @@ def test_resumable_strict_false_auto_decides_and_resumes(api, trip, fake_codex):
     reply tells the agent to go on following default_decision_policy (R-LC10)."""
     from runs.supervision import expire_waits
 
-    fake_codex.script(ask_envelope({"interaction_id": 1, "prompt": "Budget?", "default_decision_policy": "cheapest_option"}), plan_done())
-    request_id = start(api, runtime_options={"execution_mode": "interactive", "interactive_require_user_reply": False, "session_timeout_sec": 1})
+    fake_codex.script(
+        ask_envelope({"interaction_id": 1, "prompt": "Budget?", "default_decision_policy": "cheapest_option"}),
+        plan_done(),
+    )
+    request_id = start(
+        api,
+        runtime_options={
+            "execution_mode": "interactive",
+            "interactive_require_user_reply": False,
+            "session_timeout_sec": 1,
+        },
+    )
     deadline = _run(request_id).wait_deadline_at
     assert expire_waits() == 0  # not yet due
     assert status_of(api, request_id)["status"] == "waiting_user"
@@ -91,7 +115,11 @@ def test_resumable_strict_false_auto_decides_and_resumes(api, trip, fake_codex):
     assert status["attempt_number"] == 2 and status["auto_decision_count"] == 1
     [record] = history_of(api, request_id)
     expected = AUTO_DECISION_INSTRUCTION.format(policy="cheapest_option")
-    assert (record["resolution_mode"], record["response"], record["answered_by"]) == ("auto_decide_timeout", expected, None)
+    assert (record["resolution_mode"], record["response"], record["answered_by"]) == (
+        "auto_decide_timeout",
+        expected,
+        None,
+    )
     calls = fake_codex.invocations()
     assert len(calls) == 2
     assert calls[1]["prompt"] == expected and "cheapest_option" in calls[1]["prompt"]
@@ -104,7 +132,15 @@ def test_auto_decision_names_the_default_policy_when_the_agent_gave_none(api, ha
     from runs.supervision import expire_waits
 
     fake_codex.script(ask(), haiku_done())
-    request_id = start(api, "haiku-writer", runtime_options={"execution_mode": "interactive", "interactive_require_user_reply": False, "session_timeout_sec": 1})
+    request_id = start(
+        api,
+        "haiku-writer",
+        runtime_options={
+            "execution_mode": "interactive",
+            "interactive_require_user_reply": False,
+            "session_timeout_sec": 1,
+        },
+    )
     _sleep_past(_run(request_id).wait_deadline_at)
     assert expire_waits() == 1
     assert fake_codex.invocations()[1]["prompt"] == AUTO_DECISION_INSTRUCTION.format(policy="engine_judgement")
@@ -115,7 +151,15 @@ def test_each_new_wait_gets_a_fresh_deadline_and_a_reply_clears_it(api, haiku, f
     from runs.supervision import expire_waits
 
     fake_codex.script(ask("One?"), ask("Two?"), haiku_done())
-    request_id = start(api, "haiku-writer", runtime_options={"execution_mode": "interactive", "interactive_require_user_reply": False, "session_timeout_sec": 1})
+    request_id = start(
+        api,
+        "haiku-writer",
+        runtime_options={
+            "execution_mode": "interactive",
+            "interactive_require_user_reply": False,
+            "session_timeout_sec": 1,
+        },
+    )
     first = _run(request_id).wait_deadline_at
     assert reply(api, request_id, 1, "one").status_code == 200
     second = _run(request_id).wait_deadline_at

@@ -35,7 +35,9 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _create(live, token, skill="haiku-writer", **extra):
-    status, body = live.request("POST", "/v1/jobs", token, {"skill_id": skill, "engine": "codex", "input": {"topic": "t"}, **extra})
+    status, body = live.request(
+        "POST", "/v1/jobs", token, {"skill_id": skill, "engine": "codex", "input": {"topic": "t"}, **extra}
+    )
     assert status == 200, body
     return body["request_id"]
 
@@ -75,7 +77,20 @@ def test_queued_runs_are_dispatched_once_after_the_worker_starts(live):
 
 
 def test_waiting_resumable_run_survives_restart_and_stays_answerable(live):
-    live.fake.script({"message": "Where to?"}, {"files": {"artifacts/plan.md": "# plan\n"}, "message": json.dumps({"destination": "Oslo", "days": [{"day": 1, "activities": ["fjord"]}], "plan_file": "artifacts/plan.md", "__SKILL_DONE__": True})})
+    live.fake.script(
+        {"message": "Where to?"},
+        {
+            "files": {"artifacts/plan.md": "# plan\n"},
+            "message": json.dumps(
+                {
+                    "destination": "Oslo",
+                    "days": [{"day": 1, "activities": ["fjord"]}],
+                    "plan_file": "artifacts/plan.md",
+                    "__SKILL_DONE__": True,
+                }
+            ),
+        },
+    )
     live.start()
     token = live.token("alice")
     request_id = _create(live, token, skill="trip-planner", input={}, runtime_options={"execution_mode": "interactive"})
@@ -87,13 +102,18 @@ def test_waiting_resumable_run_survives_restart_and_stays_answerable(live):
     live.start_worker()
     live.wait_until(lambda: live._ping() == 204, 30, "the web server to come back")
     status = live.wait_until(
-        lambda: (s := live.request("GET", f"/v1/jobs/{request_id}", token)[1]).get("recovery_state") == "recovered_waiting" and s,
+        lambda: (
+            (s := live.request("GET", f"/v1/jobs/{request_id}", token)[1]).get("recovery_state") == "recovered_waiting"
+            and s
+        ),
         30,
         "the waiting run to be recovered",
     )
     assert status["status"] == "waiting_user" and status["pending_interaction_id"] == 1
 
-    code, body = live.request("POST", f"/v1/jobs/{request_id}/interaction/reply", token, {"interaction_id": 1, "response": "Oslo"})
+    code, body = live.request(
+        "POST", f"/v1/jobs/{request_id}/interaction/reply", token, {"interaction_id": 1, "response": "Oslo"}
+    )
     assert code == 200, body
     assert live.wait_for_status(token, request_id, {"succeeded", "failed"})["status"] == "succeeded"
     prompts = [call["prompt"] for call in live.fake.invocations()]

@@ -16,8 +16,7 @@ def require_engine(engine: str) -> Path:
     binary = engine_binary(engine)
     if not binary.exists():
         pytest.fail(
-            f"{engine} CLI not installed at {binary}; run `make engines` "
-            "(npm ci in engines/cli)",
+            f"{engine} CLI not installed at {binary}; run `make engines` (npm ci in engines/cli)",
             pytrace=False,
         )
     return binary

@@ -28,9 +28,7 @@ TIMEOUT = 60.0  # hard timeout per CLI run; the process group is killed when it 
 
 
 def run_turn(sandbox, prompt: str, resume: str | None = None, timeout: float = TIMEOUT) -> CliRun:
-    argv = {"codex": codex_argv, "gemini": gemini_argv, "claude": claude_argv}[sandbox.engine](
-        prompt, resume=resume
-    )
+    argv = {"codex": codex_argv, "gemini": gemini_argv, "claude": claude_argv}[sandbox.engine](prompt, resume=resume)
     return run_cli(argv, sandbox.env, sandbox.cwd, timeout=timeout)
 
 

@@ -15,17 +15,15 @@ from tests.support.scripted_model_server import (
     KIND_TURN,
     KIND_UNKNOWN,
     ScriptedModelServer,
-    resolve_step,
     conversation_from_anthropic,
     conversation_from_gemini,
     conversation_from_responses,
+    resolve_step,
 )
 
 
 def post(url: str, body: dict, timeout: float = 10) -> tuple[int, str, str]:
-    req = urllib.request.Request(
-        url, data=json.dumps(body).encode(), headers={"content-type": "application/json"}
-    )
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"content-type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             return resp.status, resp.headers.get("content-type", ""), resp.read().decode()
@@ -38,9 +36,11 @@ def sse_data(text: str) -> list[dict]:
 
 
 def responses_body(*items: dict) -> dict:
-    env = {"type": "message", "role": "user", "content": [
-        {"type": "input_text", "text": "<environment_context>\n  <cwd>/x</cwd>\n</environment_context>"}
-    ]}
+    env = {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_text", "text": "<environment_context>\n  <cwd>/x</cwd>\n</environment_context>"}],
+    }
     return {"model": "gpt-5.5", "stream": True, "input": [env, *items]}
 
 
@@ -76,53 +76,71 @@ def test_responses_text_then_tool_then_past_end():
 
 def test_selector_matches_latest_user_text_and_turn_counting():
     script = {
-        "match": [{"contains": "tool please", "steps": [{"shell": "true"}, {"text": "tool done"}],
-                   "count": "turn"}],
+        "match": [{"contains": "tool please", "steps": [{"shell": "true"}, {"text": "tool done"}], "count": "turn"}],
         "default": [{"text": "default turns={user_turns} last={user_text}"}],
     }
-    conv = conversation_from_anthropic({"messages": [
-        {"role": "user", "content": [{"type": "text", "text": "<system-reminder>x</system-reminder>"},
-                                     {"type": "text", "text": "hello"}]},
-        {"role": "assistant", "content": [{"type": "text", "text": "hi"}]},
-        {"role": "user", "content": "now tool please"},
-    ]})
+    conv = conversation_from_anthropic(
+        {
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "<system-reminder>x</system-reminder>"},
+                        {"type": "text", "text": "hello"},
+                    ],
+                },
+                {"role": "assistant", "content": [{"type": "text", "text": "hi"}]},
+                {"role": "user", "content": "now tool please"},
+            ]
+        }
+    )
     assert conv.user_texts == ["hello", "now tool please"]
     assert conv.model_outputs == 1 and conv.outputs_since_user == 0
     n, step = resolve_step(script, conv)
     assert (n, step) == (0, {"shell": "true"})
 
-    conv = conversation_from_gemini({"contents": [
-        {"role": "user", "parts": [{"text": "<session_context>s</session_context>"}, {"text": "hey"}]},
-    ]})
+    conv = conversation_from_gemini(
+        {
+            "contents": [
+                {"role": "user", "parts": [{"text": "<session_context>s</session_context>"}, {"text": "hey"}]},
+            ]
+        }
+    )
     assert resolve_step(script, conv) == (0, {"text": "default turns=1 last=hey"})
 
 
 def test_conversation_counts_responses_items():
-    conv = conversation_from_responses(responses_body(
-        user_item("one"),
-        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "a"}]},
-        user_item("two"),
-    ))
+    conv = conversation_from_responses(
+        responses_body(
+            user_item("one"),
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "a"}]},
+            user_item("two"),
+        )
+    )
     assert conv.user_texts == ["one", "two"] and conv.model_outputs == 1
 
 
 def test_gemini_stream_side_calls_and_count_tokens():
     with ScriptedModelServer([{"text": "hello gemini"}]) as srv:
         body = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
-        status, ctype, text = post(
-            srv.url + "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", body
-        )
+        status, ctype, text = post(srv.url + "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", body)
         assert status == 200 and ctype.startswith("text/event-stream")
         chunks = sse_data(text)
         assert "".join(c["candidates"][0]["content"]["parts"][0]["text"] for c in chunks) == "hello gemini"
         assert chunks[-1]["candidates"][0]["finishReason"] == "STOP"
 
-        schema = {"type": "OBJECT", "properties": {
-            "next_speaker": {"type": "STRING", "enum": ["model", "user"]},
-            "complexity_score": {"type": "INTEGER", "minimum": 1, "maximum": 100},
-            "reasoning": {"type": "STRING"}}}
-        side = {"contents": body["contents"], "generationConfig": {
-            "responseMimeType": "application/json", "responseJsonSchema": schema}}
+        schema = {
+            "type": "OBJECT",
+            "properties": {
+                "next_speaker": {"type": "STRING", "enum": ["model", "user"]},
+                "complexity_score": {"type": "INTEGER", "minimum": 1, "maximum": 100},
+                "reasoning": {"type": "STRING"},
+            },
+        }
+        side = {
+            "contents": body["contents"],
+            "generationConfig": {"responseMimeType": "application/json", "responseJsonSchema": schema},
+        }
         status, _, text = post(srv.url + "/v1beta/models/gemini-3.5-flash-lite:generateContent", side)
         answer = json.loads(json.loads(text)["candidates"][0]["content"]["parts"][0]["text"])
         assert answer["next_speaker"] == "user" and answer["complexity_score"] >= 1
@@ -138,8 +156,13 @@ def test_anthropic_tool_use_stream():
         _, _, text = post(srv.url + "/v1/messages?beta=true", body)
         events = sse_data(text)
         assert [e["type"] for e in events] == [
-            "message_start", "content_block_start", "content_block_delta",
-            "content_block_stop", "message_delta", "message_stop"]
+            "message_start",
+            "content_block_start",
+            "content_block_delta",
+            "content_block_stop",
+            "message_delta",
+            "message_stop",
+        ]
         assert events[1]["content_block"]["name"] == "Bash"
         assert json.loads(events[2]["delta"]["partial_json"]) == {"command": "ls", "description": "list"}
         assert events[4]["delta"]["stop_reason"] == "tool_use"

@@ -22,8 +22,16 @@ pytestmark = [pytest.mark.real_engine, pytest.mark.django_db(transaction=True), 
 
 ENGINES = ("codex", "gemini", "claude")
 MODELS = {"codex": "gpt-5.5", "gemini": "gemini-2.5-flash", "claude": ""}
-HAIKU = {"topic": "autumn sea", "haiku": ["grey waves fold", "a gull leans on the wind", "salt on the lantern"], "haiku_file": "artifacts/haiku.md"}
-PLAN = {"destination": "Kyoto", "days": [{"day": 1, "activities": ["Fushimi Inari at dawn"]}], "plan_file": "artifacts/plan.md"}
+HAIKU = {
+    "topic": "autumn sea",
+    "haiku": ["grey waves fold", "a gull leans on the wind", "salt on the lantern"],
+    "haiku_file": "artifacts/haiku.md",
+}
+PLAN = {
+    "destination": "Kyoto",
+    "days": [{"day": 1, "activities": ["Fushimi Inari at dawn"]}],
+    "plan_file": "artifacts/plan.md",
+}
 QUESTION = "Where would you like to go, and in which season?"
 
 
@@ -55,16 +63,22 @@ def _status(api, request_id: str) -> dict:
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_auto_run_with_tool_call_succeeds_with_artifact_in_bundle(engine, api, install_skill, real_engine, model_server):
+def test_auto_run_with_tool_call_succeeds_with_artifact_in_bundle(
+    engine, api, install_skill, real_engine, model_server
+):
     install_skill("haiku-writer")
     real_engine(engine)
     model_server.set_script(
         [
-            {"shell": "printf 'grey waves fold\\na gull leans on the wind\\nsalt on the lantern\\n' > artifacts/haiku.md"},
+            {
+                "shell": "printf 'grey waves fold\\na gull leans on the wind\\nsalt on the lantern\\n' > artifacts/haiku.md"
+            },
             {"text": json.dumps(HAIKU)},
         ]
     )
-    created = api.post("/v1/jobs", {"skill_id": "haiku-writer", "engine": engine, "input": {"topic": "autumn sea"}}, format="json")
+    created = api.post(
+        "/v1/jobs", {"skill_id": "haiku-writer", "engine": engine, "input": {"topic": "autumn sea"}}, format="json"
+    )
     assert created.status_code == 200, created.content
     request_id = created.json()["request_id"]
 
@@ -101,7 +115,9 @@ def _reply_when_waiting(api, request_id: str, response: str, deadline: float) ->
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_interactive_run_asks_waits_resumes_and_finishes_with_done_marker(engine, api, install_skill, real_engine, model_server):
+def test_interactive_run_asks_waits_resumes_and_finishes_with_done_marker(
+    engine, api, install_skill, real_engine, model_server
+):
     install_skill("trip-planner")
     real_engine(engine)
     model_server.set_script(
@@ -111,7 +127,12 @@ def test_interactive_run_asks_waits_resumes_and_finishes_with_done_marker(engine
             {"text": json.dumps({**PLAN, "__SKILL_DONE__": True})},
         ]
     )
-    body = {"skill_id": "trip-planner", "engine": engine, "input": {}, "runtime_options": {"execution_mode": "interactive"}}
+    body = {
+        "skill_id": "trip-planner",
+        "engine": engine,
+        "input": {},
+        "runtime_options": {"execution_mode": "interactive"},
+    }
     responses: list = []
     # A sticky engine (claude) keeps its turn task alive while it waits, so the POST that runs
     # the task inline only returns at the end: run it beside the replying client.
@@ -136,7 +157,9 @@ def test_interactive_run_asks_waits_resumes_and_finishes_with_done_marker(engine
     assert "INTERACTIVE_COMPLETED_WITHOUT_DONE_MARKER" not in json.dumps(status["warnings"])
     assert api.get(f"/v1/jobs/{request_id}/result").json()["result"]["data"] == PLAN
     history = api.get(f"/v1/jobs/{request_id}/interaction/history").json()["interactions"]
-    assert [(h["prompt"], h["response"], h["resolution_mode"]) for h in history] == [(QUESTION, "Kyoto, in autumn please", "user_reply")]
+    assert [(h["prompt"], h["response"], h["resolution_mode"]) for h in history] == [
+        (QUESTION, "Kyoto, in autumn please", "user_reply")
+    ]
     # The resumed turn carried the whole conversation: the skill prompt, then the reply.
     last = [r for r in model_server.requests if r.step_index is not None][-1]
     assert "trip-planner" in last.user_texts[0]

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from runs.inputs import file_fields, missing_required_files, required_file_fields, resolve_file_inputs, validate_request_payload
+from runs.inputs import (
+    file_fields,
+    missing_required_files,
+    required_file_fields,
+    resolve_file_inputs,
+    validate_request_payload,
+)
 from skillrunner.errors import ApplicationError
 
 INPUT = {
@@ -20,7 +26,12 @@ INPUT = {
     "required": ["document", "legacy_file", "typed_file", "count"],
     "additionalProperties": False,
 }
-PARAMETER = {"type": "object", "properties": {"mode": {"enum": ["a", "b"]}}, "required": ["mode"], "additionalProperties": False}
+PARAMETER = {
+    "type": "object",
+    "properties": {"mode": {"enum": ["a", "b"]}},
+    "required": ["mode"],
+    "additionalProperties": False,
+}
 SCHEMAS = {"input": INPUT, "parameter": PARAMETER, "output": {"type": "object"}}
 
 
@@ -69,7 +80,10 @@ def test_files_resolve_by_field_name(tmp_path):
     (uploads / "document").write_text("x")
     (uploads / "legacy_file").write_text("x")
     resolved = resolve_file_inputs(INPUT, {}, uploads)
-    assert resolved == {"document": (uploads / "document").resolve(), "legacy_file": (uploads / "legacy_file").resolve()}
+    assert resolved == {
+        "document": (uploads / "document").resolve(),
+        "legacy_file": (uploads / "legacy_file").resolve(),
+    }
     assert all(path.is_absolute() for path in resolved.values())
     assert missing_required_files(INPUT, {}, uploads) == ["typed_file"]
 

@@ -34,7 +34,9 @@ def _zip(name: str, content: bytes) -> io.BytesIO:
 
 def test_without_expected_upload_the_run_starts_at_once(alice, optional_file_skill, fake_codex):
     fake_codex.script({"message": json.dumps({"lines": 0, "words": 0})})
-    run = services.create_run(owner=alice, skill_id="word-count", engine="codex", model=None, input={}, parameter={}, runtime_options={})
+    run = services.create_run(
+        owner=alice, skill_id="word-count", engine="codex", model=None, input={}, parameter={}, runtime_options={}
+    )
     run.refresh_from_db()
     assert run.awaiting_upload is False and run.status == "succeeded"
 
@@ -42,7 +44,14 @@ def test_without_expected_upload_the_run_starts_at_once(alice, optional_file_ski
 def test_expected_upload_of_an_optional_file_is_waited_for_and_used(alice, optional_file_skill, fake_codex):
     fake_codex.script({"message": json.dumps({"lines": 1, "words": 2})})
     run = services.create_run(
-        owner=alice, skill_id="word-count", engine="codex", model=None, input={}, parameter={}, runtime_options={}, expects_upload=True
+        owner=alice,
+        skill_id="word-count",
+        engine="codex",
+        model=None,
+        input={},
+        parameter={},
+        runtime_options={},
+        expects_upload=True,
     )
     assert run.awaiting_upload is True and fake_codex.invocations() == []
     services.attach_upload(run, _zip("document", b"two words\n"))

@@ -81,7 +81,14 @@ def test_aliases():
     assert _resolve({"interactive_auto_reply": True})[0]["interactive_require_user_reply"] is False
     assert _resolve({"interactive_auto_reply": False})[0]["interactive_require_user_reply"] is True
     assert _resolve({"interactive_reply_timeout_sec": 5})[0]["session_timeout_sec"] == 5
-    options, _ = _resolve({"interactive_auto_reply": True, "interactive_require_user_reply": False, "interactive_reply_timeout_sec": 5, "session_timeout_sec": 5})
+    options, _ = _resolve(
+        {
+            "interactive_auto_reply": True,
+            "interactive_require_user_reply": False,
+            "interactive_reply_timeout_sec": 5,
+            "session_timeout_sec": 5,
+        }
+    )
     assert (options["interactive_require_user_reply"], options["session_timeout_sec"]) == (False, 5)
     assert "interactive_auto_reply" not in options and "interactive_reply_timeout_sec" not in options
 
@@ -105,8 +112,14 @@ def test_skill_defaults_sit_under_the_request():
     assert options["execution_mode"] == "interactive"
     assert options["interactive_require_user_reply"] is False
     assert warnings == []
-    options, _ = _resolve({"hard_timeout_seconds": 7, "execution_mode": "auto", "interactive_require_user_reply": True}, defaults)
-    assert (options["hard_timeout_seconds"], options["execution_mode"], options["interactive_require_user_reply"]) == (7, "auto", True)
+    options, _ = _resolve(
+        {"hard_timeout_seconds": 7, "execution_mode": "auto", "interactive_require_user_reply": True}, defaults
+    )
+    assert (options["hard_timeout_seconds"], options["execution_mode"], options["interactive_require_user_reply"]) == (
+        7,
+        "auto",
+        True,
+    )
 
 
 def test_request_alias_overrides_skill_default_canonical_key():

@@ -10,7 +10,10 @@ from runs.outcome import PLACEHOLDER_PROMPT, build_pending, decide
 
 SCHEMA = {
     "type": "object",
-    "properties": {"answer": {"type": "string"}, "file": {"type": "string", "x-type": "artifact", "x-filename": "out.md"}},
+    "properties": {
+        "answer": {"type": "string"},
+        "file": {"type": "string", "x-type": "artifact", "x-filename": "out.md"},
+    },
     "required": ["answer", "file"],
     "additionalProperties": False,
 }
@@ -50,7 +53,9 @@ def _final(data=GOOD, **kwargs) -> TurnResult:
 def _question(text="Which colour?", interaction=None, invalid=False, **kwargs) -> TurnResult:
     kwargs.setdefault("exit_code", 0)
     kwargs.setdefault("session_handle", "thread-1")
-    return TurnResult(outcome="ask_user", assistant_text=text, interaction=interaction, ask_user_invalid=invalid, **kwargs)
+    return TurnResult(
+        outcome="ask_user", assistant_text=text, interaction=interaction, ask_user_invalid=invalid, **kwargs
+    )
 
 
 # --- auto (R-LC1) ----------------------------------------------------------------------------
@@ -63,7 +68,12 @@ def test_auto_success(run_dir):
     assert decision.data == GOOD
     assert decision.artifacts == ["artifacts/out.md"]
     assert decision.result_envelope() == {
-        "status": "success", "data": GOOD, "artifacts": ["artifacts/out.md"], "repair_level": "none", "validation_warnings": [], "error": None,
+        "status": "success",
+        "data": GOOD,
+        "artifacts": ["artifacts/out.md"],
+        "repair_level": "none",
+        "validation_warnings": [],
+        "error": None,
     }
 
 
@@ -71,7 +81,10 @@ def test_auto_success(run_dir):
     "turn,code",
     [
         (TurnResult(outcome="error", failure_reason=FAILURE_TIMEOUT, final_data=GOOD), "TIMEOUT"),
-        (TurnResult(outcome="error", failure_reason=FAILURE_SPAWN, failure_message="no such file"), "ENGINE_SPAWN_FAILED"),
+        (
+            TurnResult(outcome="error", failure_reason=FAILURE_SPAWN, failure_message="no such file"),
+            "ENGINE_SPAWN_FAILED",
+        ),
         (TurnResult(outcome="error", failure_reason=FAILURE_ENGINE, failure_message="turn failed"), "ENGINE_FAILED"),
         (TurnResult(outcome="final", final_data=GOOD, exit_code=1), "ENGINE_FAILED"),
         (TurnResult(outcome="final", final_data=GOOD, exit_code=-9), "ENGINE_FAILED"),
@@ -142,7 +155,9 @@ def test_marker_and_valid_output_succeed(run_dir):
 
 def test_marker_with_invalid_output_fails_never_waits(run_dir):
     """Step 2: the marker is strong evidence; an invalid output fails, it never waits."""
-    decision = _decide(run_dir, _final(data={"answer": 1}, done_marker_found=True), mode="interactive", max_attempt=None)
+    decision = _decide(
+        run_dir, _final(data={"answer": 1}, done_marker_found=True), mode="interactive", max_attempt=None
+    )
     assert decision.status == "failed"
     assert decision.error["code"] == "OUTPUT_SCHEMA_INVALID"
     decision = _decide(run_dir, _final(data=None, done_marker_found=True), mode="interactive")
@@ -198,18 +213,34 @@ def test_missing_session_handle_fails_resumable_wait(run_dir):
     turn = _question(session_handle=None)
     decision = _decide(run_dir, turn, mode="interactive", needs_handle=True)
     assert decision.error["code"] == "SESSION_RESUME_FAILED"
-    assert _decide(run_dir, _question(session_handle=None), mode="interactive", needs_handle=False).status == "waiting_user"
+    assert (
+        _decide(run_dir, _question(session_handle=None), mode="interactive", needs_handle=False).status
+        == "waiting_user"
+    )
 
 
 # --- pending payload (R-LC3, R-LC4) --------------------------------------------------------
 
 
-PENDING_KEYS = {"interaction_id", "kind", "prompt", "options", "ui_hints", "default_decision_policy", "required_fields", "context"}
+PENDING_KEYS = {
+    "interaction_id",
+    "kind",
+    "prompt",
+    "options",
+    "ui_hints",
+    "default_decision_policy",
+    "required_fields",
+    "context",
+}
 
 
 def test_pending_from_a_valid_envelope(run_dir):
     interaction = Interaction(
-        interaction_id=1, prompt="Pick one", kind="choose_one", options=[{"label": "A", "value": "a"}], default_decision_policy="prefer_first",
+        interaction_id=1,
+        prompt="Pick one",
+        kind="choose_one",
+        options=[{"label": "A", "value": "a"}],
+        default_decision_policy="prefer_first",
     )
     decision = _decide(run_dir, _question(interaction=interaction), mode="interactive", attempt=2)
     pending = decision.pending
@@ -252,9 +283,14 @@ def test_pending_always_has_a_policy_and_an_id(run_dir):
 def test_optional_artifact_may_be_missing(run_dir):
     schema = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
     decision = decide(
-        mode="auto", turn=_final(data={"a": "x"}), output_schema=schema,
+        mode="auto",
+        turn=_final(data={"a": "x"}),
+        output_schema=schema,
         artifact_specs=[{"role": "r", "filename": "maybe.md", "required": False, "property": None}],
-        run_dir=run_dir, attempt_number=1, max_attempt=None, needs_session_handle=True,
+        run_dir=run_dir,
+        attempt_number=1,
+        max_attempt=None,
+        needs_session_handle=True,
     )
     assert decision.status == "succeeded"
 

@@ -65,8 +65,13 @@ def _dead_pid() -> int:
 
 def _create(alice, engine="codex", **options) -> Run:
     return services.create_run(
-        owner=alice, skill_id="haiku-writer", engine=engine, model=None,
-        input={"topic": "sea"}, parameter={}, runtime_options={"execution_mode": "interactive", **options},
+        owner=alice,
+        skill_id="haiku-writer",
+        engine=engine,
+        model=None,
+        input={"topic": "sea"},
+        parameter={},
+        runtime_options={"execution_mode": "interactive", **options},
     )
 
 
@@ -80,7 +85,9 @@ def _waiting(run: Run, worker: str, *, handle: str | None = "thread-1") -> Run:
     run = _running(run, worker)
     turn = TurnResult(outcome="ask_user", assistant_text="Which season?", session_handle=handle, exit_code=0)
     pending, warnings = build_pending(turn, run.attempt_number)
-    updated = services.complete_turn(run.pk, run.attempt_number, worker, turn, TurnDecision("waiting_user", pending=pending, warnings=warnings))
+    updated = services.complete_turn(
+        run.pk, run.attempt_number, worker, turn, TurnDecision("waiting_user", pending=pending, warnings=warnings)
+    )
     assert updated is not None and updated.status == "waiting_user"
     return Run.objects.get(pk=run.pk)
 
@@ -158,7 +165,9 @@ def test_strict_sticky_run_fails_on_timeout(alice):
 
 
 def test_non_strict_sticky_run_gets_the_auto_decision(alice):
-    run = _waiting(_create(alice, engine="claude", interactive_require_user_reply=False, session_timeout_sec=60), _live_worker())
+    run = _waiting(
+        _create(alice, engine="claude", interactive_require_user_reply=False, session_timeout_sec=60), _live_worker()
+    )
     _past(run)
     assert supervision.expire_waits() == 1
     run = Run.objects.get(pk=run.pk)

@@ -31,17 +31,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from tests.support.live_service import drop_postgres_database, free_port, fresh_postgres_url
+from tests.support.live_service import drop_postgres_database, free_port, fresh_postgres_url, wait_until
 
 from .probe_engine import ProbeEngine
-from tests.support.live_service import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
 DEFAULT_POSTGRES = "postgres://postgres@127.0.0.1:5432/postgres"
 TERMINAL = {"succeeded", "failed", "canceled"}
-
-
 
 
 def _kill_group(process: subprocess.Popen, sig: int = signal.SIGKILL, timeout: float = 15) -> None:
@@ -74,7 +71,9 @@ def postgres_base_url() -> str:
 def with_port(url: str, port: int) -> str:
     parts = urllib.parse.urlsplit(url)
     userinfo = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
-    return urllib.parse.urlunsplit((parts.scheme, f"{userinfo}{parts.hostname}:{port}", parts.path, parts.query, parts.fragment))
+    return urllib.parse.urlunsplit(
+        (parts.scheme, f"{userinfo}{parts.hostname}:{port}", parts.path, parts.query, parts.fragment)
+    )
 
 
 def _with_retries(action, attempts: int = 10, pause: float = 1.0):
@@ -102,11 +101,24 @@ class RedisServer:
         self.url = f"redis://:{self.password}@127.0.0.1:{self.port}/0"
         self.process: subprocess.Popen | None = None
 
-    def start(self) -> "RedisServer":
+    def start(self) -> RedisServer:
         log = open(self.root / "redis.log", "ab")
         argv = [
-            "redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--requirepass", self.password,
-            "--save", "", "--appendonly", "no", "--dir", str(self.root), "--daemonize", "no",
+            "redis-server",
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--requirepass",
+            self.password,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(self.root),
+            "--daemonize",
+            "no",
         ]
         self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
@@ -158,7 +170,7 @@ class TcpProxy:
         while not self.stopped:
             try:
                 client, _ = self.listener.accept()
-            except (socket.timeout, OSError):
+            except (TimeoutError, OSError):
                 continue
             if not self.open:
                 client.close()
@@ -237,7 +249,9 @@ class Deployment:
             self.redis.stop()
             raise
         self.proxy = TcpProxy(urllib.parse.urlsplit(self.admin_database_url).port or 5432) if db_proxy else None
-        self.database_url = with_port(self.admin_database_url, self.proxy.port) if self.proxy else self.admin_database_url
+        self.database_url = (
+            with_port(self.admin_database_url, self.proxy.port) if self.proxy else self.admin_database_url
+        )
         self.secrets: dict[str, str] = {
             "SECRET_KEY": f"django-secret-{secrets.token_hex(16)}",
             "SKILLRUNNER_CODEX_API_KEY": f"codex-key-{secrets.token_hex(12)}",
@@ -276,13 +290,15 @@ class Deployment:
     # --- lifecycle ---------------------------------------------------------------------------
 
     def manage(self, *args: str, timeout: float = 120) -> str:
-        done = subprocess.run([PYTHON, "manage.py", *args], cwd=REPO, env=self.env, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(
+            [PYTHON, "manage.py", *args], cwd=REPO, env=self.env, capture_output=True, text=True, timeout=timeout
+        )
         (self.logs_dir / "manage.log").open("a").write(done.stdout + done.stderr)
         if done.returncode != 0:
             raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
         return done.stdout
 
-    def start(self, users: tuple[str, ...] = ("alice", "bob"), staff: tuple[str, ...] = ("ops",)) -> "Deployment":
+    def start(self, users: tuple[str, ...] = ("alice", "bob"), staff: tuple[str, ...] = ("ops",)) -> Deployment:
         self.manage("migrate", "--noinput")
         self.manage("load_skills")
         self.create_tokens(users, staff)
@@ -316,12 +332,23 @@ class Deployment:
     def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
         log = open(self.logs_dir / f"{name}.log", "ab")
         try:
-            return subprocess.Popen(argv, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            return subprocess.Popen(
+                argv, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
         finally:
             log.close()
 
     def start_web(self, index: int) -> None:
-        argv = [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.web_ports[index]), "skillrunner.asgi:application"]
+        argv = [
+            PYTHON,
+            "-m",
+            "daphne",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(self.web_ports[index]),
+            "skillrunner.asgi:application",
+        ]
         self.webs[index] = self._spawn(f"web-{index}", argv)
 
     def wait_web(self, index: int, timeout: float = 30) -> None:
@@ -333,7 +360,11 @@ class Deployment:
         return index
 
     def wait_worker(self, index: int, timeout: float = 30) -> None:
-        wait_until(lambda: "started" in self.log(f"worker-{index}") or self.workers[index].poll() is not None, timeout, f"worker {index} to start")
+        wait_until(
+            lambda: "started" in self.log(f"worker-{index}") or self.workers[index].poll() is not None,
+            timeout,
+            f"worker {index} to start",
+        )
         assert self.workers[index].poll() is None, f"worker {index} exited:\n{self.log(f'worker-{index}')[-3000:]}"
 
     def kill_web(self, index: int, sig: int = signal.SIGKILL) -> None:
@@ -420,7 +451,17 @@ class Deployment:
         except OSError:
             return None
 
-    def request(self, method: str, path: str, user: str | None = None, body: Any = None, *, web: int = 0, headers: dict[str, str] | None = None, timeout: float = 30) -> tuple[int, Any]:
+    def request(
+        self,
+        method: str,
+        path: str,
+        user: str | None = None,
+        body: Any = None,
+        *,
+        web: int = 0,
+        headers: dict[str, str] | None = None,
+        timeout: float = 30,
+    ) -> tuple[int, Any]:
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.url(web) + path, data=data, method=method)
         if user is not None:
@@ -439,8 +480,15 @@ class Deployment:
         except ValueError:
             return status, raw
 
-    def create(self, user: str, skill_id: str, *, web: int = 0, input: dict | None = None, mode: str = "auto", **options: Any) -> str:
-        body = {"skill_id": skill_id, "engine": "codex", "input": input or {}, "runtime_options": {"execution_mode": mode, **options}}
+    def create(
+        self, user: str, skill_id: str, *, web: int = 0, input: dict | None = None, mode: str = "auto", **options: Any
+    ) -> str:
+        body = {
+            "skill_id": skill_id,
+            "engine": "codex",
+            "input": input or {},
+            "runtime_options": {"execution_mode": mode, **options},
+        }
         status, answer = self.request("POST", "/v1/jobs", user, body, web=web)
         assert status == 200, (status, answer)
         return answer["request_id"]
@@ -458,7 +506,9 @@ class Deployment:
         try:
             return wait_until(reached, timeout, f"run {request_id} to become one of {sorted(statuses)}", interval=0.25)
         except AssertionError:
-            raise AssertionError(f"run {request_id} is {self.status(user, request_id, web)}\n{self.tail_logs()}") from None
+            raise AssertionError(
+                f"run {request_id} is {self.status(user, request_id, web)}\n{self.tail_logs()}"
+            ) from None
 
     def runs(self) -> dict[str, dict]:
         """Every run of every user, as the staff API lists them."""
@@ -469,7 +519,9 @@ class Deployment:
     def events(self, user: str, request_id: str, web: int = 0) -> list[dict]:
         events: list[dict] = []
         for _ in range(100):
-            code, body = self.request("GET", f"/v1/jobs/{request_id}/events/history?after_seq={len(events)}", user, web=web)
+            code, body = self.request(
+                "GET", f"/v1/jobs/{request_id}/events/history?after_seq={len(events)}", user, web=web
+            )
             assert code == 200, (code, body)
             if not body["events"]:
                 return events
@@ -477,4 +529,6 @@ class Deployment:
         raise AssertionError("event history did not end")
 
     def tail_logs(self, chars: int = 2500) -> str:
-        return "\n".join(f"--- {name} ---\n{text[-chars:]}" for name, text in self.all_logs().items() if name != "manage")
+        return "\n".join(
+            f"--- {name} ---\n{text[-chars:]}" for name, text in self.all_logs().items() if name != "manage"
+        )

@@ -57,7 +57,12 @@ def assert_interactions_complete(deployment: Deployment, runs: dict[str, dict], 
         assert code == 200, (code, body)
         history = body["interactions"]
         kinds = [e["kind"] for e in events[rid]]
-        assert len(history) == run["interaction_count"] == kinds.count("interaction_pending"), (rid, len(history), run["interaction_count"], kinds)
+        assert len(history) == run["interaction_count"] == kinds.count("interaction_pending"), (
+            rid,
+            len(history),
+            run["interaction_count"],
+            kinds,
+        )
         answered = [i for i in history if i["resolution_mode"]]
         assert len(answered) == kinds.count("interaction_reply"), (rid, history, kinds)
         assert [i["interaction_id"] for i in history] == sorted({i["interaction_id"] for i in history}), (rid, history)
@@ -81,11 +86,17 @@ def assert_attempts_match_engine_turns(deployment: Deployment, runs: dict[str, d
 
 def assert_no_orphan_engines(deployment: Deployment, timeout: float = 15) -> None:
     """No engine process outlives the turn it belonged to (every run is settled by now)."""
-    wait_until(lambda: not deployment.engine_processes(), timeout, f"engine processes {deployment.engine_processes()} to be gone")
+    wait_until(
+        lambda: not deployment.engine_processes(),
+        timeout,
+        f"engine processes {deployment.engine_processes()} to be gone",
+    )
 
 
 def assert_no_secret_in(texts: dict[str, str], secrets: dict[str, str]) -> None:
-    leaks = [(where, name) for where, text in texts.items() for name, value in secrets.items() if value and value in text]
+    leaks = [
+        (where, name) for where, text in texts.items() for name, value in secrets.items() if value and value in text
+    ]
     assert leaks == [], leaks
 
 

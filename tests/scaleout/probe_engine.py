@@ -60,7 +60,15 @@ def main(root: Path, argv: list[str]) -> int:
     thread, _ = fake_parse(argv)
     thread_log = root / "threads" / str(thread)
     turn = len(thread_log.read_text().splitlines()) if thread and thread_log.exists() else 0
-    start = {"event": "start", "t": time.time(), "pid": os.getpid(), "worker_group": worker_group, "run": run_dir.name, "skill": skill, "turn": turn}
+    start = {
+        "event": "start",
+        "t": time.time(),
+        "pid": os.getpid(),
+        "worker_group": worker_group,
+        "run": run_dir.name,
+        "skill": skill,
+        "turn": turn,
+    }
     _append(root / "calls.jsonl", start)
     (root / "env").mkdir(exist_ok=True)
     (root / "env" / f"{os.getpid()}.json").write_text(json.dumps(dict(os.environ)))
@@ -69,7 +77,9 @@ def main(root: Path, argv: list[str]) -> int:
         time.sleep(float(pause.group(1)))
     script = root / f"{skill}.json"
     code = fake_main(str(script if script.exists() else root / "default.json"), argv)
-    _append(root / "calls.jsonl", {"event": "end", "t": time.time(), "pid": os.getpid(), "run": run_dir.name, "exit": code})
+    _append(
+        root / "calls.jsonl", {"event": "end", "t": time.time(), "pid": os.getpid(), "run": run_dir.name, "exit": code}
+    )
     return code
 
 
@@ -118,7 +128,10 @@ class ProbeEngine:
 
     def max_overlap(self) -> int:
         """The largest number of engine processes that were alive at the same instant."""
-        edges = sorted([(start, 1) for start, _, _ in self.intervals()] + [(end, -1) for _, end, _ in self.intervals()], key=lambda e: (e[0], e[1]))
+        edges = sorted(
+            [(start, 1) for start, _, _ in self.intervals()] + [(end, -1) for _, end, _ in self.intervals()],
+            key=lambda e: (e[0], e[1]),
+        )
         alive = peak = 0
         for _, delta in edges:
             alive += delta

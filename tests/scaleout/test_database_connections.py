@@ -31,7 +31,9 @@ def test_a_web_process_keeps_no_more_connections_than_requests_in_flight(deploym
 
         with psycopg.connect(d.admin_database_url, autocommit=True, connect_timeout=5) as conn:
             for _ in range(3000):  # bounded: at most ~60 s
-                held = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()", (name,)).fetchone()[0]
+                held = conn.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()", (name,)
+                ).fetchone()[0]
                 peak["held"] = max(peak["held"], held)
                 if done.wait(0.02):
                     return
@@ -45,4 +47,6 @@ def test_a_web_process_keeps_no_more_connections_than_requests_in_flight(deploym
         done.set()
         sampler.join(timeout=10)
     assert set(codes) == {200}
-    assert peak["held"] <= CLIENTS + 2, f"{CLIENTS} clients making {REQUESTS} requests made the web process hold up to {peak['held']} PostgreSQL connections"
+    assert peak["held"] <= CLIENTS + 2, (
+        f"{CLIENTS} clients making {REQUESTS} requests made the web process hold up to {peak['held']} PostgreSQL connections"
+    )

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.wsclient import WebSocket
+
 from .deployment import Deployment, wait_until
 from .fixtures import QUESTION
 from .invariants import assert_event_log_sound, check_all
-from tests.support.wsclient import WebSocket
 
 pytestmark = [pytest.mark.scaleout, pytest.mark.timeout(180)]
 
@@ -47,7 +48,7 @@ class SlotSampler:
                 self.max_running = max(self.max_running, running)
                 self.samples += 1
 
-    def __enter__(self) -> "SlotSampler":
+    def __enter__(self) -> SlotSampler:
         self.thread.start()
         return self
 
@@ -62,8 +63,18 @@ def test_two_webs_and_two_worker_clusters_share_runs_without_double_turns_or_ext
 
     with SlotSampler(d) as sampler:
         with ThreadPoolExecutor(max_workers=4) as pool:
-            auto = list(pool.map(lambda i: d.create(users[i % 2], "haiku-writer", web=i % 2, input={"topic": f"zzz0.3 wave {i}"}), range(AUTO_RUNS)))
-            asking = list(pool.map(lambda i: d.create(users[i % 2], "trip-planner", web=i % 2, mode="interactive"), range(INTERACTIVE_RUNS)))
+            auto = list(
+                pool.map(
+                    lambda i: d.create(users[i % 2], "haiku-writer", web=i % 2, input={"topic": f"zzz0.3 wave {i}"}),
+                    range(AUTO_RUNS),
+                )
+            )
+            asking = list(
+                pool.map(
+                    lambda i: d.create(users[i % 2], "trip-planner", web=i % 2, mode="interactive"),
+                    range(INTERACTIVE_RUNS),
+                )
+            )
 
         # Each question is answered through the *other* web process than the one that created the run;
         # the first one is also watched live over a websocket on that other web process.
@@ -77,10 +88,18 @@ def test_two_webs_and_two_worker_clusters_share_runs_without_double_turns_or_ext
             code, pending = d.request("GET", f"/v1/jobs/{request_id}/interaction/pending", user, web=other_web)
             assert code == 200 and pending["pending"]["prompt"] == QUESTION, pending
             if request_id == watched:
-                socket = WebSocket(d.web_ports[0], f"/ws/runs/{request_id}/?after_seq=0", {"Authorization": f"Token {d.tokens[user]}"})
+                socket = WebSocket(
+                    d.web_ports[0], f"/ws/runs/{request_id}/?after_seq=0", {"Authorization": f"Token {d.tokens[user]}"}
+                )
                 assert socket.recv()["type"] == "snapshot"
             replies[request_id] = f"Lisbon, {i + 2} days"
-            code, body = d.request("POST", f"/v1/jobs/{request_id}/interaction/reply", user, {"interaction_id": 1, "response": replies[request_id], "idempotency_key": f"k{i}"}, web=other_web)
+            code, body = d.request(
+                "POST",
+                f"/v1/jobs/{request_id}/interaction/reply",
+                user,
+                {"interaction_id": 1, "response": replies[request_id], "idempotency_key": f"k{i}"},
+                web=other_web,
+            )
             assert code == 200 and body["accepted"] is True, body
         streamed = socket.recv_until_closed(timeout=30)
         socket.close()
@@ -101,7 +120,9 @@ def test_two_webs_and_two_worker_clusters_share_runs_without_double_turns_or_ext
     assert sampler.max_slots <= CAP and sampler.max_running <= CAP, (sampler.max_slots, sampler.max_running)
     assert d.engine.max_overlap() == CAP, d.engine.max_overlap()
     groups = {c["worker_group"] for c in d.engine.starts()}
-    assert groups == {w.pid for w in d.workers}, f"turns ran in worker groups {groups}, clusters are {[w.pid for w in d.workers]}"
+    assert groups == {w.pid for w in d.workers}, (
+        f"turns ran in worker groups {groups}, clusters are {[w.pid for w in d.workers]}"
+    )
 
     # The socket on web 0 saw the reply posted to web 1 and the worker's events, each once, in order.
     events = [m for m in streamed if m["type"] == "event"]
@@ -123,8 +144,14 @@ def test_worker_clusters_starting_together_on_a_fresh_database(deployments):
         d.start_worker()
     d.wait_web(0)
     for index in range(3):
-        wait_until(lambda: "started" in d.log(f"worker-{index}") or d.workers[index].poll() is not None, 30, f"worker {index} to start or exit")
-    crashed = {index: d.log(f"worker-{index}")[-600:] for index, worker in enumerate(d.workers) if worker.poll() is not None}
+        wait_until(
+            lambda index=index: "started" in d.log(f"worker-{index}") or d.workers[index].poll() is not None,
+            30,
+            f"worker {index} to start or exit",
+        )
+    crashed = {
+        index: d.log(f"worker-{index}")[-600:] for index, worker in enumerate(d.workers) if worker.poll() is not None
+    }
     snapshots = [Path(folder) for (folder,) in d.db("SELECT snapshot_dir FROM skills_skillversion")]
     assert len(snapshots) == 3, snapshots
     missing = sorted(str(folder) for folder in snapshots if not (folder / "SKILL.md").is_file())

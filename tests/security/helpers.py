@@ -8,4 +8,6 @@ def forget_throttling(*users) -> None:
     shared Redis (clearing it would wipe other processes' data)."""
     from django.core.cache import cache
 
-    cache.delete_many([f"throttle_{scope}_{user.pk}" for scope in ("run_create", "interaction_reply") for user in users])
+    cache.delete_many(
+        [f"throttle_{scope}_{user.pk}" for scope in ("run_create", "interaction_reply") for user in users]
+    )

@@ -17,7 +17,12 @@ from rest_framework.test import APIClient
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-PLAN = {"destination": "Oslo", "days": [{"day": 1, "activities": ["walk"]}], "plan_file": "artifacts/plan.md", "__SKILL_DONE__": True}
+PLAN = {
+    "destination": "Oslo",
+    "days": [{"day": 1, "activities": ["walk"]}],
+    "plan_file": "artifacts/plan.md",
+    "__SKILL_DONE__": True,
+}
 
 
 def _csrf_client(user, cls=Client):
@@ -31,7 +36,9 @@ def _skill_zip(tmp_path, skill_id="csrf-probe") -> io.BytesIO:
     folder = tmp_path / skill_id
     (folder / "assets").mkdir(parents=True, exist_ok=True)
     (folder / "SKILL.md").write_text(f"---\nname: {skill_id}\ndescription: probe\n---\nDo it.\n")
-    (folder / "assets" / "runner.json").write_text(json.dumps({"id": skill_id, "version": "1.0.0", "execution_modes": ["auto"]}))
+    (folder / "assets" / "runner.json").write_text(
+        json.dumps({"id": skill_id, "version": "1.0.0", "execution_modes": ["auto"]})
+    )
     (folder / "assets" / "output.schema.json").write_text(json.dumps({"type": "object"}))
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
@@ -61,7 +68,13 @@ def test_new_run_form_from_a_foreign_origin_is_refused_even_with_a_token(alice, 
     install_skill("haiku-writer")
     client, token = _csrf_client(alice)
     url = reverse("ui:run-new", args=["haiku-writer"])
-    form = {"input__topic": "sea", "engine": "codex", "execution_mode": "auto", "model": "", "csrfmiddlewaretoken": token}
+    form = {
+        "input__topic": "sea",
+        "engine": "codex",
+        "execution_mode": "auto",
+        "model": "",
+        "csrfmiddlewaretoken": token,
+    }
     assert client.post(url, form, HTTP_ORIGIN="http://evil.example").status_code == 403
     assert client.post(url, form, HTTP_ORIGIN="null").status_code == 403
     assert not Run.objects.exists()
@@ -70,8 +83,19 @@ def test_new_run_form_from_a_foreign_origin_is_refused_even_with_a_token(alice, 
 @pytest.fixture
 def waiting(api, alice, install_skill, fake_codex):
     install_skill("trip-planner")
-    fake_codex.script({"message": "Where to?"}, {"files": {"artifacts/plan.md": "# Oslo\n"}, "message": json.dumps(PLAN)})
-    response = api.post("/v1/jobs", {"skill_id": "trip-planner", "engine": "codex", "input": {}, "runtime_options": {"execution_mode": "interactive"}}, format="json")
+    fake_codex.script(
+        {"message": "Where to?"}, {"files": {"artifacts/plan.md": "# Oslo\n"}, "message": json.dumps(PLAN)}
+    )
+    response = api.post(
+        "/v1/jobs",
+        {
+            "skill_id": "trip-planner",
+            "engine": "codex",
+            "input": {},
+            "runtime_options": {"execution_mode": "interactive"},
+        },
+        format="json",
+    )
     rid = response.json()["request_id"]
     assert api.get(f"/v1/jobs/{rid}").json()["status"] == "waiting_user"
     return rid
@@ -92,14 +116,19 @@ def test_session_writes_to_a_run_need_csrf(alice, waiting, action):
     before = _snapshot(waiting)
     assert client.post(path, body, format="json").status_code == 403
     assert _snapshot(waiting) == before
-    assert client.post(path, body, format="json", HTTP_ORIGIN="http://evil.example", HTTP_X_CSRFTOKEN=token).status_code == 403
+    assert (
+        client.post(path, body, format="json", HTTP_ORIGIN="http://evil.example", HTTP_X_CSRFTOKEN=token).status_code
+        == 403
+    )
     assert _snapshot(waiting) == before
     assert client.post(path, body, format="json", HTTP_X_CSRFTOKEN=token).status_code == 200  # the control
 
 
 def test_session_upload_needs_csrf(alice, api, install_skill, fake_codex):
     install_skill("word-count")
-    rid = api.post("/v1/jobs", {"skill_id": "word-count", "engine": "codex", "input": {}}, format="json").json()["request_id"]
+    rid = api.post("/v1/jobs", {"skill_id": "word-count", "engine": "codex", "input": {}}, format="json").json()[
+        "request_id"
+    ]
     client, token = _csrf_client(alice, APIClient)
     archive = io.BytesIO()
     with zipfile.ZipFile(archive, "w") as z:
@@ -114,13 +143,25 @@ def test_session_upload_needs_csrf(alice, api, install_skill, fake_codex):
     assert client.post(f"/v1/jobs/{rid}/upload", {"file": zipped()}, format="multipart").status_code == 403
     assert _snapshot(rid) == before
     fake_codex.script({"message": json.dumps({"lines": 1, "words": 2})})
-    assert client.post(f"/v1/jobs/{rid}/upload", {"file": zipped()}, format="multipart", HTTP_X_CSRFTOKEN=token).status_code == 200
+    assert (
+        client.post(
+            f"/v1/jobs/{rid}/upload", {"file": zipped()}, format="multipart", HTTP_X_CSRFTOKEN=token
+        ).status_code
+        == 200
+    )
 
 
 def test_session_skill_install_api_needs_csrf(admin_user, tmp_path):
     from skills.models import Skill
 
     client, token = _csrf_client(admin_user, APIClient)
-    assert client.post("/v1/skill-packages/install", {"file": _skill_zip(tmp_path)}, format="multipart").status_code == 403
+    assert (
+        client.post("/v1/skill-packages/install", {"file": _skill_zip(tmp_path)}, format="multipart").status_code == 403
+    )
     assert not Skill.objects.filter(skill_id="csrf-probe").exists()
-    assert client.post("/v1/skill-packages/install", {"file": _skill_zip(tmp_path)}, format="multipart", HTTP_X_CSRFTOKEN=token).status_code == 200
+    assert (
+        client.post(
+            "/v1/skill-packages/install", {"file": _skill_zip(tmp_path)}, format="multipart", HTTP_X_CSRFTOKEN=token
+        ).status_code
+        == 200
+    )

@@ -30,9 +30,20 @@ def runs(staff_api, api, install_skill, fake_codex):
     for name in ("haiku-writer", "trip-planner", "word-count"):
         install_skill(name)
     fake_codex.script(HAIKU_STEP)
-    done = api.post("/v1/jobs", {"skill_id": "haiku-writer", "engine": "codex", "input": {"topic": "sea"}}, format="json").json()["request_id"]
+    done = api.post(
+        "/v1/jobs", {"skill_id": "haiku-writer", "engine": "codex", "input": {"topic": "sea"}}, format="json"
+    ).json()["request_id"]
     fake_codex.script({"message": "Where to?"}, HAIKU_STEP)
-    waiting = api.post("/v1/jobs", {"skill_id": "trip-planner", "engine": "codex", "input": {}, "runtime_options": {"execution_mode": "interactive"}}, format="json").json()["request_id"]
+    waiting = api.post(
+        "/v1/jobs",
+        {
+            "skill_id": "trip-planner",
+            "engine": "codex",
+            "input": {},
+            "runtime_options": {"execution_mode": "interactive"},
+        },
+        format="json",
+    ).json()["request_id"]
     assert api.get(f"/v1/jobs/{done}").json()["status"] == "succeeded"
     assert api.get(f"/v1/jobs/{waiting}").json()["status"] == "waiting_user"
     fake_codex.script(HAIKU_STEP)
@@ -84,7 +95,9 @@ def test_no_request_generated_from_the_openapi_document_gets_a_5xx(staff_api, ru
             except Exception as exc:  # the app raised through the transport: that is a 500 too
                 status, response = 500, exc
             if status >= 500:
-                failures.append(f"{operation.label} [{mode.value}] -> {status}\n    {case.as_curl_command(headers=auth)}")
+                failures.append(
+                    f"{operation.label} [{mode.value}] -> {status}\n    {case.as_curl_command(headers=auth)}"
+                )
 
         if SEED is not None:
             check = hypothesis.seed(int(SEED))(check)
@@ -112,4 +125,6 @@ def test_no_request_generated_from_the_openapi_document_gets_a_5xx(staff_api, ru
     elapsed = time.monotonic() - started
     assert calls["count"] > 200, (calls, unsatisfiable)
     print(f"fuzz: {calls['count']} requests in {elapsed:.0f}s; no negative case for {unsatisfiable}")
-    assert failures == [], f"{len(failures)} of {calls['count']} requests got a 5xx in {elapsed:.0f}s:\n" + "\n".join(failures[:20])
+    assert failures == [], f"{len(failures)} of {calls['count']} requests got a 5xx in {elapsed:.0f}s:\n" + "\n".join(
+        failures[:20]
+    )

@@ -17,7 +17,12 @@ from .helpers import forget_throttling
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-PLAN = {"destination": "Oslo", "days": [{"day": 1, "activities": ["walk"]}], "plan_file": "artifacts/plan.md", "__SKILL_DONE__": True}
+PLAN = {
+    "destination": "Oslo",
+    "days": [{"day": 1, "activities": ["walk"]}],
+    "plan_file": "artifacts/plan.md",
+    "__SKILL_DONE__": True,
+}
 
 
 @pytest.fixture
@@ -48,21 +53,43 @@ def test_oversized_reply_is_413_and_changes_nothing(api, install_skill, fake_cod
     from runs.models import Run
 
     install_skill("trip-planner")
-    fake_codex.script({"message": "Where to?"}, {"files": {"artifacts/plan.md": "# Oslo\n"}, "message": json.dumps(PLAN)})
-    rid = api.post("/v1/jobs", {"skill_id": "trip-planner", "engine": "codex", "input": {}, "runtime_options": {"execution_mode": "interactive"}}, format="json").json()["request_id"]
+    fake_codex.script(
+        {"message": "Where to?"}, {"files": {"artifacts/plan.md": "# Oslo\n"}, "message": json.dumps(PLAN)}
+    )
+    rid = api.post(
+        "/v1/jobs",
+        {
+            "skill_id": "trip-planner",
+            "engine": "codex",
+            "input": {},
+            "runtime_options": {"execution_mode": "interactive"},
+        },
+        format="json",
+    ).json()["request_id"]
     before = Run.objects.get(pk=rid)
     settings.SKILLRUNNER_MAX_JSON_BODY_BYTES = 4096
-    response = api.post(f"/v1/jobs/{rid}/interaction/reply", {"interaction_id": 1, "response": "x" * 8192}, format="json")
+    response = api.post(
+        f"/v1/jobs/{rid}/interaction/reply", {"interaction_id": 1, "response": "x" * 8192}, format="json"
+    )
     assert response.status_code == 413
     after = Run.objects.get(pk=rid)
-    assert (after.status, after.last_event_seq, after.attempt_number) == (before.status, before.last_event_seq, before.attempt_number) == ("waiting_user", before.last_event_seq, 1)
+    assert (
+        (after.status, after.last_event_seq, after.attempt_number)
+        == (before.status, before.last_event_seq, before.attempt_number)
+        == ("waiting_user", before.last_event_seq, 1)
+    )
 
 
 def test_run_creation_is_rate_limited_per_user(api, bob_api, install_skill, fake_codex, rates):
     from runs.models import Run
 
     install_skill("haiku-writer")
-    fake_codex.script({"files": {"artifacts/haiku.md": "a\nb\nc\n"}, "message": json.dumps({"topic": "sea", "haiku": ["a", "b", "c"], "haiku_file": "artifacts/haiku.md"})})
+    fake_codex.script(
+        {
+            "files": {"artifacts/haiku.md": "a\nb\nc\n"},
+            "message": json.dumps({"topic": "sea", "haiku": ["a", "b", "c"], "haiku_file": "artifacts/haiku.md"}),
+        }
+    )
     codes = [api.post("/v1/jobs", _job(f"t{i}"), format="json").status_code for i in range(3)]
     assert codes == [200, 200, 200]
     refused = api.post("/v1/jobs", _job("one too many"), format="json")
@@ -78,9 +105,25 @@ def test_replies_are_rate_limited_on_the_api_and_the_socket_alike(api, install_s
     from runs.models import Run
 
     install_skill("trip-planner")
-    fake_codex.script({"message": "Where to?"}, {"files": {"artifacts/plan.md": "# Oslo\n"}, "message": json.dumps(PLAN)})
-    rid = api.post("/v1/jobs", {"skill_id": "trip-planner", "engine": "codex", "input": {}, "runtime_options": {"execution_mode": "interactive"}}, format="json").json()["request_id"]
-    stale = [api.post(f"/v1/jobs/{rid}/interaction/reply", {"interaction_id": 99, "response": "x"}, format="json").status_code for _ in range(2)]
+    fake_codex.script(
+        {"message": "Where to?"}, {"files": {"artifacts/plan.md": "# Oslo\n"}, "message": json.dumps(PLAN)}
+    )
+    rid = api.post(
+        "/v1/jobs",
+        {
+            "skill_id": "trip-planner",
+            "engine": "codex",
+            "input": {},
+            "runtime_options": {"execution_mode": "interactive"},
+        },
+        format="json",
+    ).json()["request_id"]
+    stale = [
+        api.post(
+            f"/v1/jobs/{rid}/interaction/reply", {"interaction_id": 99, "response": "x"}, format="json"
+        ).status_code
+        for _ in range(2)
+    ]
     assert stale == [409, 409]
     refused = api.post(f"/v1/jobs/{rid}/interaction/reply", {"interaction_id": 1, "response": "Oslo"}, format="json")
     assert refused.status_code == 429 and refused.json()["detail"]["code"] == "RATE_LIMITED"
@@ -89,7 +132,11 @@ def test_replies_are_rate_limited_on_the_api_and_the_socket_alike(api, install_s
     async def socket_reply():
         from skillrunner.asgi import application
 
-        socket = WebsocketCommunicator(application, f"/ws/runs/{rid}/?after_seq=999", headers=[(b"authorization", f"Token {api.token_key}".encode())])
+        socket = WebsocketCommunicator(
+            application,
+            f"/ws/runs/{rid}/?after_seq=999",
+            headers=[(b"authorization", f"Token {api.token_key}".encode())],
+        )
         assert (await socket.connect())[0]
         assert (await socket.receive_json_from(5))["type"] == "snapshot"
         await socket.send_json_to({"type": "reply", "interaction_id": 1, "response": "Oslo"})

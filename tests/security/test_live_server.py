@@ -31,10 +31,23 @@ BOB_PRIVATE = "BOB-PRIVATE-ARTIFACT-4410"
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
-    d = standard_scripts(Deployment(tmp_path_factory.mktemp("live-security"), webs=1, workers=1, env={"SKILLRUNNER_MAX_UPLOAD_BYTES": str(UPLOAD_LIMIT)}))
+    d = standard_scripts(
+        Deployment(
+            tmp_path_factory.mktemp("live-security"),
+            webs=1,
+            workers=1,
+            env={"SKILLRUNNER_MAX_UPLOAD_BYTES": str(UPLOAD_LIMIT)},
+        )
+    )
     try:
         d.start()
-        d.engine.script("haiku-writer", {"files": {"artifacts/haiku.md": BOB_PRIVATE}, "message": json.dumps({"topic": "t", "haiku": ["a", "b", "c"], "haiku_file": "artifacts/haiku.md"})})
+        d.engine.script(
+            "haiku-writer",
+            {
+                "files": {"artifacts/haiku.md": BOB_PRIVATE},
+                "message": json.dumps({"topic": "t", "haiku": ["a", "b", "c"], "haiku_file": "artifacts/haiku.md"}),
+            },
+        )
         d.bob_run = d.create("bob", "haiku-writer", input={"topic": "bob"})
         d.wait_status("bob", d.bob_run, {"succeeded"})
         standard_scripts(d)
@@ -58,7 +71,7 @@ def raw_request(port: int, head: str, body: bytes = b"", *, read_timeout: float 
                 if not chunk:
                     break
                 data += chunk
-        except socket.timeout:
+        except TimeoutError:
             pass
     match = re.match(rb"HTTP/1\.[01] (\d{3})", data)
     return (int(match.group(1)) if match else None), data
@@ -83,12 +96,18 @@ def test_raw_traversal_paths_on_the_real_server(live):
     ]
     leaked = {}
     for path in paths:
-        status, data = raw_request(live.web_ports[0], f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Token {token}\r\nConnection: close\r\n\r\n")
+        status, data = raw_request(
+            live.web_ports[0],
+            f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Token {token}\r\nConnection: close\r\n\r\n",
+        )
         if status is None or status == 200 or status >= 500 or BOB_PRIVATE.encode() in data or b"SECRET_KEY" in data:
             leaked[path] = (status, data[:160])
     assert leaked == {}
     # the control: the same client reads its own artifact fine
-    status, data = raw_request(live.web_ports[0], f"GET /v1/jobs/{rid}/artifacts/artifacts/haiku.md HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Token {token}\r\nConnection: close\r\n\r\n")
+    status, data = raw_request(
+        live.web_ports[0],
+        f"GET /v1/jobs/{rid}/artifacts/artifacts/haiku.md HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Token {token}\r\nConnection: close\r\n\r\n",
+    )
     assert status == 200 and data.endswith(b"waves fold\ninto the grey\nmorning\n"), data[-200:]
 
 
@@ -103,25 +122,51 @@ def test_oversized_body_is_refused_before_it_is_read(live):
     the whole body, anyone, even without credentials, can make it swallow gigabytes."""
     claimed = 512 * 1024 * 1024
     with socket.create_connection(("127.0.0.1", live.web_ports[0]), timeout=10) as sock:
-        sock.sendall(f"POST /v1/skill-packages/install HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: multipart/form-data; boundary=x\r\nContent-Length: {claimed}\r\n\r\n".encode())
+        sock.sendall(
+            f"POST /v1/skill-packages/install HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: multipart/form-data; boundary=x\r\nContent-Length: {claimed}\r\n\r\n".encode()
+        )
         sock.sendall(b"--x\r\n" + b"\0" * (256 * 1024))
         sock.settimeout(5)
         started = time.monotonic()
         try:
             answer = sock.recv(200)
-        except socket.timeout:
+        except TimeoutError:
             answer = b""
     waited = time.monotonic() - started
-    assert answer.startswith(b"HTTP/1.1 413"), f"no 413 after {waited:.1f}s with {claimed} bytes announced and 256 KiB sent: {answer[:80]!r}"
+    assert answer.startswith(b"HTTP/1.1 413"), (
+        f"no 413 after {waited:.1f}s with {claimed} bytes announced and 256 KiB sent: {answer[:80]!r}"
+    )
 
 
-@pytest.mark.parametrize("path,content_type", [("/v1/jobs", "application/json"), ("/v1/skill-packages/install", "multipart/form-data; boundary=x")])
+@pytest.mark.parametrize(
+    "path,content_type",
+    [("/v1/jobs", "application/json"), ("/v1/skill-packages/install", "multipart/form-data; boundary=x")],
+)
 def test_chunked_bodies_do_not_bypass_the_limits(live, path, content_type):
     """Without a Content-Length the size check cannot look at a header; an oversized chunked body
     must still never be processed (no run created, no install, no 5xx)."""
     before = set(live.runs())
-    payload = json.dumps({"skill_id": "haiku-writer", "engine": "codex", "input": {"topic": "chunked"}, "parameter": {"pad": "x" * (3 * 1024 * 1024)}}).encode() if "json" in content_type else b"--x\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.zip\"\r\n\r\n" + b"\0" * (2 * UPLOAD_LIMIT) + b"\r\n--x--\r\n"
-    chunks = b"".join(f"{len(payload[i:i + 65536]):x}\r\n".encode() + payload[i : i + 65536] + b"\r\n" for i in range(0, len(payload), 65536)) + b"0\r\n\r\n"
+    payload = (
+        json.dumps(
+            {
+                "skill_id": "haiku-writer",
+                "engine": "codex",
+                "input": {"topic": "chunked"},
+                "parameter": {"pad": "x" * (3 * 1024 * 1024)},
+            }
+        ).encode()
+        if "json" in content_type
+        else b'--x\r\nContent-Disposition: form-data; name="file"; filename="a.zip"\r\n\r\n'
+        + b"\0" * (2 * UPLOAD_LIMIT)
+        + b"\r\n--x--\r\n"
+    )
+    chunks = (
+        b"".join(
+            f"{len(payload[i : i + 65536]):x}\r\n".encode() + payload[i : i + 65536] + b"\r\n"
+            for i in range(0, len(payload), 65536)
+        )
+        + b"0\r\n\r\n"
+    )
     head = f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Token {live.tokens['ops']}\r\nContent-Type: {content_type}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
     status, data = raw_request(live.web_ports[0], head, chunks, read_timeout=20)
     assert status in (400, 411, 413), (status, data[:300])
@@ -134,8 +179,15 @@ def _login(live, username: str) -> str:
     opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
     page = opener.open(live.url() + "/accounts/login/", timeout=10).read().decode()
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
-    form = urllib.parse.urlencode({"username": username, "password": f"{username}-password-123", "csrfmiddlewaretoken": token}).encode()
-    opener.open(urllib.request.Request(live.url() + "/accounts/login/", data=form, headers={"Referer": live.url() + "/accounts/login/"}), timeout=10).read()
+    form = urllib.parse.urlencode(
+        {"username": username, "password": f"{username}-password-123", "csrfmiddlewaretoken": token}
+    ).encode()
+    opener.open(
+        urllib.request.Request(
+            live.url() + "/accounts/login/", data=form, headers={"Referer": live.url() + "/accounts/login/"}
+        ),
+        timeout=10,
+    ).read()
     return next(c.value for c in jar if c.name == "sessionid")
 
 
@@ -164,10 +216,16 @@ def test_run_socket_access_on_the_real_server(live):
         "staff token": _socket_outcome(live, rid, {"Authorization": f"Token {live.tokens['ops']}"}),
         "no credentials": _socket_outcome(live, rid, {"Origin": own_origin}),
         "token in the URL": _socket_outcome(live, rid, {"Origin": own_origin}, f"?token={alice}"),
-        "revoked-looking token": _socket_outcome(live, rid, {"Authorization": "Token sr_0000000000000000000000000000000"}),
+        "revoked-looking token": _socket_outcome(
+            live, rid, {"Authorization": "Token sr_0000000000000000000000000000000"}
+        ),
         "cookie, own origin": _socket_outcome(live, rid, {"Cookie": f"sessionid={cookie}", "Origin": own_origin}),
-        "cookie, foreign origin": _socket_outcome(live, rid, {"Cookie": f"sessionid={cookie}", "Origin": "http://evil.example"}),
-        "cookie, look-alike origin": _socket_outcome(live, rid, {"Cookie": f"sessionid={cookie}", "Origin": "http://127.0.0.1.evil.example"}),
+        "cookie, foreign origin": _socket_outcome(
+            live, rid, {"Cookie": f"sessionid={cookie}", "Origin": "http://evil.example"}
+        ),
+        "cookie, look-alike origin": _socket_outcome(
+            live, rid, {"Cookie": f"sessionid={cookie}", "Origin": "http://127.0.0.1.evil.example"}
+        ),
         "cookie, no origin": _socket_outcome(live, rid, {"Cookie": f"sessionid={cookie}"}),
         "bob token, bob's own run": _socket_outcome(live, live.bob_run, {"Authorization": f"Token {bob}"}),
     }
@@ -209,11 +267,29 @@ def test_engine_processes_of_a_real_worker_get_no_server_secrets(live):
     key; a codex process gets the codex key and nothing else of those."""
     envs = live.engine.environments()
     assert envs, "the engine recorded no environment"
-    server_only = {name: value for name, value in live.env.items() if name in ("SECRET_KEY", "DATABASE_URL", "REDIS_URL", "SKILLRUNNER_GEMINI_API_KEY", "SKILLRUNNER_CLAUDE_API_KEY", "SKILLRUNNER_IFLOW_API_KEY", "DJANGO_SETTINGS_MODULE", "SKILLRUNNER_QUEUE_NAME")}
+    server_only = {
+        name: value
+        for name, value in live.env.items()
+        if name
+        in (
+            "SECRET_KEY",
+            "DATABASE_URL",
+            "REDIS_URL",
+            "SKILLRUNNER_GEMINI_API_KEY",
+            "SKILLRUNNER_CLAUDE_API_KEY",
+            "SKILLRUNNER_IFLOW_API_KEY",
+            "DJANGO_SETTINGS_MODULE",
+            "SKILLRUNNER_QUEUE_NAME",
+        )
+    }
     secrets = {name: value for name, value in live.secrets.items() if name != "SKILLRUNNER_CODEX_API_KEY"}
     for env in envs:
         assert [name for name in server_only if name in env] == []
-        assert [name for name, value in {**server_only, **secrets}.items() if value and any(value in v for v in env.values())] == []
+        assert [
+            name
+            for name, value in {**server_only, **secrets}.items()
+            if value and any(value in v for v in env.values())
+        ] == []
         assert live.secrets["SKILLRUNNER_CODEX_API_KEY"] in env.values()
 
 

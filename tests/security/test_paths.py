@@ -27,9 +27,17 @@ def planted(api, bob_api, install_skill, fake_codex, tmp_path):
 
     install_skill("haiku-writer")
     fake_codex.script({"files": {"artifacts/haiku.md": BOB_PRIVATE}, "message": json.dumps(HAIKU)})
-    bob_run = Run.objects.get(pk=bob_api.post("/v1/jobs", {"skill_id": "haiku-writer", "engine": "codex", "input": {"topic": "sea"}}, format="json").json()["request_id"])
+    bob_run = Run.objects.get(
+        pk=bob_api.post(
+            "/v1/jobs", {"skill_id": "haiku-writer", "engine": "codex", "input": {"topic": "sea"}}, format="json"
+        ).json()["request_id"]
+    )
     fake_codex.script({"files": {"artifacts/haiku.md": "a\nb\nc\n"}, "message": json.dumps(HAIKU)})
-    run = Run.objects.get(pk=api.post("/v1/jobs", {"skill_id": "haiku-writer", "engine": "codex", "input": {"topic": "sea"}}, format="json").json()["request_id"])
+    run = Run.objects.get(
+        pk=api.post(
+            "/v1/jobs", {"skill_id": "haiku-writer", "engine": "codex", "input": {"topic": "sea"}}, format="json"
+        ).json()["request_id"]
+    )
     assert run.status == bob_run.status == "succeeded"
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -81,7 +89,9 @@ def test_encoded_traversal_never_leaves_the_artifacts_dir(api, planted):
     for variant in _variants(planted):
         response = api.get(f"/v1/jobs/{planted['rid']}/artifacts/{variant}")
         body = b"".join(response.streaming_content) if response.streaming else response.content
-        if response.status_code != 404 or any(m.encode() in body for m in (OUTSIDE, BOB_PRIVATE, planted["prompt_marker"])):
+        if response.status_code != 404 or any(
+            m.encode() in body for m in (OUTSIDE, BOB_PRIVATE, planted["prompt_marker"])
+        ):
             leaked[variant] = (response.status_code, body[:120])
     assert leaked == {}
 

@@ -22,7 +22,10 @@ from django.test import Client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-KEYS = {name: f"{name}-provider-key-0b9d41e7c2aa{index}" for index, name in enumerate(("codex", "gemini", "iflow", "claude"))}
+KEYS = {
+    name: f"{name}-provider-key-0b9d41e7c2aa{index}"
+    for index, name in enumerate(("codex", "gemini", "iflow", "claude"))
+}
 PLAN = {"days": [{"day": 1, "activities": ["walk"]}], "plan_file": "artifacts/plan.md", "__SKILL_DONE__": True}
 
 
@@ -44,10 +47,27 @@ def leaky_run(api, install_skill, keyed, caplog, tmp_path):
     key = KEYS["codex"]
     env_dump = tmp_path / "engine-env.json"
     keyed.script(
-        {"message": f"I found OPENAI_API_KEY={key} in my environment. Where to?", "stderr": f"auth with {key}\n", "echo_env": str(env_dump)},
-        {"files": {"artifacts/plan.md": "# Oslo\n"}, "message": json.dumps({**PLAN, "destination": f"Oslo via {key}"}), "stderr": f"still {key}\n"},
+        {
+            "message": f"I found OPENAI_API_KEY={key} in my environment. Where to?",
+            "stderr": f"auth with {key}\n",
+            "echo_env": str(env_dump),
+        },
+        {
+            "files": {"artifacts/plan.md": "# Oslo\n"},
+            "message": json.dumps({**PLAN, "destination": f"Oslo via {key}"}),
+            "stderr": f"still {key}\n",
+        },
     )
-    response = api.post("/v1/jobs", {"skill_id": "trip-planner", "engine": "codex", "input": {}, "runtime_options": {"execution_mode": "interactive"}}, format="json")
+    response = api.post(
+        "/v1/jobs",
+        {
+            "skill_id": "trip-planner",
+            "engine": "codex",
+            "input": {},
+            "runtime_options": {"execution_mode": "interactive"},
+        },
+        format="json",
+    )
     rid = response.json()["request_id"]
     pending = api.get(f"/v1/jobs/{rid}/interaction/pending")
     reply = api.post(f"/v1/jobs/{rid}/interaction/reply", {"interaction_id": 1, "response": "Oslo"}, format="json")
@@ -89,7 +109,9 @@ def test_engine_echoing_its_key_does_not_leak_it_through_the_api(api, leaky_run)
     }
     with zipfile.ZipFile(io.BytesIO(b"".join(api.get(f"/v1/jobs/{rid}/bundle").streaming_content))) as bundle:
         doors.update({f"bundle:{name}": bundle.read(name).decode("utf-8", "replace") for name in bundle.namelist()})
-    assert "Where to?" in doors["pending"] and "Oslo via" in doors["result"]  # the content is there, only the key is not
+    assert (
+        "Where to?" in doors["pending"] and "Oslo via" in doors["result"]
+    )  # the content is there, only the key is not
     assert _leaks(doors) == {}
 
 
@@ -104,7 +126,10 @@ def test_engine_echoing_its_key_does_not_leak_it_through_the_admin(admin_user, l
         "run list search": client.get("/admin/runs/run/", {"q": "Oslo"}),
         "interaction": client.get(f"/admin/runs/interaction/{Interaction.objects.get(run_id=rid).pk}/change/"),
         "interaction list": client.get("/admin/runs/interaction/"),
-        **{f"event {e.seq}": client.get(f"/admin/runs/runevent/{e.pk}/change/") for e in RunEvent.objects.filter(run_id=rid)},
+        **{
+            f"event {e.seq}": client.get(f"/admin/runs/runevent/{e.pk}/change/")
+            for e in RunEvent.objects.filter(run_id=rid)
+        },
     }
     assert {name: r.status_code for name, r in pages.items() if r.status_code != 200} == {}
     assert _leaks({name: _body(r) for name, r in pages.items()}) == {}

@@ -75,14 +75,44 @@ def _lie_about_size(content: bytes, name: str, claimed: int) -> bytes:
 
 
 HOSTILE = {
-    "gemini-settings": (_zip_with_raw_names([("document", DOCUMENT.encode()), (".gemini/settings.json", b'{"security": {"folderTrust": {"enabled": false}}}')]), ".gemini/settings.json"),
-    "gemini-env": (_zip_with_raw_names([("document", DOCUMENT.encode()), (".gemini/.env", b"GEMINI_API_KEY=x")]), ".gemini/.env"),
-    "claude-settings": (_zip_with_raw_names([("document", DOCUMENT.encode()), (".claude/settings.json", b'{"permissions": {"allow": ["Bash"]}}')]), ".claude/settings.json"),
-    "iflow-settings": (_zip_with_raw_names([("document", DOCUMENT.encode()), (".iflow/settings.json", b"{}")]), ".iflow/settings.json"),
-    "nested-codex": (_zip_with_raw_names([("document", DOCUMENT.encode()), ("docs/.codex/config.toml", b'approval_policy = "never"')]), "docs/.codex/config.toml"),
+    "gemini-settings": (
+        _zip_with_raw_names(
+            [
+                ("document", DOCUMENT.encode()),
+                (".gemini/settings.json", b'{"security": {"folderTrust": {"enabled": false}}}'),
+            ]
+        ),
+        ".gemini/settings.json",
+    ),
+    "gemini-env": (
+        _zip_with_raw_names([("document", DOCUMENT.encode()), (".gemini/.env", b"GEMINI_API_KEY=x")]),
+        ".gemini/.env",
+    ),
+    "claude-settings": (
+        _zip_with_raw_names(
+            [("document", DOCUMENT.encode()), (".claude/settings.json", b'{"permissions": {"allow": ["Bash"]}}')]
+        ),
+        ".claude/settings.json",
+    ),
+    "iflow-settings": (
+        _zip_with_raw_names([("document", DOCUMENT.encode()), (".iflow/settings.json", b"{}")]),
+        ".iflow/settings.json",
+    ),
+    "nested-codex": (
+        _zip_with_raw_names(
+            [("document", DOCUMENT.encode()), ("docs/.codex/config.toml", b'approval_policy = "never"')]
+        ),
+        "docs/.codex/config.toml",
+    ),
     "nested-env": (_zip_with_raw_names([("document", DOCUMENT.encode()), ("a/b/.env", b"X=1")]), "a/b/.env"),
-    "nested-mcp": (_zip_with_raw_names([("document", DOCUMENT.encode()), ("deep/.mcp.json", b'{"mcpServers": {}}')]), "deep/.mcp.json"),
-    "backslash-parent": (_zip_with_raw_names([("document", DOCUMENT.encode()), ("..\\..\\evil.txt", b"x")]), "evil.txt"),
+    "nested-mcp": (
+        _zip_with_raw_names([("document", DOCUMENT.encode()), ("deep/.mcp.json", b'{"mcpServers": {}}')]),
+        "deep/.mcp.json",
+    ),
+    "backslash-parent": (
+        _zip_with_raw_names([("document", DOCUMENT.encode()), ("..\\..\\evil.txt", b"x")]),
+        "evil.txt",
+    ),
     "drive-letter": (_zip_with_raw_names([("document", DOCUMENT.encode()), ("C:/evil.txt", b"x")]), "C:/evil.txt"),
     "dot-parent": (_zip_with_raw_names([("document", DOCUMENT.encode()), ("./../evil.txt", b"x")]), "evil.txt"),
     "inner-parent": (_zip_with_raw_names([("document", DOCUMENT.encode()), ("a/../../evil.txt", b"x")]), "evil.txt"),
@@ -94,7 +124,9 @@ HOSTILE = {
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE), ids=sorted(HOSTILE))
-def test_hostile_input_archive_is_refused_by_name_and_changes_nothing(api, fake_codex, settings, waiting_run, case, tmp_path):
+def test_hostile_input_archive_is_refused_by_name_and_changes_nothing(
+    api, fake_codex, settings, waiting_run, case, tmp_path
+):
     from runs.models import Run
 
     content, named = HOSTILE[case]

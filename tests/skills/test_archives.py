@@ -23,7 +23,9 @@ def _refused(tmp_path, content: bytes, limits: ArchiveLimits = LIMITS) -> Archiv
     with pytest.raises(ArchiveError) as info:
         _extract(tmp_path, content, limits)
     after = {k: v for k, v in tree_state(tmp_path).items() if not k.startswith("out")}
-    assert after == {k: v for k, v in outside.items() if not k.startswith("out")}, "something was written outside the destination"
+    assert after == {k: v for k, v in outside.items() if not k.startswith("out")}, (
+        "something was written outside the destination"
+    )
     return info.value
 
 
@@ -53,7 +55,19 @@ def test_symlinks_are_refused(tmp_path):
     assert not os.path.lexists(tmp_path / "out" / "pkg" / "link")
 
 
-@pytest.mark.parametrize("name", ["pkg/.codex/config.toml", "pkg/.gemini/settings.json", "pkg/.iflow/x", "pkg/.claude/settings.json", "pkg/.mcp.json", "pkg/.env", ".env", "pkg/sub/.codex/"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "pkg/.codex/config.toml",
+        "pkg/.gemini/settings.json",
+        "pkg/.iflow/x",
+        "pkg/.claude/settings.json",
+        "pkg/.mcp.json",
+        "pkg/.env",
+        ".env",
+        "pkg/sub/.codex/",
+    ],
+)
 def test_engine_control_files_are_refused(tmp_path, name):
     error = _refused(tmp_path, make_zip({"pkg/ok.txt": "ok", name: "x"}))
     assert error.code == "ARCHIVE_UNSAFE_ENTRY"
@@ -61,7 +75,12 @@ def test_engine_control_files_are_refused(tmp_path, name):
 
 
 def test_similar_but_harmless_names_are_fine(tmp_path):
-    names = _extract(tmp_path, make_zip({"pkg/.envrc.example": "x", "pkg/codex/notes.md": "x", "pkg/my.env": "x", "pkg/.github/workflow.yml": "x"}))
+    names = _extract(
+        tmp_path,
+        make_zip(
+            {"pkg/.envrc.example": "x", "pkg/codex/notes.md": "x", "pkg/my.env": "x", "pkg/.github/workflow.yml": "x"}
+        ),
+    )
     assert len(names) == 4
 
 

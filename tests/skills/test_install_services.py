@@ -18,7 +18,9 @@ pytestmark = pytest.mark.django_db
 
 
 def _version(tmp_path, version: str, **kwargs):
-    return clone_skill(BUNDLED_SKILLS / "haiku-writer", tmp_path / f"v{version}", manifest={"version": version}, **kwargs)
+    return clone_skill(
+        BUNDLED_SKILLS / "haiku-writer", tmp_path / f"v{version}", manifest={"version": version}, **kwargs
+    )
 
 
 def test_install_snapshots_the_package_under_the_data_dir(tmp_path, settings):
@@ -51,7 +53,9 @@ def test_not_newer_is_refused_and_leaves_everything(tmp_path, settings, newer):
         install_path(_version(tmp_path, newer, body="# replacement"))
     assert info.value.code == "SKILL_VERSION_NOT_NEWER"
     after = tree_state(settings.DATA_DIR)
-    assert {k: v for k, v in after.items() if not k.startswith("tmp")} == {k: v for k, v in before.items() if not k.startswith("tmp")}
+    assert {k: v for k, v in after.items() if not k.startswith("tmp")} == {
+        k: v for k, v in before.items() if not k.startswith("tmp")
+    }
 
 
 def test_prerelease_ordering(tmp_path):
@@ -64,7 +68,10 @@ def test_refused_zip_leaves_no_staging_behind(tmp_path, settings):
         install_zip(io.BytesIO(make_zip({"haiku-writer/SKILL.md": "x", "haiku-writer/.env": "A=1"})))
     staging = settings.DATA_DIR / "tmp"
     assert not staging.exists() or list(staging.iterdir()) == []
-    assert not (settings.DATA_DIR / "skill-snapshots").exists() or list((settings.DATA_DIR / "skill-snapshots").rglob("*")) == []
+    assert (
+        not (settings.DATA_DIR / "skill-snapshots").exists()
+        or list((settings.DATA_DIR / "skill-snapshots").rglob("*")) == []
+    )
 
 
 def test_install_zip_from_path(tmp_path):

@@ -95,7 +95,12 @@ def test_required_files(pkg, missing):
 
 @pytest.mark.parametrize(
     "text",
-    ["# no front matter\n", "---\ndescription: x\n---\nbody\n", "---\nname: [a, b]\n---\n", "---\nname: : :\n  - x\n---\n"],
+    [
+        "# no front matter\n",
+        "---\ndescription: x\n---\nbody\n",
+        "---\nname: [a, b]\n---\n",
+        "---\nname: : :\n  - x\n---\n",
+    ],
 )
 def test_front_matter_needs_a_name(pkg, text):
     pkg.write("SKILL.md", text)
@@ -147,8 +152,15 @@ def test_duplicate_modes_are_collapsed(pkg):
 def test_effective_engines(pkg):
     """R-SK3: (engines or all) − unsupported_engines."""
     assert pkg.edit(engines=["codex", "gemini"]).load().effective_engines == ["codex", "gemini"]
-    assert pkg.edit(engines=None, unsupported_engines=["gemini"]).load().effective_engines == ["codex", "iflow", "claude"]
-    assert pkg.edit(engines=["codex", "iflow"], unsupported_engines=["gemini"]).load().effective_engines == ["codex", "iflow"]
+    assert pkg.edit(engines=None, unsupported_engines=["gemini"]).load().effective_engines == [
+        "codex",
+        "iflow",
+        "claude",
+    ]
+    assert pkg.edit(engines=["codex", "iflow"], unsupported_engines=["gemini"]).load().effective_engines == [
+        "codex",
+        "iflow",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -166,7 +178,9 @@ def test_bad_engine_lists(pkg, changes):
     assert _code(pkg.load) == "SKILL_MANIFEST_INVALID"
 
 
-@pytest.mark.parametrize("value,ok", [(1, True), (4, True), (0, False), (-2, False), ("3", False), (True, False), (2.5, False)])
+@pytest.mark.parametrize(
+    "value,ok", [(1, True), (4, True), (0, False), (-2, False), ("3", False), (True, False), (2.5, False)]
+)
 def test_max_attempt(pkg, value, ok):
     pkg.edit(max_attempt=value)
     if ok:
@@ -197,7 +211,13 @@ def test_input_and_parameter_schemas_are_optional(pkg):
 
 
 def test_declared_schema_path_falls_back_to_convention_with_a_warning(pkg):
-    pkg.edit(schemas={"input": "assets/nope.json", "parameter": "assets/parameter.schema.json", "output": "assets/output.schema.json"})
+    pkg.edit(
+        schemas={
+            "input": "assets/nope.json",
+            "parameter": "assets/parameter.schema.json",
+            "output": "assets/output.schema.json",
+        }
+    )
     package = pkg.load()
     assert package.schemas["input"]["properties"]["topic"]["type"] == "string"
     assert [w["code"] for w in package.warnings] == ["SKILL_SCHEMA_PATH_FALLBACK"]
@@ -235,7 +255,13 @@ def test_artifacts_of_optional_property_and_runner_patterns():
         },
         "required": ["report"],
     }
-    manifest = {"artifacts": [{"role": "log", "pattern": "run.log", "required": True}, {"role": "any", "pattern": "*.png"}, {"pattern": "../x"}]}
+    manifest = {
+        "artifacts": [
+            {"role": "log", "pattern": "run.log", "required": True},
+            {"role": "any", "pattern": "*.png"},
+            {"pattern": "../x"},
+        ]
+    }
     found = {a["filename"]: a["required"] for a in artifacts_of(manifest, schema)}
     assert found == {"report.md": True, "extra.csv": False, "run.log": True}
 

@@ -29,9 +29,10 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CLI_DIR = REPO_ROOT / "engines" / "cli"
@@ -377,10 +378,10 @@ class ResidentCli:
     proc: subprocess.Popen | None = None
     stdout_lines: list[str] = field(default_factory=list)
     stderr_lines: list[str] = field(default_factory=list)
-    _events: "queue.Queue[dict[str, Any] | None]" = field(default_factory=queue.Queue)
+    _events: queue.Queue[dict[str, Any] | None] = field(default_factory=queue.Queue)
     _threads: list[threading.Thread] = field(default_factory=list)
 
-    def start(self) -> "ResidentCli":
+    def start(self) -> ResidentCli:
         clear_stale_locks(self.env)
         self.proc = subprocess.Popen(
             self.argv,
@@ -419,13 +420,9 @@ class ResidentCli:
         self.proc.stdin.flush()
 
     def send_user_text(self, text: str) -> None:
-        self.send(
-            {"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": text}]}}
-        )
+        self.send({"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": text}]}})
 
-    def read_until(
-        self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 60.0
-    ) -> list[dict[str, Any]]:
+    def read_until(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 60.0) -> list[dict[str, Any]]:
         deadline = time.monotonic() + timeout
         events: list[dict[str, Any]] = []
         while True:
@@ -470,7 +467,7 @@ class ResidentCli:
     def stderr(self) -> str:
         return "".join(self.stderr_lines)
 
-    def __enter__(self) -> "ResidentCli":
+    def __enter__(self) -> ResidentCli:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:

@@ -38,7 +38,7 @@ def _parse(argv: list[str]) -> tuple[str | None, str]:
     thread = None
     positional = []
     skip = False
-    for index, arg in enumerate(args):
+    for arg in args:
         if skip:
             skip = False
             continue
@@ -69,7 +69,19 @@ def main(script_path: str, argv: list[str]) -> int:
     with open(turn_log, "a") as log:
         log.write(json.dumps(prompt) + "\n")
     with open(script_file.parent / "invocations.jsonl", "a") as log:
-        log.write(json.dumps({"argv": argv, "cwd": os.getcwd(), "pid": os.getpid(), "thread": thread_id, "turn": turn_index, "prompt": prompt}) + "\n")
+        log.write(
+            json.dumps(
+                {
+                    "argv": argv,
+                    "cwd": os.getcwd(),
+                    "pid": os.getpid(),
+                    "thread": thread_id,
+                    "turn": turn_index,
+                    "prompt": prompt,
+                }
+            )
+            + "\n"
+        )
     turns = script["turns"]
     step = turns[min(turn_index, len(turns) - 1)]
 
@@ -84,7 +96,19 @@ def main(script_path: str, argv: list[str]) -> int:
         target = Path(relative)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(content)
-        _emit({"type": "item.completed", "item": {"id": "item_0", "type": "command_execution", "command": f"write {relative}", "aggregated_output": "", "exit_code": 0, "status": "completed"}})
+        _emit(
+            {
+                "type": "item.completed",
+                "item": {
+                    "id": "item_0",
+                    "type": "command_execution",
+                    "command": f"write {relative}",
+                    "aggregated_output": "",
+                    "exit_code": 0,
+                    "status": "completed",
+                },
+            }
+        )
     if step.get("sleep"):
         time.sleep(float(step["sleep"]))
     if step.get("fail"):
@@ -103,7 +127,9 @@ class FakeCodex:
         self.root = root
         self.script_file = root / "script.json"
         self.binary = root / "codex"
-        self.binary.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{Path(__file__).resolve()}" "{self.script_file}" "$@"\n')
+        self.binary.write_text(
+            f'#!/bin/sh\nexec "{sys.executable}" "{Path(__file__).resolve()}" "{self.script_file}" "$@"\n'
+        )
         self.binary.chmod(self.binary.stat().st_mode | stat.S_IXUSR)
 
     def script(self, *turns: dict) -> None:

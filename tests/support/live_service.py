@@ -100,9 +100,11 @@ class LiveService:
     def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
         log = open(self.data_dir / f"{name}.log", "ab")
         self._logs.append(log)
-        return subprocess.Popen(argv, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            argv, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
 
-    def start(self, workers: int = 1) -> "LiveService":
+    def start(self, workers: int = 1) -> LiveService:
         self.manage("migrate", "--noinput")
         self.manage("createcachetable")
         self.manage("load_skills")
@@ -113,7 +115,9 @@ class LiveService:
         return self
 
     def start_web(self) -> None:
-        self.web = self._spawn("web", [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "skillrunner.asgi:application"])
+        self.web = self._spawn(
+            "web", [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "skillrunner.asgi:application"]
+        )
 
     def start_worker(self) -> subprocess.Popen:
         worker = self._spawn(f"worker-{len(self.workers)}", [PYTHON, "manage.py", "worker"])

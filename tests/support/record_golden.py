@@ -18,10 +18,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from tests.support.engine_env import (
     BIN_DIR,
@@ -150,8 +151,13 @@ def record_codex(ctx: Ctx) -> None:
     fresh(ctx, ERROR_SCRIPT)
     r = run(ctx, codex_argv("this will fail"))
     check(r.returncode != 0 and '"turn.failed"' in r.stdout, "codex turn.failed", r)
-    ctx.save("turn_failed_500", r, ERROR_SCRIPT, ["this will fail"],
-             note="model answered HTTP 500; request_max_retries=0, stream_max_retries=0")
+    ctx.save(
+        "turn_failed_500",
+        r,
+        ERROR_SCRIPT,
+        ["this will fail"],
+        note="model answered HTTP 500; request_max_retries=0, stream_max_retries=0",
+    )
 
 
 # --- gemini -----------------------------------------------------------------------------------
@@ -178,8 +184,13 @@ def record_gemini(ctx: Ctx) -> None:
     fresh(ctx, script)
     r = run(ctx, gemini_argv("please write the file", output_format="stream-json"))
     check(r.returncode == 0 and (ctx.cwd / "out.txt").exists(), "gemini tool call stream", r)
-    ctx.save("tool_call_stream", r, script, ["please write the file"],
-             note="same as tool_call with --output-format stream-json (JSONL)")
+    ctx.save(
+        "tool_call_stream",
+        r,
+        script,
+        ["please write the file"],
+        note="same as tool_call with --output-format stream-json (JSONL)",
+    )
 
     fresh(ctx, RESUME_SCRIPT)
     r1 = run(ctx, gemini_argv("first message"))
@@ -188,21 +199,38 @@ def record_gemini(ctx: Ctx) -> None:
     r2 = run(ctx, gemini_argv("second message", resume=sid))  # same cwd: resume is cwd-scoped
     check(r2.returncode == 0 and "turns=2" in r2.stdout, "gemini resume turn 2", r2)
     ctx.save("resume_turn1", r1, RESUME_SCRIPT, ["first message"], json_doc=r1.json_doc())
-    ctx.save("resume_turn2", r2, RESUME_SCRIPT, ["second message"], json_doc=r2.json_doc(),
-             note=f"--resume {sid} from the same cwd")
+    ctx.save(
+        "resume_turn2",
+        r2,
+        RESUME_SCRIPT,
+        ["second message"],
+        json_doc=r2.json_doc(),
+        note=f"--resume {sid} from the same cwd",
+    )
 
     fresh(ctx, ERROR_SCRIPT)
     r = run(ctx, gemini_argv("this will fail"))
     check(r.returncode != 0 and not r.stdout.strip(), "gemini error (json)", r)
-    ctx.save("error_500", r, ERROR_SCRIPT, ["this will fail"], json_doc=json_from_stderr(r.stderr),
-             note="HTTP 500, general.maxAttempts=1: exit 244; the JSON error document is on "
-                  "STDERR (after a stack trace), stdout is empty")
+    ctx.save(
+        "error_500",
+        r,
+        ERROR_SCRIPT,
+        ["this will fail"],
+        json_doc=json_from_stderr(r.stderr),
+        note="HTTP 500, general.maxAttempts=1: exit 244; the JSON error document is on "
+        "STDERR (after a stack trace), stdout is empty",
+    )
 
     fresh(ctx, ERROR_SCRIPT)
     r = run(ctx, gemini_argv("this will fail", output_format="stream-json"))
     check(r.returncode != 0 and '"status":"error"' in r.stdout, "gemini error (stream-json)", r)
-    ctx.save("error_500_stream", r, ERROR_SCRIPT, ["this will fail"],
-             note="HTTP 500 with --output-format stream-json: the error result event is on stdout")
+    ctx.save(
+        "error_500_stream",
+        r,
+        ERROR_SCRIPT,
+        ["this will fail"],
+        note="HTTP 500 with --output-format stream-json: the error result event is on stdout",
+    )
 
 
 # --- claude -----------------------------------------------------------------------------------
@@ -231,17 +259,26 @@ def record_claude(ctx: Ctx) -> None:
         cli.close(timeout=5)
     check(rc == 0 and "turns=2" in cli.stdout, "claude resident session")
     resident = CliRun(cli.argv, rc, cli.stdout, cli.stderr, 0.0, False)
-    ctx.save("resident_two_turns", resident, RESUME_SCRIPT, prompts,
-             stdin="\n".join(stdin_lines) + "\n",
-             note="one resident process; each .stdin line written after the previous result event; "
-                  "stdin closed at the end -> exit 0")
+    ctx.save(
+        "resident_two_turns",
+        resident,
+        RESUME_SCRIPT,
+        prompts,
+        stdin="\n".join(stdin_lines) + "\n",
+        note="one resident process; each .stdin line written after the previous result event; "
+        "stdin closed at the end -> exit 0",
+    )
 
     fresh(ctx, ERROR_SCRIPT)
     r = run(ctx, claude_argv("this will fail"))
     check(r.returncode != 0, "claude error", r)
-    ctx.save("error_500", r, ERROR_SCRIPT, ["this will fail"],
-             note="HTTP 500 with CLAUDE_CODE_MAX_RETRIES=0: synthetic assistant message + "
-                  "result is_error=true, exit 1")
+    ctx.save(
+        "error_500",
+        r,
+        ERROR_SCRIPT,
+        ["this will fail"],
+        note="HTTP 500 with CLAUDE_CODE_MAX_RETRIES=0: synthetic assistant message + result is_error=true, exit 1",
+    )
 
 
 RECORDERS = {"codex": record_codex, "gemini": record_gemini, "claude": record_claude}
@@ -249,8 +286,13 @@ RECORDERS = {"codex": record_codex, "gemini": record_gemini, "claude": record_cl
 
 def cli_version(engine: str, env: dict[str, str], cwd: Path) -> str:
     out = subprocess.run(
-        [str(engine_binary(engine)), "--version"], env=env, cwd=cwd, stdin=subprocess.DEVNULL,
-        capture_output=True, text=True, timeout=60,
+        [str(engine_binary(engine)), "--version"],
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     return out.stdout.strip().splitlines()[-1] if out.stdout.strip() else "?"
 
@@ -277,7 +319,7 @@ def main(argv: list[str]) -> int:
     order = {e: i for i, e in enumerate(ENGINES)}
     all_recordings = sorted(kept + recordings, key=lambda m: order.get(m["engine"], 99))
     manifest = {
-        "recorded_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "recorded_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "how": "python -m tests.support.record_golden; see that module's docstring",
         "versions": versions,
         "recordings": all_recordings,

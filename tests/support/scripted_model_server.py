@@ -80,9 +80,7 @@ KIND_TURN = "turn"  # a scripted conversation step
 KIND_SIDE = "side"  # an unscripted side call (Gemini generateContent, token counting)
 KIND_UNKNOWN = "unknown"  # an endpoint this fake does not serve (answered 404)
 
-DEFAULT_SCRIPT: list[dict[str, Any]] = [
-    {"text": "FAKE_REPLY user_turns={user_turns} last={user_text}"}
-]
+DEFAULT_SCRIPT: list[dict[str, Any]] = [{"text": "FAKE_REPLY user_turns={user_turns} last={user_text}"}]
 
 # Wrapper blocks the CLIs inject into "user" messages; they are not what the user typed.
 _WRAPPER_TAGS = (
@@ -92,9 +90,7 @@ _WRAPPER_TAGS = (
     "user_instructions",
     "turn_aborted",
 )
-_WRAPPER_RE = re.compile(
-    r"<(%s)\b[^>]*>.*?</\1>" % "|".join(re.escape(t) for t in _WRAPPER_TAGS), re.DOTALL
-)
+_WRAPPER_RE = re.compile(r"<({})\b[^>]*>.*?</\1>".format("|".join(re.escape(t) for t in _WRAPPER_TAGS)), re.DOTALL)
 # Codex sends project docs as a user message starting like this.
 _AGENTS_MD_PREFIX = "# AGENTS.md instructions"
 
@@ -590,7 +586,7 @@ _GEMINI_PATH = re.compile(r"^/v1(?:beta|alpha|)?/models/(?P<model>[^/:]+):(?P<me
 class _Handler(BaseHTTPRequestHandler):
     server_version = "ScriptedModelServer/1.0"
     protocol_version = "HTTP/1.1"
-    server: "_Server"
+    server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         if self.server.owner.verbose:
@@ -685,17 +681,31 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _unknown(self, body: Any) -> None:
         self._record(
-            protocol="unknown", kind=KIND_UNKNOWN, model=None, body=body, user_texts=[],
-            tool_results=[], model_outputs=0, step_index=None, step=None, status=404,
+            protocol="unknown",
+            kind=KIND_UNKNOWN,
+            model=None,
+            body=body,
+            user_texts=[],
+            tool_results=[],
+            model_outputs=0,
+            step_index=None,
+            step=None,
+            status=404,
         )
         self._send_json(404, {"error": {"message": f"scripted model server: no route {self.path}"}})
 
     def _side(self, protocol: str, body: Any, model: str | None, answer: Any) -> None:
         conv = _conversation(protocol, body or {})
         self._record(
-            protocol=protocol, kind=KIND_SIDE, model=model, body=body,
-            user_texts=conv.user_texts, tool_results=conv.tool_results,
-            model_outputs=conv.model_outputs, step_index=None, step=None,
+            protocol=protocol,
+            kind=KIND_SIDE,
+            model=model,
+            body=body,
+            user_texts=conv.user_texts,
+            tool_results=conv.tool_results,
+            model_outputs=conv.model_outputs,
+            step_index=None,
+            step=None,
         )
         self._send_json(200, answer)
 
@@ -705,9 +715,16 @@ class _Handler(BaseHTTPRequestHandler):
         n, step = resolve_step(self.server.owner.script, conv)
         status = int(step["http_error"]) if "http_error" in step else 200
         self._record(
-            protocol=protocol, kind=KIND_TURN, model=model, body=body,
-            user_texts=conv.user_texts, tool_results=conv.tool_results,
-            model_outputs=conv.model_outputs, step_index=n, step=step, status=status,
+            protocol=protocol,
+            kind=KIND_TURN,
+            model=model,
+            body=body,
+            user_texts=conv.user_texts,
+            tool_results=conv.tool_results,
+            model_outputs=conv.model_outputs,
+            step_index=n,
+            step=step,
+            status=status,
         )
         delay = float(step.get("delay") or 0)
         if delay > 0 and self.server.owner._stopping.wait(delay):
@@ -746,9 +763,7 @@ def _gemini_side_answer(body: Any, model: str) -> dict[str, Any]:
     else:
         text = "Scripted session"
     return {
-        "candidates": [
-            {"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP", "index": 0}
-        ],
+        "candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP", "index": 0}],
         "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
         "modelVersion": model,
     }
@@ -759,7 +774,7 @@ class _Server(ThreadingHTTPServer):
     block_on_close = False
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], owner: "ScriptedModelServer") -> None:
+    def __init__(self, address: tuple[str, int], owner: ScriptedModelServer) -> None:
         self.owner = owner
         super().__init__(address, _Handler)
 
@@ -821,11 +836,7 @@ class ScriptedModelServer:
 
     def turn_requests(self, protocol: str | None = None) -> list[RecordedRequest]:
         """Only the scripted conversation steps (no side calls / unknown routes)."""
-        return [
-            r
-            for r in self.requests
-            if r.kind == KIND_TURN and (protocol is None or r.protocol == protocol)
-        ]
+        return [r for r in self.requests if r.kind == KIND_TURN and (protocol is None or r.protocol == protocol)]
 
     def clear_requests(self) -> None:
         with self._lock:
@@ -842,7 +853,7 @@ class ScriptedModelServer:
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    def start(self) -> "ScriptedModelServer":
+    def start(self) -> ScriptedModelServer:
         if self._thread is None:
             self._thread = threading.Thread(
                 target=self._httpd.serve_forever,
@@ -861,7 +872,7 @@ class ScriptedModelServer:
             self._thread = None
         self._httpd.server_close()
 
-    def __enter__(self) -> "ScriptedModelServer":
+    def __enter__(self) -> ScriptedModelServer:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:

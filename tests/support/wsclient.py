@@ -23,13 +23,24 @@ class Closed(Exception):
 
 
 class WebSocket:
-    def __init__(self, port: int, path: str, headers: dict[str, str] | None = None, timeout: float = 10.0, host: str = "127.0.0.1"):
+    def __init__(
+        self,
+        port: int,
+        path: str,
+        headers: dict[str, str] | None = None,
+        timeout: float = 10.0,
+        host: str = "127.0.0.1",
+    ):
         headers = dict(headers or {})
         # The library sends no Origin unless asked; tests set one (or deliberately none).
         origin = headers.pop("Origin", None)
         try:
             self.connection: ClientConnection = connect(
-                f"ws://{host}:{port}{path}", additional_headers=headers, origin=origin, open_timeout=timeout, max_size=None
+                f"ws://{host}:{port}{path}",
+                additional_headers=headers,
+                origin=origin,
+                open_timeout=timeout,
+                max_size=None,
             )
         except InvalidStatus as refused:
             raise HandshakeRefused(refused.response.status_code) from refused

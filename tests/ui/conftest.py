@@ -35,7 +35,9 @@ def browser_headers(user, origin: str = "http://localhost") -> list[tuple[bytes,
     return [(b"cookie", session_cookie(user)), (b"origin", origin.encode())]
 
 
-def run_socket(request_id: str, headers: list[tuple[bytes, bytes]], after_seq: int | None = None) -> WebsocketCommunicator:
+def run_socket(
+    request_id: str, headers: list[tuple[bytes, bytes]], after_seq: int | None = None
+) -> WebsocketCommunicator:
     from skillrunner.asgi import application
 
     query = f"?after_seq={after_seq}" if after_seq is not None else ""
@@ -69,7 +71,12 @@ def trip_run(api, install_skill, fake_codex) -> Callable[..., str]:
         )
         response = (client or api).post(
             "/v1/jobs",
-            {"skill_id": "trip-planner", "engine": "codex", "input": {}, "runtime_options": {"execution_mode": "interactive"}},
+            {
+                "skill_id": "trip-planner",
+                "engine": "codex",
+                "input": {},
+                "runtime_options": {"execution_mode": "interactive"},
+            },
             format="json",
         )
         assert response.status_code == 200, response.content
@@ -78,7 +85,9 @@ def trip_run(api, install_skill, fake_codex) -> Callable[..., str]:
     return start
 
 
-def write_skill(root, skill_id: str, *, input_schema: dict, parameter_schema: dict, modes=("auto",), engines=None, version="1.0.0"):
+def write_skill(
+    root, skill_id: str, *, input_schema: dict, parameter_schema: dict, modes=("auto",), engines=None, version="1.0.0"
+):
     """A minimal skill folder with the given schemas, for form and install tests."""
     folder = root / skill_id
     (folder / "assets").mkdir(parents=True)
@@ -89,14 +98,20 @@ def write_skill(root, skill_id: str, *, input_schema: dict, parameter_schema: di
         "name": skill_id.replace("-", " ").title(),
         "description": "A test skill.",
         "execution_modes": list(modes),
-        "schemas": {"input": "assets/input.schema.json", "parameter": "assets/parameter.schema.json", "output": "assets/output.schema.json"},
+        "schemas": {
+            "input": "assets/input.schema.json",
+            "parameter": "assets/parameter.schema.json",
+            "output": "assets/output.schema.json",
+        },
     }
     if engines:
         manifest["engines"] = list(engines)
     (folder / "assets" / "runner.json").write_text(json.dumps(manifest))
     (folder / "assets" / "input.schema.json").write_text(json.dumps({"type": "object", **input_schema}))
     (folder / "assets" / "parameter.schema.json").write_text(json.dumps({"type": "object", **parameter_schema}))
-    (folder / "assets" / "output.schema.json").write_text(json.dumps({"type": "object", "properties": {"ok": {"type": "boolean"}}}))
+    (folder / "assets" / "output.schema.json").write_text(
+        json.dumps({"type": "object", "properties": {"ok": {"type": "boolean"}}})
+    )
     return folder
 
 
@@ -112,7 +127,10 @@ SHOWCASE_INPUT = {
     "additionalProperties": False,
 }
 SHOWCASE_PARAMETER = {
-    "properties": {"loud": {"type": "boolean"}, "style": {"type": "string", "enum": ["plain", "fancy"], "default": "plain"}},
+    "properties": {
+        "loud": {"type": "boolean"},
+        "style": {"type": "string", "enum": ["plain", "fancy"], "default": "plain"},
+    },
     "additionalProperties": False,
 }
 
@@ -120,5 +138,12 @@ SHOWCASE_PARAMETER = {
 @pytest.fixture
 def showcase_skill(install_skill, tmp_path):
     root = tmp_path / "skills-src"
-    write_skill(root, "form-showcase", input_schema=SHOWCASE_INPUT, parameter_schema=SHOWCASE_PARAMETER, modes=("auto", "interactive"), engines=["codex", "gemini"])
+    write_skill(
+        root,
+        "form-showcase",
+        input_schema=SHOWCASE_INPUT,
+        parameter_schema=SHOWCASE_PARAMETER,
+        modes=("auto", "interactive"),
+        engines=["codex", "gemini"],
+    )
     return install_skill("form-showcase", root)

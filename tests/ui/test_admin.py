@@ -41,9 +41,25 @@ def make_runs(alice, bob, install_skill):
         for index in range(count):
             owner = alice if index % 2 == 0 else bob
             if index % 3 == 0:
-                run = services.create_run(owner=owner, skill_id="haiku-writer", engine="codex", model=None, input={"topic": f"topic {index}"}, parameter={}, runtime_options={})
+                run = services.create_run(
+                    owner=owner,
+                    skill_id="haiku-writer",
+                    engine="codex",
+                    model=None,
+                    input={"topic": f"topic {index}"},
+                    parameter={},
+                    runtime_options={},
+                )
             else:
-                run = services.create_run(owner=owner, skill_id="trip-planner", engine="codex", model=None, input={}, parameter={}, runtime_options={"execution_mode": "interactive"})
+                run = services.create_run(
+                    owner=owner,
+                    skill_id="trip-planner",
+                    engine="codex",
+                    model=None,
+                    input={},
+                    parameter={},
+                    runtime_options={"execution_mode": "interactive"},
+                )
             Interaction.objects.create(
                 run=run,
                 interaction_id=1,
@@ -105,13 +121,18 @@ def test_run_filters(staff_client, make_runs):
     assert changelist_ids(staff_client, Run, engine="codex") == ids
     assert changelist_ids(staff_client, Run, skill__id__exact=runs[0].skill_id) == haiku
     assert changelist_ids(staff_client, Run, execution_mode="interactive") == ids - haiku
-    assert changelist_ids(staff_client, Run, interactions__resolution_mode="auto_decide_timeout") == {str(runs[0].pk), str(runs[4].pk)}
+    assert changelist_ids(staff_client, Run, interactions__resolution_mode="auto_decide_timeout") == {
+        str(runs[0].pk),
+        str(runs[4].pk),
+    }
     midnight = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
     assert changelist_ids(staff_client, Run, created_at__gte=midnight.isoformat()) == ids
     assert changelist_ids(staff_client, Interaction, resolution_mode="user_reply") == {
         str(i.pk) for i in Interaction.objects.filter(resolution_mode="user_reply")
     }
-    assert changelist_ids(staff_client, RunEvent, kind="status") == {str(e.pk) for e in RunEvent.objects.filter(kind="status")}
+    assert changelist_ids(staff_client, RunEvent, kind="status") == {
+        str(e.pk) for e in RunEvent.objects.filter(kind="status")
+    }
 
 
 def test_run_search(staff_client, make_runs):
@@ -147,7 +168,15 @@ def test_run_page_does_not_grow_with_its_history(staff_client, make_runs, alice)
     run = make_runs(1)[0]
     few = count_queries(staff_client, admin_url(Run, "change", run.pk))
     for number in range(2, 30):
-        Interaction.objects.create(run=run, interaction_id=number, attempt_number=number, prompt="q", payload={}, response="a", answered_by=alice)
+        Interaction.objects.create(
+            run=run,
+            interaction_id=number,
+            attempt_number=number,
+            prompt="q",
+            payload={},
+            response="a",
+            answered_by=alice,
+        )
     for seq in range(run.last_event_seq + 1, run.last_event_seq + 40):
         RunEvent.objects.create(run=run, seq=seq, kind="assistant_message", payload={"text": "hi"})
     assert count_queries(staff_client, admin_url(Run, "change", run.pk)) == few

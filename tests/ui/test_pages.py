@@ -30,7 +30,16 @@ def csrf_token(client: Client, url: str) -> str:
     return client.cookies["csrftoken"].value
 
 
-@pytest.mark.parametrize("name,args", [("ui:run-list", []), ("ui:choose-skill", []), ("ui:run-new", ["haiku-writer"]), ("ui:skill-list", []), ("ui:run-detail", ["00000000-0000-0000-0000-000000000000"])])
+@pytest.mark.parametrize(
+    "name,args",
+    [
+        ("ui:run-list", []),
+        ("ui:choose-skill", []),
+        ("ui:run-new", ["haiku-writer"]),
+        ("ui:skill-list", []),
+        ("ui:run-detail", ["00000000-0000-0000-0000-000000000000"]),
+    ],
+)
 def test_every_page_needs_a_login(client, name, args):
     url = reverse(name, args=args)
     response = client.get(url)
@@ -46,7 +55,9 @@ def test_login_and_logout_with_csrf(alice):
     refused = client.post(reverse("login"), {"username": "alice", "password": "alice-password-123"})
     assert refused.status_code == 403
     token = client.cookies["csrftoken"].value
-    response = client.post(reverse("login"), {"username": "alice", "password": "alice-password-123", "csrfmiddlewaretoken": token})
+    response = client.post(
+        reverse("login"), {"username": "alice", "password": "alice-password-123", "csrfmiddlewaretoken": token}
+    )
     assert response.status_code == 302 and response["Location"] == reverse("ui:run-list")
     assert client.get(reverse("ui:run-list")).status_code == 200
     token = client.cookies["csrftoken"].value
@@ -99,7 +110,13 @@ def test_new_run_form_is_built_from_the_schemas(alice, showcase_skill):
     page = logged_in(alice).get(reverse("ui:run-new", args=["form-showcase"]))
     assert page.status_code == 200
     form = page.context["form"]
-    assert [f.name for f in form.input_fields] == ["input__name", "input__count", "input__ratio", "input__size", "input__tags"]
+    assert [f.name for f in form.input_fields] == [
+        "input__name",
+        "input__count",
+        "input__ratio",
+        "input__size",
+        "input__tags",
+    ]
     assert [f.name for f in form.parameter_fields] == ["parameter__loud", "parameter__style"]
     html = page.content.decode()
     assert 'name="input__name" maxlength="20" required' in html
@@ -107,7 +124,10 @@ def test_new_run_form_is_built_from_the_schemas(alice, showcase_skill):
     assert "Mixing ratio" in html and 'name="input__ratio" step="any"' in html
     assert '<option value="1">1</option>' in html and '<option value="" selected>—</option>' in html
     assert 'type="checkbox" name="parameter__loud"' in html
-    assert '<textarea name="input__tags" cols="40" rows="4" aria-describedby="id_input__tags_helptext" id="id_input__tags">\n</textarea>' in html
+    assert (
+        '<textarea name="input__tags" cols="40" rows="4" aria-describedby="id_input__tags_helptext" id="id_input__tags">\n</textarea>'
+        in html
+    )
     assert '<option value="&quot;plain&quot;" selected>plain</option>' in html
     assert 'aria-describedby="id_input__name_helptext"' in html and "Lower-case letters only." in html
     assert form.fields["engine"].choices == [("codex", "codex"), ("gemini", "gemini")]
@@ -154,13 +174,22 @@ def test_new_run_form_starts_a_run_and_sends_typed_values(alice, showcase_skill,
 
 def test_schema_errors_come_back_coded(alice, showcase_skill):
     client = logged_in(alice)
-    response = client.post(reverse("ui:run-new", args=["form-showcase"]), {"input__name": "ABC", "input__count": "1", "engine": "codex", "execution_mode": "auto"})
+    response = client.post(
+        reverse("ui:run-new", args=["form-showcase"]),
+        {"input__name": "ABC", "input__count": "1", "engine": "codex", "execution_mode": "auto"},
+    )
     assert response.status_code == 200
     assert "does not match" in response.content.decode() and "(INPUT_VALIDATION_FAILED)" in response.content.decode()
     assert not Run.objects.exists()
-    out_of_range = client.post(reverse("ui:run-new", args=["form-showcase"]), {"input__name": "abc", "input__count": "9", "engine": "codex", "execution_mode": "auto"})
+    out_of_range = client.post(
+        reverse("ui:run-new", args=["form-showcase"]),
+        {"input__name": "abc", "input__count": "9", "engine": "codex", "execution_mode": "auto"},
+    )
     assert "less than or equal to 5" in out_of_range.content.decode()
-    wrong_engine = client.post(reverse("ui:run-new", args=["form-showcase"]), {"input__name": "abc", "input__count": "1", "engine": "iflow", "execution_mode": "auto"})
+    wrong_engine = client.post(
+        reverse("ui:run-new", args=["form-showcase"]),
+        {"input__name": "abc", "input__count": "1", "engine": "iflow", "execution_mode": "auto"},
+    )
     assert "Select a valid choice" in wrong_engine.content.decode()
     assert not Run.objects.exists()
 
@@ -171,7 +200,10 @@ def test_file_inputs_are_zipped_under_their_field_names(alice, install_skill, fa
     client = logged_in(alice)
     upload = io.BytesIO(b"one two\nthree four\n")
     upload.name = "notes.txt"
-    response = client.post(reverse("ui:run-new", args=["word-count"]), {"input__document": upload, "engine": "codex", "execution_mode": "auto"})
+    response = client.post(
+        reverse("ui:run-new", args=["word-count"]),
+        {"input__document": upload, "engine": "codex", "execution_mode": "auto"},
+    )
     run = Run.objects.get()
     assert response.status_code == 302
     assert (run.run_dir / "uploads" / "document").read_bytes() == b"one two\nthree four\n"

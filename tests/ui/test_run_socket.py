@@ -7,7 +7,15 @@ from asgiref.sync import sync_to_async
 
 from runs.models import Interaction, Run
 
-from .conftest import QUESTION, browser_headers, receive_messages, receive_until_closed, run_async, run_socket, token_headers
+from .conftest import (
+    QUESTION,
+    browser_headers,
+    receive_messages,
+    receive_until_closed,
+    run_async,
+    run_socket,
+    token_headers,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -55,7 +63,9 @@ def test_reconnect_after_seq_misses_and_repeats_nothing(api, trip_run):
         assert (await second.connect())[0]
         assert (await second.receive_json_from())["type"] == "snapshot"
         assert await second.receive_nothing(0.5)  # nothing new yet: no repeats of 4 and 5
-        reply = await sync_to_async(api.post)(f"/v1/jobs/{request_id}/interaction/reply", {"interaction_id": 1, "response": "Oslo"}, format="json")
+        reply = await sync_to_async(api.post)(
+            f"/v1/jobs/{request_id}/interaction/reply", {"interaction_id": 1, "response": "Oslo"}, format="json"
+        )
         assert reply.status_code == 200
         messages, code = await receive_until_closed(second)
         seen += [m["seq"] for m in messages]

@@ -80,8 +80,9 @@ def test_token_in_the_url_is_ignored(api, trip_run):
     headers = [(b"origin", b"http://localhost")]
 
     async def scenario():
-        from skillrunner.asgi import application
         from channels.testing import WebsocketCommunicator
+
+        from skillrunner.asgi import application
 
         socket = WebsocketCommunicator(application, f"/ws/runs/{request_id}/?token={api.token_key}", headers=headers)
         assert (await socket.connect())[0]

@@ -9,7 +9,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("username")
-        parser.add_argument("--staff", action="store_true", help="make the user staff (may install skills, sees all runs)")
+        parser.add_argument(
+            "--staff", action="store_true", help="make the user staff (may install skills, sees all runs)"
+        )
 
     def handle(self, *args, username: str, staff: bool, **options):
         user, created = get_user_model().objects.get_or_create(username=username)
@@ -19,5 +21,7 @@ class Command(BaseCommand):
             user.is_staff = True
         user.save()
         _, key = ApiToken.issue(user)
-        self.stderr.write(f"{'Created' if created else 'Existing'} user {username}{' (staff)' if user.is_staff else ''}; new token:")
+        self.stderr.write(
+            f"{'Created' if created else 'Existing'} user {username}{' (staff)' if user.is_staff else ''}; new token:"
+        )
         self.stdout.write(key)
