@@ -1,0 +1,233 @@
+"""Reading what an agent left in its run directory without trusting its shape (R-SB7).
+
+The agent owns its run directory: any name in it may be a symlink (to `../..`, to another run,
+to the secret key), a hard link to a file elsewhere, a FIFO or a device, and it may swap them
+while the service looks. So the service reads run files only through this module:
+
+- a path is relative and checked one component at a time: no empty part, `.`, `..` or NUL;
+- every directory below the root is opened with ``O_NOFOLLOW | O_DIRECTORY`` relative to the
+  descriptor of its parent (an ``O_NOFOLLOW`` walk: what ``openat2`` with
+  ``RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`` does), so a link at any level is refused, never
+  followed — ``artifacts`` itself included;
+- the file is opened with ``O_NOFOLLOW | O_NONBLOCK`` (a FIFO cannot hang the service) and
+  judged on the open handle (``fstat``): a regular file with exactly one link. There is no
+  check-then-open race, and a hard link to a file outside the run is refused too.
+
+Anything refused counts as absent: callers report it as missing, never follow it, and never
+fail a run just because a link is lying around. The root itself (the run directory, created by
+the service) is trusted.
+
+    parts(path)                        -> the checked components of a relative path, or None
+    open_file(root, path)              -> a binary file object open for reading, or None
+    list_files(root, under)            -> run-relative paths of the safe files beneath `under`
+    move_file(root, source, target)    -> move a safe file within the run (artifact collection)
+    copy_files(src, dest, paths, cap)  -> copy safe files from one run into another (result cache)
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO
+
+# An agent can make a tree of any shape; listing one never costs more than this.
+MAX_DEPTH = 32
+MAX_LISTED = 10_000
+COPY_CHUNK = 1 << 20
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class CopyTooLarge(Exception):
+    """The files to copy add up to more than the allowed size."""
+
+
+def parts(path: str | os.PathLike[str]) -> tuple[str, ...] | None:
+    """The components of a relative path, or None when it is absolute, empty or has `.`/`..`/NUL."""
+    text = os.fspath(path)
+    if not text or text.startswith("/") or "\0" in text:
+        return None
+    components = tuple(text.split("/"))
+    if any(part in ("", ".", "..") for part in components):
+        return None
+    return components
+
+
+def run_relative(root: Path, value: str) -> str | None:
+    """`value` (relative to the run, or absolute inside it) as a checked run-relative path, else None.
+
+    Purely lexical: nothing is resolved, so a link cannot make a path look inside.
+    """
+    if value.startswith("/"):
+        prefix = str(root).rstrip("/") + "/"
+        if not value.startswith(prefix):
+            return None
+        value = value[len(prefix) :]
+    checked = parts(value)
+    return "/".join(checked) if checked else None
+
+
+def _is_safe_file(info: os.stat_result) -> bool:
+    return stat.S_ISREG(info.st_mode) and info.st_nlink == 1
+
+
+@contextmanager
+def _directory(root: Path, components: Iterable[str], *, create: bool = False) -> Iterator[int]:
+    """A descriptor of root/components, every level opened without following links.
+
+    Raises OSError (ELOOP for a link, ENOTDIR for a file) when the walk is refused.
+    """
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in components:
+            if create:
+                try:
+                    os.mkdir(part, 0o700, dir_fd=fd)
+                except FileExistsError:
+                    pass
+            child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def open_file(root: Path, path: str) -> BinaryIO | None:
+    """root/path open for reading if it is a regular, single-link file reached without any link.
+
+    None when it is missing, a link at any level, a directory, a FIFO/device/socket, hard-linked,
+    or the path is not a plain relative one. The caller closes the returned file.
+    """
+    components = parts(path)
+    if components is None:
+        return None
+    try:
+        with _directory(root, components[:-1]) as parent:
+            fd = os.open(components[-1], _READ_FLAGS, dir_fd=parent)
+    except (OSError, ValueError):
+        return None
+    try:
+        if not _is_safe_file(os.fstat(fd)):
+            os.close(fd)
+            return None
+        os.set_blocking(fd, True)
+    except OSError:
+        os.close(fd)
+        return None
+    return os.fdopen(fd, "rb")
+
+
+def list_files(root: Path, under: str) -> list[str]:
+    """Sorted run-relative paths of the regular, single-link files beneath root/under.
+
+    Links (to files or directories) and special files are skipped, never entered; `under`
+    itself being a link gives an empty list. At most MAX_LISTED paths, MAX_DEPTH levels.
+    """
+    components = parts(under)
+    if components is None:
+        return []
+    found: list[str] = []
+    try:
+        with _directory(root, components) as fd:
+            _walk(fd, "/".join(components), found, MAX_DEPTH)
+    except OSError:
+        return []
+    return sorted(found)
+
+
+def _walk(fd: int, prefix: str, found: list[str], depth: int) -> None:
+    with os.scandir(fd) as entries:
+        listing = sorted(entries, key=lambda entry: entry.name)
+    for entry in listing:
+        if len(found) >= MAX_LISTED:
+            return
+        try:
+            info = os.stat(entry.name, dir_fd=fd, follow_symlinks=False)
+        except OSError:
+            continue
+        if _is_safe_file(info):
+            found.append(f"{prefix}/{entry.name}")
+        elif stat.S_ISDIR(info.st_mode) and depth > 1:
+            try:
+                child = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
+            except OSError:
+                continue
+            try:
+                _walk(child, f"{prefix}/{entry.name}", found, depth - 1)
+            finally:
+                os.close(child)
+
+
+def exists(root: Path, path: str) -> bool:
+    """Whether anything at all (a link included) sits at root/path, reached without links."""
+    components = parts(path)
+    if components is None:
+        return False
+    try:
+        with _directory(root, components[:-1]) as parent:
+            os.stat(components[-1], dir_fd=parent, follow_symlinks=False)
+    except OSError:
+        return False
+    return True
+
+
+def move_file(root: Path, source: str, target: str) -> bool:
+    """Move root/source to root/target (parents created) if source is a safe file; never replaces.
+
+    Both ends are reached without following links; the rename moves the entry itself, so even
+    a file swapped for a link meanwhile lands inside the run, where reads refuse it.
+    """
+    source_parts, target_parts = parts(source), parts(target)
+    if source_parts is None or target_parts is None:
+        return False
+    try:
+        with (
+            _directory(root, source_parts[:-1]) as source_dir,
+            _directory(root, target_parts[:-1], create=True) as target_dir,
+        ):
+            if not _is_safe_file(os.stat(source_parts[-1], dir_fd=source_dir, follow_symlinks=False)):
+                return False
+            try:
+                os.stat(target_parts[-1], dir_fd=target_dir, follow_symlinks=False)
+                return False  # something is already there: keep both
+            except FileNotFoundError:
+                pass
+            os.rename(source_parts[-1], target_parts[-1], src_dir_fd=source_dir, dst_dir_fd=target_dir)
+    except OSError:
+        return False
+    return True
+
+
+def copy_files(source_root: Path, target_root: Path, paths: Iterable[str], max_bytes: int) -> list[str]:
+    """Copy the safe files at `paths` from one run directory into another, keeping their paths.
+
+    Returns the paths copied (a refused or missing one is left out). Raises CopyTooLarge, having
+    copied part, once the total would pass `max_bytes`; the caller discards the target then.
+    """
+    copied: list[str] = []
+    total = 0
+    for path in paths:
+        source = open_file(source_root, path)
+        if source is None:
+            continue
+        with source:
+            if total + os.fstat(source.fileno()).st_size > max_bytes:
+                raise CopyTooLarge(f"the files to copy exceed {max_bytes} bytes")
+            components = parts(path)
+            assert components is not None  # open_file checked it
+            with _directory(target_root, components[:-1], create=True) as target_dir:
+                fd = os.open(components[-1], _CREATE_FLAGS, 0o600, dir_fd=target_dir)
+            with os.fdopen(fd, "wb") as target:
+                while chunk := source.read(COPY_CHUNK):
+                    total += len(chunk)
+                    if total > max_bytes:  # the file grew after fstat
+                        raise CopyTooLarge(f"the files to copy exceed {max_bytes} bytes")
+                    target.write(chunk)
+        copied.append(path)
+    return copied
