@@ -4,18 +4,22 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 ENGINE_CLI_DIR := engines/cli
-CHROMIUM ?= /usr/bin/chromium
-# The scale-out configuration the suite also runs against (both services run on this machine kind).
-SCALEOUT_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres
-SCALEOUT_REDIS_URL ?= redis://127.0.0.1:6379/0
+# Run a second time on PostgreSQL + Redis (SCALEOUT_DATABASE_URL, SCALEOUT_REDIS_URL: given, or
+# private throwaway servers that scripts/test_services.py starts and stops).
 SCALEOUT_TESTS := tests/api tests/interactive tests/live tests/real_engines/test_service_real_engines.py
 
-.PHONY: run test lint engines browser bench venv clean
+.PHONY: run test test-suites lint engines system-packages bench venv test-venv clean
 
-venv: $(VENV)/.installed
+# The service's own dependencies only; the test tools go in with `make test` (own stamp each).
+venv: $(VENV)/.installed-service
+test-venv: $(VENV)/.installed-test
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed-service: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed-service
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $@
 
@@ -28,18 +32,22 @@ $(ENGINE_CLI_DIR)/node_modules/.installed: $(ENGINE_CLI_DIR)/package.json $(ENGI
 	cd $(ENGINE_CLI_DIR) && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-browser:
-	@test -x $(CHROMIUM) || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+# What the suite runs besides Python and Node (bubblewrap, Chromium, PostgreSQL, Redis), via apt.
+system-packages:
+	@scripts/system-packages.sh
 
-test: venv engines browser lint
+test: test-venv engines system-packages lint
+	$(PY) scripts/test_services.py $(MAKE) --no-print-directory test-suites
+
+test-suites:
 	$(PY) -m pytest tests
 	DATABASE_URL=$(SCALEOUT_DATABASE_URL) REDIS_URL=$(SCALEOUT_REDIS_URL) $(PY) -m pytest $(wildcard $(SCALEOUT_TESTS))
 
-lint: venv
+lint: test-venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-bench: venv
+bench: test-venv
 	$(PY) -m tests.bench
 
 clean:

@@ -88,7 +88,7 @@ def live(tmp_path_factory) -> Iterator[Live]:
 @pytest.fixture(scope="module")
 def chromium():
     if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: run `make browser` (apt-get install chromium)")
+        pytest.fail(f"{CHROMIUM} is missing: run `make system-packages` (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
 
     playwright = sync_playwright().start()

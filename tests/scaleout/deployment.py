@@ -1,7 +1,8 @@
 """The scale-out configuration (R-OP2) run for real: several daphne web processes and several
 `manage.py worker` clusters on one fresh PostgreSQL database and a Redis server of our own.
 
-- PostgreSQL: a new database on the server of DATABASE_URL when that is PostgreSQL, else on
+- PostgreSQL: a new database on the server of DATABASE_URL when that is PostgreSQL, else on that
+  of SCALEOUT_DATABASE_URL (`make test` sets it, to a private server when none is given), else on
   postgres://postgres@127.0.0.1:5432 (dropped at the end). The service's URL carries a password
   (ignored by trust auth) so tests can check that it never shows up anywhere.
 - Redis: our own `redis-server` on a free loopback port with a password, never the machine's
@@ -58,8 +59,9 @@ def _kill_group(process: subprocess.Popen, sig: int = signal.SIGKILL, timeout: f
 
 def postgres_base_url() -> str:
     """The PostgreSQL server to create databases on, with a (trust-ignored) password if it has none."""
-    configured = os.environ.get("DATABASE_URL", "")
-    base = configured if configured.startswith("postgres") else DEFAULT_POSTGRES
+    base = os.environ.get("DATABASE_URL", "")
+    if not base.startswith("postgres"):
+        base = os.environ.get("SCALEOUT_DATABASE_URL") or DEFAULT_POSTGRES
     parts = urllib.parse.urlsplit(base)
     if parts.password is None and parts.hostname in ("127.0.0.1", "localhost"):
         user = parts.username or "postgres"

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs through apt, in one step, the programs the test suite runs that this machine lacks
+# (R-OP6): bubblewrap (the engine sandbox), Chromium (browser tests), PostgreSQL and Redis
+# servers (scale-out tests; scripts/test_services.py starts private instances of them).
+set -euo pipefail
+missing=()
+command -v bwrap >/dev/null || missing+=(bubblewrap)
+test -x /usr/bin/chromium || missing+=(chromium)
+command -v redis-server >/dev/null || missing+=(redis-server)
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
+if ((${#missing[@]})); then
+  sudo=$( [ "$(id -u)" = 0 ] || echo sudo )
+  echo "installing through apt: ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
