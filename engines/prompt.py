@@ -1,12 +1,15 @@
-"""Turn prompts (R-EN6): the first turn names the skill and its inputs, later turns are the reply."""
+"""Turn prompts: the first turn names the skill and its inputs, later turns are the reply (R-EN6);
+a repair round lists what was wrong with the final answer (R-RP1)."""
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from .types import DONE_MARKER, ExecutionMode
 
 # A lone UTF-16 surrogate (valid in a JSON string, e.g. "\ud800") cannot be encoded for a
 # command line, a pipe or a log file; it becomes U+FFFD like any other undecodable text.
@@ -67,3 +70,56 @@ def first_turn_prompt(
 def reply_prompt(response: Any) -> str:
     """A resumed turn's prompt is the user's reply itself; non-strings become compact JSON."""
     return _encodable(response if isinstance(response, str) else _compact(response))
+
+
+# A repair prompt restates the output contract; a schema bigger than this is named, not repeated.
+_REPAIR_SCHEMA_CHARS = 8000
+_REPAIR_PROBLEMS_LISTED = 20
+
+
+def _problem_line(problem: Mapping[str, str]) -> str:
+    where = f"`{problem['pointer']}`" if problem.get("pointer") else "the answer as a whole"
+    return f"- at {where}: expected {problem['expected']}; got {problem['got']}"
+
+
+def repair_prompt(
+    *,
+    problems: Sequence[Mapping[str, str]],
+    output_schema: Mapping[str, Any],
+    run_dir: Path,
+    mode: ExecutionMode,
+    round_number: int,
+    max_rounds: int,
+) -> str:
+    """The prompt of a repair round (R-RP1): what was wrong with the final answer, where (JSON
+    pointer), what was expected and what came, then the output contract again.
+
+    ``problems`` are ``{"pointer", "expected", "got"}`` mappings; the pointer is empty when the
+    answer as a whole is at fault (no JSON object at all).
+    """
+    artifacts_dir = Path(run_dir).resolve() / "artifacts"
+    lines = [
+        f"Your final answer does not meet the skill's output contract (repair round {round_number} of {max_rounds}).",
+        "",
+        "Problems found:",
+        *(_problem_line(problem) for problem in problems[:_REPAIR_PROBLEMS_LISTED]),
+    ]
+    if len(problems) > _REPAIR_PROBLEMS_LISTED:
+        lines.append(f"- … and {len(problems) - _REPAIR_PROBLEMS_LISTED} more")
+    lines += [
+        "",
+        "Fix every problem above. Produce any missing output file in the artifacts directory, then answer",
+        "again with the complete result (every field, not only the corrected ones) as one JSON object",
+        "and nothing else.",
+        "",
+        "The output contract:",
+    ]
+    schema = json.dumps(output_schema, ensure_ascii=False)
+    if len(schema) <= _REPAIR_SCHEMA_CHARS:
+        lines += ["- the result object must validate against this JSON Schema:", "```json", schema, "```"]
+    else:
+        lines.append("- the result object must validate against the output schema the skill describes in SKILL.md")
+    lines.append(f"- output files go into {artifacts_dir}; a field naming a file holds that file's path")
+    if mode == "interactive":
+        lines.append(f'- the task is done, so include `"{DONE_MARKER}": true` in the object')
+    return _encodable("\n".join(lines) + "\n")

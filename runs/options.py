@@ -12,7 +12,8 @@ from skillrunner.errors import ApplicationError
 
 BOOL_KEYS = ("interactive_require_user_reply", "interactive_auto_reply", "no_cache")
 POSITIVE_INT_KEYS = ("session_timeout_sec", "interactive_reply_timeout_sec", "hard_timeout_seconds")
-KNOWN_KEYS = ("execution_mode", *BOOL_KEYS, *POSITIVE_INT_KEYS)
+KNOWN_KEYS = ("execution_mode", *BOOL_KEYS, *POSITIVE_INT_KEYS, "max_repair_rounds")
+DEFAULT_REPAIR_ROUNDS = 2
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,7 @@ class EffectiveOptions:
     session_timeout_sec: int
     hard_timeout_seconds: int
     no_cache: bool
+    max_repair_rounds: int
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -48,6 +50,10 @@ def _check(options: dict[str, Any]) -> dict[str, Any]:
                 raise _invalid(key, "must be an integer greater than 0")
     if options.get("hard_timeout_seconds", 0) > settings.SKILLRUNNER_MAX_HARD_TIMEOUT:
         raise _invalid("hard_timeout_seconds", f"must be at most {settings.SKILLRUNNER_MAX_HARD_TIMEOUT}")
+    if "max_repair_rounds" in options:
+        value, bound = options["max_repair_rounds"], settings.SKILLRUNNER_MAX_REPAIR_ROUNDS
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= bound:
+            raise _invalid("max_repair_rounds", f"must be an integer from 0 (no repair) to {bound}")
     return options
 
 
@@ -95,6 +101,9 @@ def resolve_options(requested: Any, skill_defaults: dict[str, Any]) -> tuple[Eff
             session_timeout_sec=merged.get("session_timeout_sec", settings.SKILLRUNNER_DEFAULT_SESSION_TIMEOUT),
             hard_timeout_seconds=merged.get("hard_timeout_seconds", settings.SKILLRUNNER_DEFAULT_HARD_TIMEOUT),
             no_cache=merged.get("no_cache", False),
+            max_repair_rounds=merged.get(
+                "max_repair_rounds", min(DEFAULT_REPAIR_ROUNDS, settings.SKILLRUNNER_MAX_REPAIR_ROUNDS)
+            ),
         ),
         warnings,
     )

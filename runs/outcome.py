@@ -6,12 +6,15 @@ directory; the state change itself is made by runs.services.
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jsonschema import validators
+from jsonschema import ValidationError, validators
 
 from engines.types import FAILURE_SPAWN, FAILURE_TIMEOUT, TurnResult
 
@@ -20,13 +23,16 @@ PLACEHOLDER_PROMPT = "The agent is waiting for your reply. Please answer to cont
 
 @dataclass
 class TurnDecision:
-    status: str  # succeeded | failed | waiting_user
+    status: str  # succeeded | failed | waiting_user | repairing
     data: dict[str, Any] | None = None
     artifacts: list[str] = field(default_factory=list)
     error: dict[str, str] | None = None
     warnings: list[dict[str, str]] = field(default_factory=list)
     pending: dict[str, Any] | None = None
     repair_level: str = "none"
+    # Why the answer is invalid, field by field (failed decisions on OUTPUT_* / ARTIFACT_MISSING).
+    problems: list[dict[str, str]] = field(default_factory=list)
+    repair_prompt: str = ""  # the next prompt when the decision is a repair round (runs.repair)
 
     def result_envelope(self) -> dict[str, Any]:
         """The R-OU2 envelope for a terminal decision."""
@@ -69,9 +75,12 @@ def list_artifacts(run_dir: Path) -> list[str]:
     )
 
 
-def _collect_declared_artifacts(data: dict[str, Any], specs: list[dict[str, Any]], run_dir: Path) -> list[str]:
-    """Required artifact files missing from artifacts/; a file the output points at inside the
-    run directory is moved in first, since agents sometimes follow the skill's own path."""
+def _collect_declared_artifacts(
+    data: dict[str, Any], specs: list[dict[str, Any]], run_dir: Path
+) -> list[tuple[str, str | None]]:
+    """Required artifact files missing from artifacts/, with the output field naming each; a file
+    the output points at inside the run directory is moved in first, since agents sometimes
+    follow the skill's own path."""
     missing = []
     root = run_dir.resolve()
     for spec in specs:
@@ -86,38 +95,122 @@ def _collect_declared_artifacts(data: dict[str, Any], specs: list[dict[str, Any]
                 shutil.move(str(source), target)
                 continue
         if spec.get("required"):
-            missing.append(spec["filename"])
+            missing.append((spec["filename"], spec.get("property")))
     return missing
 
 
-def _validate_output(
-    data: dict[str, Any] | None, schema: dict[str, Any], specs: list[dict[str, Any]], run_dir: Path
-) -> dict[str, str] | None:
-    if data is None:
-        return _error("OUTPUT_MISSING", "the agent's final message held no JSON object")
+EXCERPT_CHARS = 120
+
+
+def excerpt(value: Any) -> str:
+    """A short, single-line rendering of what the agent gave, for messages and repair prompts."""
+    text = value if isinstance(value, str) and not value.lstrip().startswith(("{", "[")) else None
+    text = json.dumps(value, ensure_ascii=False) if text is None else json.dumps(text, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= EXCERPT_CHARS else text[: EXCERPT_CHARS - 1] + "…"
+
+
+def _pointer(path: Iterable[Any]) -> str:
+    """RFC 6901 JSON pointer of a path in the answer ("" is the whole answer)."""
+    return "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in path)
+
+
+def _expected(error: ValidationError) -> str:
+    keyword, value = error.validator, error.validator_value
+    if keyword == "type":
+        return "a value of type " + (" or ".join(value) if isinstance(value, list) else str(value))
+    if keyword == "enum":
+        return "one of " + excerpt(value)
+    if keyword == "const":
+        return "exactly " + excerpt(value)
+    return f"{keyword} {excerpt(value)}"
+
+
+def _problems_of(error: ValidationError) -> list[dict[str, str]]:
+    """One schema error as repair problems: JSON pointer, what was expected, what came (R-RP1)."""
+    path = list(error.absolute_path)
+    instance = error.instance
+    if error.validator == "required" and isinstance(instance, dict):
+        return [
+            {"pointer": _pointer([*path, name]), "expected": "a value (a required field)", "got": "nothing (missing)"}
+            for name in error.validator_value
+            if name not in instance
+        ]
+    if error.validator == "additionalProperties" and error.validator_value is False and isinstance(instance, dict):
+        known = error.schema.get("properties") or {}
+        patterns = error.schema.get("patternProperties") or {}
+        return [
+            {
+                "pointer": _pointer([*path, name]),
+                "expected": "no such field (the schema does not allow it)",
+                "got": excerpt(value),
+            }
+            for name, value in instance.items()
+            if name not in known and not any(re.search(pattern, name) for pattern in patterns)
+        ]
+    return [{"pointer": _pointer(path), "expected": _expected(error), "got": excerpt(instance)}]
+
+
+def schema_problems(data: Any, schema: dict[str, Any]) -> list[dict[str, str]]:
+    """Every way ``data`` fails ``schema``, each once, in document order."""
     validator = validators.validator_for(schema)(schema)
-    problems = [
-        f"{'.'.join(str(p) for p in e.absolute_path) or '(root)'}: {e.message}"
-        for e in sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
-    ]
+    problems: list[dict[str, str]] = []
+    for error in sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path]):
+        problems += [problem for problem in _problems_of(error) if problem not in problems]
+    return problems
+
+
+@dataclass
+class Validation:
+    """Why an answer is not a valid result: the run error, and the problems a repair round lists."""
+
+    error: dict[str, str]
+    problems: list[dict[str, str]]
+
+
+def _validate_output(
+    turn: TurnResult, schema: dict[str, Any], specs: list[dict[str, Any]], run_dir: Path
+) -> Validation | None:
+    data = turn.final_data
+    if data is None:
+        got = excerpt(turn.assistant_text) if turn.assistant_text.strip() else "an empty message"
+        return Validation(
+            _error("OUTPUT_MISSING", "the agent's final message held no JSON object"),
+            [{"pointer": "", "expected": "one JSON object following the output schema", "got": got}],
+        )
+    problems = schema_problems(data, schema)
     if problems:
-        return _error(
-            "OUTPUT_SCHEMA_INVALID", "output does not match the skill's output schema: " + "; ".join(problems)
+        listed = "; ".join(f"{p['pointer'] or '(root)'}: expected {p['expected']}, got {p['got']}" for p in problems)
+        return Validation(
+            _error("OUTPUT_SCHEMA_INVALID", "output does not match the skill's output schema: " + listed), problems
         )
     missing = _collect_declared_artifacts(data, specs, run_dir)
     if missing:
-        return _error("ARTIFACT_MISSING", "required artifact missing from artifacts/: " + ", ".join(missing))
+        return Validation(
+            _error(
+                "ARTIFACT_MISSING", "required artifact missing from artifacts/: " + ", ".join(f for f, _ in missing)
+            ),
+            [
+                {
+                    "pointer": _pointer([prop]) if prop else "",
+                    "expected": f"an existing file artifacts/{filename}",
+                    "got": f"no such file (the field says {excerpt(data.get(prop))})" if prop else "no such file",
+                }
+                for filename, prop in missing
+            ],
+        )
     return None
 
 
 def _finish(
-    turn: TurnResult, problem: dict[str, str] | None, run_dir: Path, warnings: list[dict[str, str]]
+    turn: TurnResult, invalid: Validation | None, run_dir: Path, warnings: list[dict[str, str]]
 ) -> TurnDecision:
-    if problem:
+    if invalid:
         return TurnDecision(
             "failed",
             data=turn.final_data,
-            error=problem,
+            error=invalid.error,
+            problems=invalid.problems,
             warnings=warnings,
             artifacts=list_artifacts(run_dir),
             repair_level=turn.repair_level,
@@ -191,18 +284,14 @@ def decide(
         )
 
     if mode == "auto":  # R-LC1: exit 0 + schema-valid output + artifacts; no marker needed
-        return _finish(
-            turn, _validate_output(turn.final_data, output_schema, artifact_specs, run_dir), run_dir, warnings
-        )
+        return _finish(turn, _validate_output(turn, output_schema, artifact_specs, run_dir), run_dir, warnings)
 
     if turn.done_marker_found:  # R-LC2 step 2: strong evidence, never waits
-        return _finish(
-            turn, _validate_output(turn.final_data, output_schema, artifact_specs, run_dir), run_dir, warnings
-        )
+        return _finish(turn, _validate_output(turn, output_schema, artifact_specs, run_dir), run_dir, warnings)
 
     is_question = turn.outcome == "ask_user" or turn.ask_user_invalid or turn.interaction is not None
     if not is_question and turn.final_data is not None:
-        if _validate_output(turn.final_data, output_schema, artifact_specs, run_dir) is None:  # step 3: soft completion
+        if _validate_output(turn, output_schema, artifact_specs, run_dir) is None:  # step 3: soft completion
             warnings.append(
                 {
                     "code": "INTERACTIVE_COMPLETED_WITHOUT_DONE_MARKER",

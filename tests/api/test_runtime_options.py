@@ -45,6 +45,7 @@ def test_defaults(api, settings):
     assert options["session_timeout_sec"] == 1200
     assert options["hard_timeout_seconds"] == 1200
     assert options["no_cache"] is False
+    assert options["max_repair_rounds"] == 2  # R-RP1
 
 
 def test_server_default_session_timeout_is_configurable(api, settings):
@@ -64,6 +65,7 @@ def test_explicit_values_are_kept(api):
             "session_timeout_sec": 30,
             "hard_timeout_seconds": 45,
             "no_cache": True,
+            "max_repair_rounds": 0,
         },
     )
     assert options == {
@@ -72,6 +74,7 @@ def test_explicit_values_are_kept(api):
         "session_timeout_sec": 30,
         "hard_timeout_seconds": 45,
         "no_cache": True,
+        "max_repair_rounds": 0,
     }
 
 
@@ -98,6 +101,9 @@ def test_explicit_values_are_kept(api):
         ({"hard_timeout_seconds": None}, "hard_timeout_seconds"),
         ({"hard_timeout_seconds": [10]}, "hard_timeout_seconds"),
         ({"hard_timeout_seconds": 10**30}, "hard_timeout_seconds"),
+        ({"max_repair_rounds": -1}, "max_repair_rounds"),
+        ({"max_repair_rounds": "2"}, "max_repair_rounds"),
+        ({"max_repair_rounds": 10**6}, "max_repair_rounds"),
     ],
 )
 def test_unknown_keys_and_wrong_types_are_400_naming_the_key(api, options, key):

@@ -31,6 +31,7 @@ def test_defaults(settings):
             "session_timeout_sec": 1200,
             "hard_timeout_seconds": 1200,
             "no_cache": False,
+            "max_repair_rounds": 2,
         }
         assert warnings == []
 
@@ -57,6 +58,10 @@ def test_server_defaults_come_from_settings(settings):
         ({"session_timeout_sec": 2.0}, "session_timeout_sec"),
         ({"interactive_reply_timeout_sec": -1}, "interactive_reply_timeout_sec"),
         ({"hard_timeout_seconds": "5"}, "hard_timeout_seconds"),
+        ({"max_repair_rounds": -1}, "max_repair_rounds"),
+        ({"max_repair_rounds": "2"}, "max_repair_rounds"),
+        ({"max_repair_rounds": True}, "max_repair_rounds"),
+        ({"max_repair_rounds": 1.5}, "max_repair_rounds"),
     ],
 )
 def test_invalid_values_name_their_key(requested, key):
@@ -70,6 +75,27 @@ def test_hard_timeout_has_an_upper_bound(settings):
     settings.SKILLRUNNER_MAX_HARD_TIMEOUT = 100
     assert _resolve({"hard_timeout_seconds": 100})[0]["hard_timeout_seconds"] == 100
     assert "hard_timeout_seconds" in _error({"hard_timeout_seconds": 101}).message
+
+
+def test_repair_rounds_default_to_two_and_are_bounded_by_the_operator(settings):
+    """R-RP1: max_repair_rounds defaults to 2, 0 turns repair off, the operator caps it."""
+    settings.SKILLRUNNER_MAX_REPAIR_ROUNDS = 3
+    assert _resolve({})[0]["max_repair_rounds"] == 2
+    assert _resolve({"max_repair_rounds": 0})[0]["max_repair_rounds"] == 0
+    assert _resolve({"max_repair_rounds": 3})[0]["max_repair_rounds"] == 3
+    assert _error({"max_repair_rounds": 4}).message == (
+        "runtime_options.max_repair_rounds: must be an integer from 0 (no repair) to 3"
+    )
+    settings.SKILLRUNNER_MAX_REPAIR_ROUNDS = 1
+    assert _resolve({})[0]["max_repair_rounds"] == 1  # the default never exceeds the cap
+
+
+def test_a_skill_may_set_the_default_repair_rounds():
+    assert _resolve({}, {"max_repair_rounds": 0})[0]["max_repair_rounds"] == 0
+    assert _resolve({"max_repair_rounds": 1}, {"max_repair_rounds": 0})[0]["max_repair_rounds"] == 1
+    options, warnings = _resolve({}, {"max_repair_rounds": "many"})
+    assert options["max_repair_rounds"] == 2
+    assert [w["code"] for w in warnings] == ["SKILL_RUNTIME_DEFAULT_OPTION_IGNORED"]
 
 
 @pytest.mark.parametrize("requested", [[], "x", 5, True])
