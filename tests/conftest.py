@@ -9,11 +9,23 @@ import pytest
 from rest_framework.test import APIClient
 
 from tests.support.fake_codex import FakeCodex
+from tests.support.outside_reads import OutsideReadGuard
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED_SKILLS = REPO.parent / "shared" / "skills"
 BUNDLED_SKILLS = REPO / "skills" / "bundled"
 FAKE_CODEX = REPO / "tests" / "support" / "fake_codex.py"
+# Packages in the upstream Skill Runner layout, written for these tests (R-SK1, R-OP6).
+TEST_SKILLS = REPO / "tests" / "support" / "skills"
+
+OUTSIDE_READS = OutsideReadGuard(REPO)
+OUTSIDE_READS.install()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A read outside the checkout fails the run even if the code that tried swallowed the error."""
+    if OUTSIDE_READS.violations:
+        print("\nR-OP6: the tests read outside the checkout:\n  " + "\n  ".join(OUTSIDE_READS.violations))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(autouse=True)
@@ -67,11 +79,11 @@ def staff_api(admin_user) -> APIClient:
 
 @pytest.fixture
 def install_skill(db):
-    """Install a skill folder by name from our bundled skills or ../shared/skills."""
+    """Install a skill folder by name from the bundled skills or the test skills."""
     from skills.services import install_path
 
     def install(name: str, root: Path | None = None):
-        for base in [root] if root else [BUNDLED_SKILLS, SHARED_SKILLS]:
+        for base in [root] if root else [BUNDLED_SKILLS, TEST_SKILLS]:
             if (base / name).is_dir():
                 return install_path(base / name)
         raise FileNotFoundError(name)

@@ -74,9 +74,9 @@ def test_explicit_modes_are_recorded(api, install_skill):
 
 def test_interactive_on_auto_only_skill_is_refused(api, install_skill, settings):
     """R-AD2: mode not declared → 400 SKILL_EXECUTION_MODE_UNSUPPORTED, no run."""
-    install_skill("demo-auto-skill")
+    install_skill("dice-pair")
     response = api.post(
-        "/v1/jobs", job_body("demo-auto-skill", runtime_options={"execution_mode": "interactive"}), format="json"
+        "/v1/jobs", job_body("dice-pair", runtime_options={"execution_mode": "interactive"}), format="json"
     )
     assert response.status_code == 400
     body = detail(response)
@@ -164,12 +164,12 @@ def test_missing_required_input_is_refused(api, install_skill, settings):
 
 
 def test_required_parameter_is_enforced(api, install_skill, settings):
-    """demo-bible-verse requires parameter.language (shared skill, unchanged)."""
-    install_skill("demo-bible-verse")
-    response = api.post("/v1/jobs", job_body("demo-bible-verse"), format="json")
+    """proverb-card requires parameter.language (an upstream-layout package, installed unchanged)."""
+    install_skill("proverb-card")
+    response = api.post("/v1/jobs", job_body("proverb-card"), format="json")
     assert response.status_code == 400
     assert any("language" in e for e in detail(response)["errors"])
-    ok = api.post("/v1/jobs", job_body("demo-bible-verse", parameter={"language": "Latin"}), format="json")
+    ok = api.post("/v1/jobs", job_body("proverb-card", parameter={"language": "Latin"}), format="json")
     assert ok.status_code == 200, ok.content
 
 

@@ -85,12 +85,12 @@ def test_missing_required_artifact_fails_naming_the_file(api, fake_codex):
     assert "haiku.md" in result["error"]["message"]
 
 
-def test_missing_artifact_of_a_shared_skill(api, install_skill, fake_codex):
-    install_skill("demo-missing-artifacts")
-    fake_codex.script({"message": json.dumps({"result_artifact": "artifacts/result_artifact.md"})})
-    rid = create_job(api, "demo-missing-artifacts")["request_id"]
+def test_missing_artifact_of_an_upstream_layout_skill(api, install_skill, fake_codex):
+    install_skill("no-artifact")
+    fake_codex.script({"message": json.dumps({"report": "artifacts/report.md"})})
+    rid = create_job(api, "no-artifact")["request_id"]
     status, _ = _assert_failed(api, rid, "ARTIFACT_MISSING")
-    assert "result_artifact.md" in status["error"]["message"]
+    assert "report.md" in status["error"]["message"]
 
 
 def test_artifact_written_elsewhere_in_the_run_dir_is_collected(api, fake_codex):

@@ -186,15 +186,15 @@ def test_upload_to_a_run_without_file_inputs_is_409(api, install_skill, fake_cod
     assert error_code(response) == "UPLOAD_NOT_EXPECTED"
 
 
-def test_shared_skill_with_file_input_waits_for_upload(api, install_skill, fake_codex):
-    """demo-bad-input declares a required file input without x-input-source (upstream default: file)."""
-    install_skill("demo-bad-input")
-    response = api.post("/v1/jobs", {"skill_id": "demo-bad-input", "engine": "codex", "input": {}}, format="json")
+def test_upstream_layout_file_input_waits_for_upload(api, install_skill, fake_codex):
+    """line-counter declares a required file input without x-input-source (upstream default: file)."""
+    install_skill("line-counter")
+    response = api.post("/v1/jobs", {"skill_id": "line-counter", "engine": "codex", "input": {}}, format="json")
     assert response.status_code == 200, response.content
     rid = response.json()["request_id"]
     assert response.json()["status"] is None
     missing = _upload(api, rid, {"other.txt": "x"})
     assert error_code(missing) == "INPUT_FILE_MISSING"
-    fake_codex.script({"message": json.dumps({"status": "ok"})})
-    assert _upload(api, rid, {"input_file": "text"}).status_code == 200
+    fake_codex.script({"message": json.dumps({"lines": 1})})
+    assert _upload(api, rid, {"text_file": "text"}).status_code == 200
     assert api.get(f"/v1/jobs/{rid}").json()["status"] == "succeeded"

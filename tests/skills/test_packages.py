@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from skills.packages import SkillPackageError, artifacts_of, load_skill_dir
-from tests.conftest import BUNDLED_SKILLS, SHARED_SKILLS
+from tests.conftest import BUNDLED_SKILLS, TEST_SKILLS
 
 ALL_ENGINES = ["codex", "gemini", "iflow", "claude"]
 
@@ -68,9 +68,9 @@ def test_valid_package(pkg):
     assert package.max_attempt is None
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in SHARED_SKILLS.iterdir() if p.is_dir()))
-def test_shared_packages_load(name):
-    package = load_skill_dir(SHARED_SKILLS / name)
+@pytest.mark.parametrize("name", sorted(p.name for p in TEST_SKILLS.iterdir() if p.is_dir()))
+def test_upstream_layout_packages_load(name):
+    package = load_skill_dir(TEST_SKILLS / name)
     assert package.skill_id == name
     assert package.effective_engines
 
