@@ -17,8 +17,9 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar, cast
 
+from .activity import ActivityParser
 from .patching import patch_skill_file
-from .process import ProcessResult, SpawnError, resolve_executable, run_process, run_quick
+from .process import LineHook, ProcessResult, SpawnError, resolve_executable, run_process, run_quick
 from .protocol import MessageReading, interpret_final_message
 from .types import (
     FAILURE_ENGINE,
@@ -46,6 +47,7 @@ class EngineOutput:
     final_message: str = ""
     session_handle: str | None = None
     error: str | None = None  # set when the CLI reported a failed turn
+    usage: dict[str, Any] | None = None  # engines.activity.usage_report of the turn, when reported
 
 
 T = TypeVar("T")
@@ -107,7 +109,11 @@ class EngineAdapter:
         raise NotImplementedError
 
     def extract(self, stdout: str, stderr: str) -> EngineOutput:
-        """Final agent message, session handle and reported failure from raw CLI output."""
+        """Final agent message, session handle, reported failure and usage from raw CLI output."""
+        raise NotImplementedError
+
+    def activity_parser(self) -> ActivityParser:
+        """A fresh incremental parser of this CLI's stdout, one per turn (R-AC1)."""
         raise NotImplementedError
 
     def prepare_home(self, config: EngineConfig) -> None:
@@ -124,6 +130,16 @@ class EngineAdapter:
     def tmp_dir(self, config: EngineConfig) -> Path:
         """TMPDIR of the engine process: CLIs drop error reports and helper binaries there."""
         return Path(config.home) / "tmp"
+
+    def line_reader(self, control: TurnControl) -> LineHook:
+        """Feeds each stdout line to a fresh activity parser and its items to ``control``."""
+        parser = self.activity_parser()
+
+        def read(line: bytes) -> None:
+            for item in parser.feed(line.decode("utf-8", errors="replace")):
+                control.on_activity(item)
+
+        return read
 
     def model_args(self, request: TurnRequest, config: EngineConfig) -> list[str]:
         model = request.model or config.default_model
@@ -173,6 +189,7 @@ class EngineAdapter:
             stdout=stdout,
             stderr=stderr,
             exit_code=exit_code,
+            usage=output.usage,
         )
         if output.error is not None or exit_code not in (0, None):
             result.failure_reason = FAILURE_ENGINE
@@ -206,6 +223,7 @@ class EngineAdapter:
                 exit_code=proc.exit_code,
                 failure_reason=proc.failure_reason,
                 failure_message=proc.message,
+                usage=output.usage,
             )
         result.command = list(argv)
         return result
@@ -234,6 +252,7 @@ class EngineAdapter:
             control=control,
             hard_timeout=request.hard_timeout_seconds,
             grace=config.kill_grace_seconds,
+            on_line=self.line_reader(control),
         )
         return self.turn_result(proc, request.mode, argv)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .activity import Activity, ActivityParser, compact_json, text_of, usage_report
 from .base import EngineAdapter, EngineOutput, json_lines
 from .process import ResidentProcess, SpawnError, spawn
 from .types import FAILURE_PROCESS_LOST, EngineConfig, ExecutionMode, TurnControl, TurnRequest, TurnResult
@@ -19,6 +20,20 @@ from .types import FAILURE_PROCESS_LOST, EngineConfig, ExecutionMode, TurnContro
 def user_message(prompt: str) -> dict[str, Any]:
     """One stream-json stdin line carrying a user turn."""
     return {"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": prompt}]}}
+
+
+def _usage(usage: dict[str, Any], cost: Any) -> dict[str, Any]:
+    """Anthropic counts cached input apart from ``input_tokens``; the report counts all input."""
+    parts = [usage.get(key) for key in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")]
+    numbers = [part for part in parts if isinstance(part, int)]
+    details = usage.get("output_tokens_details")
+    return usage_report(
+        sum(numbers) if numbers else None,
+        usage.get("cache_read_input_tokens"),
+        usage.get("output_tokens"),
+        details.get("thinking_tokens") if isinstance(details, dict) else None,
+        cost,
+    )
 
 
 def _is_result(event: dict[str, Any]) -> bool:
@@ -35,6 +50,75 @@ def _assistant_text(event: dict[str, Any]) -> str:
     return "".join(
         block.get("text", "") for block in content if isinstance(block, dict) and block.get("type") == "text"
     )
+
+
+# Tools whose input names the file they write (reported as file changes too).
+_FILE_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit")
+
+
+def _tool_command(name: str, tool_input: Any) -> str:
+    if not isinstance(tool_input, dict):
+        return compact_json(tool_input)
+    for key in ("command", "file_path", "path", "pattern", "url", "query", "description"):
+        if isinstance(tool_input.get(key), str):
+            return tool_input[key]
+    return compact_json(tool_input)
+
+
+class ClaudeActivity(ActivityParser):
+    """stream-json: assistant text/thinking/tool_use blocks and the user tool_result blocks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._file_tools: dict[str, str] = {}  # tool id -> path written
+
+    def on_event(self, event: dict[str, Any]) -> list[Activity]:
+        kind = event.get("type")
+        if kind == "result":
+            self.drop_held_text()
+            return []
+        message = event.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        if kind not in ("assistant", "user") or not isinstance(content, list):
+            return []
+        items: list[Activity] = []
+        for block in content:
+            if isinstance(block, dict):
+                items += self._block(block)
+        return items
+
+    def _block(self, block: dict[str, Any]) -> list[Activity]:
+        block_type = block.get("type")
+        if block_type == "text":
+            released = self.release_text()
+            self.hold_text(str(block.get("text") or ""))
+            return released
+        if block_type == "thinking":
+            text = str(block.get("thinking") or "").strip()
+            return [*self.release_text(), {"type": "reasoning", "text": text}] if text else []
+        if block_type == "tool_use":
+            tool_id, name, tool_input = str(block.get("id") or ""), str(block.get("name") or ""), block.get("input")
+            if name == "TodoWrite" and isinstance(tool_input, dict) and isinstance(tool_input.get("todos"), list):
+                steps = [
+                    {"text": str(todo.get("content") or ""), "done": todo.get("status") == "completed"}
+                    for todo in tool_input["todos"]
+                    if isinstance(todo, dict)
+                ]
+                return [*self.release_text(), {"type": "plan", "items": steps}]
+            if name in _FILE_TOOLS and isinstance(tool_input, dict):
+                path = tool_input.get("file_path") or tool_input.get("notebook_path")
+                if isinstance(path, str):
+                    self._file_tools[tool_id] = path
+            return self.tool_started(tool_id, name, _tool_command(name, tool_input))
+        if block_type == "tool_result":
+            tool_id = str(block.get("tool_use_id") or "")
+            ok = not block.get("is_error")
+            items = self.tool_finished(tool_id, ok=ok, output=text_of(block.get("content")))
+            path = self._file_tools.pop(tool_id, None)
+            if ok and path:
+                items.append({"type": "file_change", "paths": [path]})
+            return items
+        return []
 
 
 class ClaudeAdapter(EngineAdapter):
@@ -77,6 +161,9 @@ class ClaudeAdapter(EngineAdapter):
             env["ANTHROPIC_BASE_URL"] = config.base_url
         return env
 
+    def activity_parser(self) -> ClaudeActivity:
+        return ClaudeActivity()
+
     def extract(self, stdout: str, stderr: str) -> EngineOutput:
         output = EngineOutput()
         result: dict[str, Any] | None = None
@@ -92,6 +179,9 @@ class ClaudeAdapter(EngineAdapter):
             return output
         if isinstance(result.get("result"), str):
             output.final_message = result["result"]
+        usage = result.get("usage")
+        if isinstance(usage, dict):
+            output.usage = _usage(usage, result.get("total_cost_usd"))
         if result.get("is_error") or str(result.get("subtype", "success")) != "success":
             output.error = output.final_message or f"claude turn failed ({result.get('subtype')})"
         return output
@@ -133,6 +223,7 @@ class ClaudeLiveSession:
         self._argv = argv
         self._process = process
         self._spawn_error = spawn_error
+        self._cost_so_far = 0.0  # Claude reports the process's cumulative cost with every result
 
     @property
     def pid(self) -> int | None:
@@ -150,8 +241,15 @@ class ClaudeLiveSession:
                 exit_code=self._process.proc.returncode,
                 command=list(self._argv),
             )
-        proc = self._process.exchange(user_message(prompt), control, hard_timeout_seconds, _is_result)
-        return self._adapter.turn_result(proc, self._mode, self._argv)
+        proc = self._process.exchange(
+            user_message(prompt), control, hard_timeout_seconds, _is_result, self._adapter.line_reader(control)
+        )
+        result = self._adapter.turn_result(proc, self._mode, self._argv)
+        if result.usage is not None and result.usage["cost_usd"] is not None:
+            total = result.usage["cost_usd"]
+            result.usage["cost_usd"] = max(0.0, total - self._cost_so_far)
+            self._cost_so_far = total
+        return result
 
     def is_alive(self) -> bool:
         return self._process is not None and self._process.is_alive()

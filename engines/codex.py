@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
+from .activity import Activity, ActivityParser, compact_json, usage_report
 from .base import EngineAdapter, EngineOutput, argv_prompt, json_lines, write_if_changed
 from .process import SpawnError, run_quick
 from .types import EngineConfig, TurnRequest
@@ -41,6 +43,74 @@ def choose_auto_flag(path: str, env: dict[str, str], cwd: Path) -> str:
 
 def _toml(value: str) -> str:
     return json.dumps(value)  # a JSON string is a valid TOML basic string
+
+
+def _tool_name_and_command(item: dict[str, Any]) -> tuple[str, str] | None:
+    kind = item.get("type")
+    if kind == "command_execution":
+        return "shell", str(item.get("command") or "")
+    if kind == "mcp_tool_call":
+        name = ".".join(str(part) for part in (item.get("server"), item.get("tool")) if part)
+        return name or "mcp", compact_json(item.get("arguments") or {})
+    if kind == "web_search":
+        return "web_search", str(item.get("query") or "")
+    return None
+
+
+class CodexActivity(ActivityParser):
+    """``exec --json`` items: command executions, MCP calls, reasoning, messages, file changes, plans."""
+
+    def on_event(self, event: dict[str, Any]) -> list[Activity]:
+        kind = event.get("type")
+        item = event.get("item")
+        if kind == "turn.completed" or kind == "turn.failed":
+            self.drop_held_text()
+            return []
+        if not isinstance(item, dict) or kind not in ("item.started", "item.updated", "item.completed"):
+            return []
+        item_id = str(item.get("id") or "")
+        tool = _tool_name_and_command(item)
+        if tool is not None:
+            if kind == "item.started":
+                return self.tool_started(item_id, *tool)
+            if kind == "item.completed":
+                exit_code = item.get("exit_code")
+                ok = item.get("status") == "completed" and exit_code in (0, None)
+                output = item.get("aggregated_output")
+                if output is None:
+                    output = item.get("error") or item.get("result")
+                return self.tool_finished(
+                    item_id,
+                    ok=ok,
+                    output=output if isinstance(output, str) else compact_json(output or ""),
+                    exit_code=exit_code if isinstance(exit_code, int) else None,
+                    name=tool[0],
+                    command=tool[1],
+                )
+            return []
+        item_type = item.get("type")
+        if item_type == "todo_list":
+            raw = item.get("items")
+            steps = [
+                {"text": str(step.get("text") or ""), "done": bool(step.get("completed"))}
+                for step in (raw if isinstance(raw, list) else [])
+                if isinstance(step, dict)
+            ]
+            return [*self.release_text(), {"type": "plan", "items": steps}]
+        if kind != "item.completed":
+            return []
+        if item_type == "reasoning":
+            text = str(item.get("text") or "").strip()
+            return [*self.release_text(), {"type": "reasoning", "text": text}] if text else []
+        if item_type == "agent_message":
+            released = self.release_text()
+            self.hold_text(str(item.get("text") or ""))
+            return released
+        if item_type == "file_change":
+            raw = item.get("changes")
+            paths = [str(c.get("path")) for c in (raw if isinstance(raw, list) else []) if isinstance(c, dict)]
+            return [*self.release_text(), {"type": "file_change", "paths": paths}] if paths else []
+        return []
 
 
 class CodexAdapter(EngineAdapter):
@@ -90,6 +160,9 @@ class CodexAdapter(EngineAdapter):
         lines += ["", "[analytics]", "enabled = false"]
         write_if_changed(Path(config.home) / "config.toml", "\n".join(lines) + "\n")
 
+    def activity_parser(self) -> CodexActivity:
+        return CodexActivity()
+
     def extract(self, stdout: str, stderr: str) -> EngineOutput:
         events = json_lines(stdout)
         output = EngineOutput()
@@ -113,6 +186,14 @@ class CodexAdapter(EngineAdapter):
                 output.error = str((error.get("message") if isinstance(error, dict) else error) or "turn failed")
             elif kind == "turn.completed":
                 completed = True
+                usage = event.get("usage")
+                if isinstance(usage, dict):
+                    output.usage = usage_report(
+                        usage.get("input_tokens"),
+                        usage.get("cached_input_tokens"),
+                        usage.get("output_tokens"),
+                        usage.get("reasoning_output_tokens"),
+                    )
             elif kind == "error":
                 notice = str(event.get("message") or "error")
         if output.error is None and notice is not None and not completed:

@@ -1,17 +1,21 @@
-"""Google Gemini CLI (``gemini --output-format json``), resumable by session id from the same cwd."""
+"""Google Gemini CLI (``gemini --output-format stream-json``), resumable by session id from the same cwd.
+
+The stream is JSONL: ``init`` (session id), ``message`` (user, and assistant text in ``delta``
+chunks), ``tool_use``/``tool_result`` and a final ``result`` (status, error, stats).
+"""
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
-from .base import EngineAdapter, EngineOutput, argv_prompt, write_if_changed
+from .activity import Activity, ActivityParser, compact_json, usage_report
+from .base import EngineAdapter, EngineOutput, argv_prompt, json_lines, write_if_changed
 from .types import EngineConfig, TurnRequest
 
-_DOCUMENT_KEYS = ("session_id", "response", "error")
-_LINE_START_BRACE = re.compile(r"^[ \t]*\{", re.MULTILINE)
+# Tools whose parameters name the file they write (reported as file changes too).
+_FILE_TOOLS = ("write_file", "replace", "edit")
 
 # User-level settings.json in GEMINI_CLI_HOME (R-EN2, R-EN8). Folder trust must be off or the CLI
 # silently downgrades --yolo for an untrusted run directory; without selectedType the custom base
@@ -24,24 +28,48 @@ SETTINGS: dict[str, Any] = {
 }
 
 
-def last_json_document(text: str) -> dict[str, Any] | None:
-    """The last JSON result document in ``text``; noise lines may precede or separate them."""
-    decoder = json.JSONDecoder()
-    found = None
-    position = 0
-    while True:
-        match = _LINE_START_BRACE.search(text, position)
-        if match is None:
-            return found
-        start = match.end() - 1
-        try:
-            value, end = decoder.raw_decode(text, start)
-        except ValueError:
-            position = match.end()
-            continue
-        if isinstance(value, dict) and any(key in value for key in _DOCUMENT_KEYS):
-            found = value
-        position = end
+def _tool_command(parameters: Any) -> str:
+    if not isinstance(parameters, dict):
+        return compact_json(parameters)
+    for key in ("command", "file_path", "absolute_path", "path", "pattern", "url", "query"):
+        if isinstance(parameters.get(key), str):
+            return parameters[key]
+    return compact_json(parameters)
+
+
+class GeminiActivity(ActivityParser):
+    """stream-json: assistant text deltas (held until something follows), tool uses and results."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._file_tools: dict[str, str] = {}
+
+    def on_event(self, event: dict[str, Any]) -> list[Activity]:
+        kind = event.get("type")
+        if kind == "message" and event.get("role") == "assistant":
+            self.hold_text(str(event.get("content") or ""))
+            return []
+        if kind == "tool_use":
+            tool_id, name = str(event.get("tool_id") or ""), str(event.get("tool_name") or "")
+            parameters = event.get("parameters")
+            if name in _FILE_TOOLS and isinstance(parameters, dict) and isinstance(parameters.get("file_path"), str):
+                self._file_tools[tool_id] = parameters["file_path"]
+            return self.tool_started(tool_id, name, _tool_command(parameters))
+        if kind == "tool_result":
+            tool_id = str(event.get("tool_id") or "")
+            ok = event.get("status") == "success"
+            error = event.get("error")
+            output = event.get("output")
+            if output is None and isinstance(error, dict):
+                output = error.get("message")
+            items = self.tool_finished(tool_id, ok=ok, output=output if isinstance(output, str) else "")
+            path = self._file_tools.pop(tool_id, None)
+            if ok and path:
+                items.append({"type": "file_change", "paths": [path]})
+            return items
+        if kind == "result":
+            self.drop_held_text()
+        return []
 
 
 class GeminiAdapter(EngineAdapter):
@@ -56,7 +84,7 @@ class GeminiAdapter(EngineAdapter):
         argv = [config.binary]
         if request.is_resume:
             argv += ["--resume", str(request.session_handle)]
-        argv += [*self.auto_flags(config), "--output-format", "json", *self.model_args(request, config)]
+        argv += [*self.auto_flags(config), "--output-format", "stream-json", *self.model_args(request, config)]
         return argv + ["-p", argv_prompt(request.prompt)]
 
     def engine_env(self, config: EngineConfig) -> dict[str, str]:
@@ -80,19 +108,35 @@ class GeminiAdapter(EngineAdapter):
         except OSError:  # absent, or not empty (then not the CLI's lock folder)
             pass
 
+    def activity_parser(self) -> GeminiActivity:
+        return GeminiActivity()
+
     def extract(self, stdout: str, stderr: str) -> EngineOutput:
-        document = last_json_document(stdout) or last_json_document(stderr)
-        if document is None:
-            return EngineOutput(error="gemini printed no JSON result")
-        session = document.get("session_id")
-        output = EngineOutput(session_handle=session if isinstance(session, str) and session else None)
-        response = document.get("response")
-        if isinstance(response, str):
-            output.final_message = response
-        elif response is not None:
-            output.final_message = json.dumps(response, ensure_ascii=False)
-        error = document.get("error")
-        if error:
+        output = EngineOutput()
+        texts: list[str] = []  # the assistant text since the latest tool call: the final answer
+        result: dict[str, Any] | None = None
+        for event in json_lines(stdout):
+            kind = event.get("type")
+            if kind == "init" and isinstance(event.get("session_id"), str) and event["session_id"]:
+                output.session_handle = event["session_id"]
+            elif kind == "message" and event.get("role") == "assistant":
+                texts.append(str(event.get("content") or ""))
+            elif kind in ("tool_use", "tool_result"):
+                texts = []
+            elif kind == "result":
+                result = event
+        output.final_message = "".join(texts)
+        if result is None:
+            tail = stderr.strip()[-800:]
+            output.error = "gemini printed no result event" + (f": {tail}" if tail else "")
+            return output
+        stats = result.get("stats")
+        if isinstance(stats, dict):
+            output.usage = usage_report(
+                stats.get("input_tokens"), stats.get("cached"), stats.get("output_tokens"), stats.get("thoughts")
+            )
+        if result.get("status") != "success":
+            error = result.get("error")
             message = error.get("message") if isinstance(error, dict) else error
-            output.error = str(message or "gemini reported an error")
+            output.error = str(message or f"gemini reported status {result.get('status')!r}")
         return output

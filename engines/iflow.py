@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 
+from .activity import NoActivity, usage_report
 from .base import EngineAdapter, EngineOutput, argv_prompt, write_if_changed
 from .types import EngineConfig, TurnRequest
 
@@ -32,6 +33,19 @@ def _session_id(info_blocks: list[str]) -> str | None:
         session = info.get("session-id") if isinstance(info, dict) else None
         if isinstance(session, str) and session:
             return session
+    return None
+
+
+def _usage(info_blocks: list[str]) -> dict[str, object] | None:
+    """``tokenUsage {input, output}`` of the latest block that has it."""
+    for block in reversed(info_blocks):
+        try:
+            info = json.loads(block)
+        except ValueError:
+            continue
+        usage = info.get("tokenUsage") if isinstance(info, dict) else None
+        if isinstance(usage, dict):
+            return usage_report(usage.get("input"), None, usage.get("output"))
     return None
 
 
@@ -70,10 +84,14 @@ class IFlowAdapter(EngineAdapter):
             settings["modelName"] = config.default_model
         write_if_changed(self.home_dir(config) / ".iflow" / "settings.json", json.dumps(settings, indent=2) + "\n")
 
+    def activity_parser(self) -> NoActivity:
+        # Plain text with no structure while it runs: no activity, only the final answer.
+        return NoActivity()
+
     def extract(self, stdout: str, stderr: str) -> EngineOutput:
         # The block normally goes to stderr but has been seen on stdout as well.
         blocks = _EXECUTION_INFO.findall(stderr) + _EXECUTION_INFO.findall(stdout)
-        output = EngineOutput(session_handle=_session_id(blocks))
+        output = EngineOutput(session_handle=_session_id(blocks), usage=_usage(blocks))
         segments = [_RESUMING.sub("", part).strip() for part in _EXECUTION_INFO_BLOCK.split(stdout)]
         output.final_message = next((part for part in reversed(segments) if part), "")
         crash = _CRASH.search(stdout) or _CRASH.search(stderr)

@@ -8,6 +8,7 @@ CLI can never block on a full pipe. Nothing here knows which engine it is runnin
 from __future__ import annotations
 
 import json
+import logging
 import os
 import queue
 import shutil
@@ -27,9 +28,16 @@ DEFAULT_GRACE_SECONDS = 5.0
 # Per stream; engine output past this is cut in the middle, keeping its start (session ids are
 # printed first) and its end (the final message is printed last).
 MAX_STREAM_BYTES = 4 * 1024 * 1024
+# Longest stdout line handed to a line reader (R-AC1); longer lines stay in the output only.
+MAX_LINE_BYTES = 1024 * 1024
 # After the engine itself exited, how long leftover children may keep the pipes open.
 _LINGER_SECONDS = 1.0
 _ABANDON_SECONDS = 2.0
+
+
+logger = logging.getLogger(__name__)
+
+LineHook = Callable[[bytes], None]
 
 
 class SpawnError(Exception):
@@ -80,24 +88,70 @@ class CappedBuffer:
             return text
 
 
-def _drain(stream: IO[bytes], sink: CappedBuffer | None, on_line: Callable[[bytes], None] | None) -> None:
-    try:
-        if on_line is None:
-            for chunk in iter(lambda: stream.read1(65536), b""):  # type: ignore[attr-defined]
-                if sink is not None:
-                    sink.write(chunk)
+class LineSplitter:
+    """Cuts a byte stream into lines for a line reader while the process runs (R-AC1).
+
+    Lines longer than MAX_LINE_BYTES are skipped rather than held in memory whole; a failing
+    reader is logged and never stops the draining of the pipe.
+    """
+
+    def __init__(self, on_line: LineHook) -> None:
+        self._on_line = on_line
+        self._partial = bytearray()
+        self._overflow = False
+
+    def feed(self, chunk: bytes) -> None:
+        *complete, rest = chunk.split(b"\n")
+        for piece in complete:
+            self._add(piece)
+            if not self._overflow:
+                self._deliver(bytes(self._partial))
+            self._partial.clear()
+            self._overflow = False
+        self._add(rest)
+
+    def close(self) -> None:
+        if self._partial and not self._overflow:
+            self._deliver(bytes(self._partial))
+        self._partial.clear()
+
+    def _add(self, piece: bytes) -> None:
+        if self._overflow:
+            return
+        if len(self._partial) + len(piece) > MAX_LINE_BYTES:
+            self._overflow = True
+            self._partial.clear()
         else:
+            self._partial += piece
+
+    def _deliver(self, line: bytes) -> None:
+        try:
+            self._on_line(line)
+        except Exception:  # a reader bug must not block the engine on a full pipe
+            logger.exception("engine output line reader failed")
+
+
+def _drain(stream: IO[bytes], sink: CappedBuffer | None, on_line: LineHook | None) -> None:
+    splitter = LineSplitter(on_line) if sink is not None and on_line is not None else None
+    try:
+        if sink is None:
+            assert on_line is not None
             for line in stream:
                 on_line(line)
+        else:
+            for chunk in iter(lambda: stream.read1(65536), b""):  # type: ignore[attr-defined]
+                sink.write(chunk)
+                if splitter is not None:
+                    splitter.feed(chunk)
     except (OSError, ValueError):
         pass  # the pipe was closed under us while killing the process
     finally:
+        if splitter is not None:
+            splitter.close()
         stream.close()
 
 
-def _start_reader(
-    stream: IO[bytes], sink: CappedBuffer | None, on_line: Callable[[bytes], None] | None = None
-) -> threading.Thread:
+def _start_reader(stream: IO[bytes], sink: CappedBuffer | None, on_line: LineHook | None = None) -> threading.Thread:
     thread = threading.Thread(target=_drain, args=(stream, sink, on_line), daemon=True)
     thread.start()
     return thread
@@ -291,15 +345,17 @@ def run_process(
     control: TurnControl,
     hard_timeout: float,
     grace: float = DEFAULT_GRACE_SECONDS,
+    on_line: LineHook | None = None,
 ) -> ProcessResult:
-    """Run one engine process to completion, with stdin closed."""
+    """Run one engine process to completion, with stdin closed; ``on_line`` sees each stdout line
+    as it is printed (on the reader thread), while the output is collected as before."""
     try:
         proc = spawn(argv, cwd, env)
     except SpawnError as exc:
         return ProcessResult("", "", None, FAILURE_SPAWN, str(exc))
     out, err = CappedBuffer(), CappedBuffer()
     assert proc.stdout is not None and proc.stderr is not None
-    readers = [_start_reader(proc.stdout, out), _start_reader(proc.stderr, err)]
+    readers = [_start_reader(proc.stdout, out, on_line), _start_reader(proc.stderr, err)]
     control.on_spawn(proc.pid)
     failure = supervise(proc, control, hard_timeout, grace)
     _finish_readers(proc, readers)
@@ -310,7 +366,8 @@ class ResidentProcess:
     """An engine process that stays alive between turns, fed JSON lines on stdin (sticky_process).
 
     stdout lines are queued by a reader thread; ``exchange`` writes one message and collects
-    stdout lines until ``is_last(event)`` recognises the event that ends the turn.
+    stdout lines until ``is_last(event)`` recognises the event that ends the turn. The turn's
+    ``on_line`` reader sees each line on the reader thread as soon as it is printed (R-AC1).
     """
 
     def __init__(self, proc: subprocess.Popen[bytes], grace: float) -> None:
@@ -318,15 +375,25 @@ class ResidentProcess:
         self.grace = grace
         self._lines: queue.Queue[bytes] = queue.Queue()
         self._stderr = CappedBuffer()
+        self._line_hook: LineHook | None = None
         assert proc.stdout is not None and proc.stderr is not None
         self._readers = [
-            _start_reader(proc.stdout, None, self._lines.put),
+            _start_reader(proc.stdout, None, self._on_stdout_line),
             _start_reader(proc.stderr, self._stderr),
         ]
 
     @property
     def pid(self) -> int:
         return self.proc.pid
+
+    def _on_stdout_line(self, line: bytes) -> None:
+        self._lines.put(line)
+        hook = self._line_hook
+        if hook is not None and len(line) <= MAX_LINE_BYTES:
+            try:
+                hook(line.rstrip(b"\n"))
+            except Exception:  # a reader bug must not stop the turn's output
+                logger.exception("engine output line reader failed")
 
     def is_alive(self) -> bool:
         return self.proc.poll() is None
@@ -337,9 +404,11 @@ class ResidentProcess:
         control: TurnControl,
         hard_timeout: float,
         is_last: Callable[[dict[str, object]], bool],
+        on_line: LineHook | None = None,
     ) -> ProcessResult:
         """Send one stdin message and read stdout until the turn's last event."""
         out = CappedBuffer()
+        self._line_hook = on_line
         done = threading.Event()
 
         def pump() -> bool:
@@ -365,6 +434,7 @@ class ResidentProcess:
         if not done.is_set() and self.proc.poll() is not None:
             _finish_readers(self.proc, self._readers)
             pump()
+        self._line_hook = None
         return ProcessResult(
             out.take(), self._stderr.take(), self.proc.returncode, failure, _describe(failure, hard_timeout), self.pid
         )

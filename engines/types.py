@@ -79,6 +79,13 @@ class TurnControl(Protocol):
         """Polled while the engine runs; True kills the process group (cancel, lost claim)."""
         ...
 
+    def on_activity(self, item: dict[str, Any]) -> None:
+        """One activity item (engines/activity.py) read from the output while the turn runs.
+
+        Called on the process's output reader thread: it must return quickly (R-AC1).
+        """
+        ...
+
 
 @dataclass
 class Interaction:
@@ -123,6 +130,8 @@ class TurnResult:
     failure_message: str = ""
     warnings: list[dict[str, str]] = field(default_factory=list)
     command: list[str] = field(default_factory=list)
+    # Token counts and cost as the engine reported them (engines.activity.usage_report), or None.
+    usage: dict[str, Any] | None = None
 
 
 class LiveSession(Protocol):

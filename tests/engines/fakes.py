@@ -15,10 +15,14 @@ class FakeControl:
 
     def __init__(self, abort_after: float | None = None) -> None:
         self.pids: list[int] = []
+        self.activity: list[dict] = []
         self._abort_at = None if abort_after is None else time.monotonic() + abort_after
 
     def on_spawn(self, pid: int) -> None:
         self.pids.append(pid)
+
+    def on_activity(self, item: dict) -> None:
+        self.activity.append(item)
 
     def should_abort(self) -> bool:
         return self._abort_at is not None and time.monotonic() >= self._abort_at

@@ -19,8 +19,8 @@ REAL_CODEX = Path(__file__).resolve().parents[2] / "engines" / "cli" / "node_mod
 ARGV_TABLE: dict[tuple[str, str], list[str] | None] = {
     ("codex", "first"): ["B", "exec", "--skip-git-repo-check", "--json", "--yolo", "-m", "M", "P"],
     ("codex", "resume"): ["B", "exec", "--skip-git-repo-check", "--json", "--yolo", "-m", "M", "resume", "S", "P"],
-    ("gemini", "first"): ["B", "--yolo", "--output-format", "json", "-m", "M", "-p", "P"],
-    ("gemini", "resume"): ["B", "--resume", "S", "--yolo", "--output-format", "json", "-m", "M", "-p", "P"],
+    ("gemini", "first"): ["B", "--yolo", "--output-format", "stream-json", "-m", "M", "-p", "P"],
+    ("gemini", "resume"): ["B", "--resume", "S", "--yolo", "--output-format", "stream-json", "-m", "M", "-p", "P"],
     ("iflow", "first"): ["B", "--yolo", "--thinking", "-m", "M", "-p", "P"],
     ("iflow", "resume"): ["B", "--resume", "S", "--yolo", "--thinking", "-p", "P"],
     ("claude", "first"): [

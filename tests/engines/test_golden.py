@@ -16,8 +16,7 @@ GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 MANIFEST = (
     json.loads((GOLDEN / "manifest.json").read_text()) if (GOLDEN / "manifest.json").exists() else {"recordings": []}
 )
-# The adapters ask Gemini for --output-format json; the stream-json recordings are not their input.
-RECORDINGS = {(r["engine"], r["scenario"]): r for r in MANIFEST["recordings"] if not r["scenario"].endswith("_stream")}
+RECORDINGS = {(r["engine"], r["scenario"]): r for r in MANIFEST["recordings"]}
 
 pytestmark = pytest.mark.skipif(not RECORDINGS, reason="no golden recordings in tests/golden")
 
@@ -73,9 +72,60 @@ def test_golden_http_500_is_an_engine_failure(engine: str, scenario: str) -> Non
     assert result.session_handle
 
 
-def test_golden_gemini_error_document_on_stderr() -> None:
+def test_golden_gemini_error_result_event() -> None:
     result = get_adapter("gemini").parse(*recorded("gemini", "error_500"), "auto")
     assert "scripted HTTP 500" in result.failure_message
+
+
+def activity_of(engine: str, scenario: str) -> list[dict]:
+    """The items the adapter's incremental parser yields, fed the recording line by line (R-AC1)."""
+    parser = get_adapter(engine).activity_parser()
+    stdout = recorded(engine, scenario)[0]
+    return [item for line in stdout.splitlines() for item in parser.feed(line)]
+
+
+@pytest.mark.parametrize("engine", ["codex", "gemini", "claude"])
+def test_golden_tool_call_activity(engine: str) -> None:
+    """R-AC1: a recorded tool call yields started then finished with its command and output."""
+    items = activity_of(engine, "tool_call")
+    tools = [item for item in items if item["type"] == "tool"]
+    assert [tool["phase"] for tool in tools] == ["started", "finished"]
+    started, finished = tools
+    assert started["id"] == finished["id"] and started["id"]
+    assert f"echo hi-from-{engine} > out.txt" in started["command"] == finished["command"]
+    assert finished["status"] == "ok" and finished["output"].strip().endswith(f"hi-from-{engine}")
+    assert isinstance(finished["duration_ms"], int) and finished["duration_ms"] >= 0
+    # The final answer is the turn result, never an activity message.
+    assert not [item for item in items if item["type"] == "message"]
+
+
+@pytest.mark.parametrize("engine", ["codex", "claude"])
+def test_golden_reasoning_activity_comes_before_the_tool(engine: str) -> None:
+    """R-AC1: the scripted reasoning summary (Gemini 0.61 prints none in stream-json)."""
+    items = activity_of(engine, "tool_call")
+    assert items[0] == {"type": "reasoning", "text": "I will write the file first."}
+    assert items[1]["type"] == "tool"
+
+
+@pytest.mark.parametrize(
+    "engine,scenario,expected",
+    [
+        ("codex", "tool_call", {"input_tokens": 35, "output_tokens": 50, "reasoning_tokens": 7, "cost_usd": None}),
+        ("gemini", "tool_call", {"input_tokens": 35, "output_tokens": 37, "cached_input_tokens": 0}),
+        ("claude", "tool_call", {"input_tokens": 35, "cached_input_tokens": 0}),
+    ],
+)
+def test_golden_usage(engine: str, scenario: str, expected: dict) -> None:
+    """R-AC4: token counts as each engine reports them, unreported keys None."""
+    usage = get_adapter(engine).parse(*recorded(engine, scenario), "interactive").usage
+    assert usage is not None
+    assert {key: usage[key] for key in expected} == expected
+    assert set(usage) == {"input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens", "cost_usd"}
+
+
+def test_golden_claude_cost_is_reported() -> None:
+    usage = get_adapter("claude").parse(*recorded("claude", "tool_call"), "interactive").usage
+    assert usage["cost_usd"] is not None and usage["cost_usd"] > 0
 
 
 def test_golden_claude_resident_replayed_through_a_live_session(tmp_path: Path) -> None:
@@ -106,3 +156,7 @@ def test_golden_claude_resident_replayed_through_a_live_session(tmp_path: Path) 
     assert second.assistant_text == "REPLY turns=2 last=second message"
     assert first.session_handle == second.session_handle is not None
     assert first.outcome == second.outcome == "ask_user"
+    # Claude reports the process's cumulative cost; each turn gets its own share.
+    events = [json.loads(line) for line in recording.read_text().splitlines() if '"type":"result"' in line]
+    assert first.usage["cost_usd"] == pytest.approx(events[0]["total_cost_usd"])
+    assert second.usage["cost_usd"] == pytest.approx(events[1]["total_cost_usd"] - events[0]["total_cost_usd"])

@@ -123,46 +123,80 @@ def test_codex_nonzero_exit_without_events_reports_stderr() -> None:
 
 # --- gemini --------------------------------------------------------------------------------------
 
-GEMINI_DOC = {"session_id": "gem-1", "response": "Need anything else?", "stats": {"models": {}}}
+
+def gemini_stream(*events: dict) -> str:
+    return "YOLO mode is enabled. All tool calls will be automatically approved.\n" + "".join(
+        json.dumps(event) + "\n" for event in events
+    )
 
 
-def test_gemini_noise_lines_then_pretty_json_document() -> None:
-    stdout = (
-        "YOLO mode is enabled. All tool calls will be automatically approved.\nWarning: {legacy} setting\n"
-        + json.dumps(GEMINI_DOC, indent=2)
+GEMINI_INIT = {"type": "init", "session_id": "gem-1", "model": "gemini-2.5-flash"}
+GEMINI_OK = {"type": "result", "status": "success", "stats": {"input_tokens": 9, "output_tokens": 4, "cached": 2}}
+
+
+def test_gemini_noise_lines_then_stream_events() -> None:
+    stdout = gemini_stream(
+        GEMINI_INIT,
+        {"type": "message", "role": "user", "content": "hi"},
+        {"type": "message", "role": "assistant", "content": "Need anything ", "delta": True},
+        {"type": "message", "role": "assistant", "content": "else?", "delta": True},
+        GEMINI_OK,
     )
     result = get_adapter("gemini").parse(stdout, "", 0, "interactive")
     assert result.session_handle == "gem-1"
     assert result.assistant_text == "Need anything else?"
     assert result.outcome == "ask_user"
+    assert result.usage == {
+        "input_tokens": 9,
+        "cached_input_tokens": 2,
+        "output_tokens": 4,
+        "reasoning_tokens": None,
+        "cost_usd": None,
+    }
 
 
-def test_gemini_last_json_document_wins() -> None:
-    first = json.dumps({"session_id": "gem-1", "response": "old"}, indent=2)
-    last = json.dumps({"session_id": "gem-1", "response": '```json\n{"x": 1, "__SKILL_DONE__": true}\n```'}, indent=2)
-    result = get_adapter("gemini").parse(first + "\nnoise\n" + last + "\n", "", 0, "interactive")
+def test_gemini_final_answer_is_the_text_after_the_last_tool() -> None:
+    done = '```json\n{"x": 1, "__SKILL_DONE__": true}\n```'
+    stdout = gemini_stream(
+        GEMINI_INIT,
+        {"type": "message", "role": "assistant", "content": "Let me look.", "delta": True},
+        {"type": "tool_use", "tool_name": "read_file", "tool_id": "t1", "parameters": {"file_path": "a"}},
+        {"type": "tool_result", "tool_id": "t1", "status": "success", "output": "x"},
+        {"type": "message", "role": "assistant", "content": done, "delta": True},
+        GEMINI_OK,
+    )
+    result = get_adapter("gemini").parse(stdout, "", 0, "interactive")
     assert result.outcome == "final" and result.final_data == {"x": 1} and result.done_marker_found
 
 
-def test_gemini_response_object_is_dumped() -> None:
-    result = get_adapter("gemini").parse(json.dumps({"session_id": "s", "response": {"x": 1}}), "", 0, "auto")
-    assert result.final_data == {"x": 1}
-
-
-def test_gemini_error_envelope_is_an_engine_error() -> None:
-    stdout = json.dumps(
-        {"session_id": "gem-2", "error": {"type": "Error", "message": "Invalid auth method selected.", "code": 41}},
-        indent=2,
+def test_gemini_error_result_is_an_engine_error() -> None:
+    stdout = gemini_stream(
+        GEMINI_INIT, {"type": "result", "status": "error", "error": {"type": "Error", "message": "Invalid auth."}}
     )
     result = get_adapter("gemini").parse(stdout, "", 41, "interactive")
     assert result.outcome == "error" and result.failure_reason == FAILURE_ENGINE
-    assert result.failure_message == "Invalid auth method selected."
-    assert result.session_handle == "gem-2"
+    assert result.failure_message == "Invalid auth."
+    assert result.session_handle == "gem-1"
 
 
-def test_gemini_without_any_json_document_fails() -> None:
-    result = get_adapter("gemini").parse("Loaded cached credentials.\n", "", 0, "interactive")
-    assert result.outcome == "error" and "no JSON result" in result.failure_message
+def test_gemini_without_a_result_event_fails() -> None:
+    result = get_adapter("gemini").parse("Loaded cached credentials.\n", "boom\n", 0, "interactive")
+    assert result.outcome == "error" and "no result event: boom" in result.failure_message
+
+
+def test_gemini_activity_file_change_and_failed_tool() -> None:
+    parser = get_adapter("gemini").activity_parser()
+    lines = gemini_stream(
+        {"type": "message", "role": "assistant", "content": "Writing.", "delta": True},
+        {"type": "tool_use", "tool_name": "write_file", "tool_id": "w", "parameters": {"file_path": "/r/a.md"}},
+        {"type": "tool_result", "tool_id": "w", "status": "success", "output": ""},
+        {"type": "tool_use", "tool_name": "run_shell_command", "tool_id": "s", "parameters": {"command": "false"}},
+        {"type": "tool_result", "tool_id": "s", "status": "error", "error": {"message": "exit 1"}},
+    ).splitlines()
+    items = [item for line in lines for item in parser.feed(line)]
+    assert [item["type"] for item in items] == ["message", "tool", "tool", "file_change", "tool", "tool"]
+    assert items[0]["text"] == "Writing." and items[3]["paths"] == ["/r/a.md"]
+    assert items[5]["status"] == "failed" and items[5]["output"] == "exit 1" and items[5]["command"] == "false"
 
 
 # --- iflow (hand-written recorded-format samples, see data/iflow/README.md) ------------------------
@@ -261,3 +295,41 @@ def test_claude_without_result_event_falls_back_to_last_assistant_text_but_fails
 def test_every_adapter_fills_stdout_stderr_and_exit_code(engine: str) -> None:
     result = get_adapter(engine).parse("out", "err", 3, "auto")
     assert (result.stdout, result.stderr, result.exit_code, result.outcome) == ("out", "err", 3, "error")
+
+
+def test_codex_activity_items() -> None:
+    """R-AC1: an intermediate agent message is released by what follows; the last one is the answer."""
+    events = [
+        {"type": "turn.started"},
+        {"type": "item.completed", "item": {"id": "m1", "type": "agent_message", "text": "Looking first."}},
+        {
+            "type": "item.started",
+            "item": {"id": "p", "type": "todo_list", "items": [{"text": "a", "completed": False}]},
+        },
+        {"type": "item.completed", "item": {"id": "f", "type": "file_change", "changes": [{"path": "/r/x.md"}]}},
+        {
+            "type": "item.started",
+            "item": {"id": "t", "type": "mcp_tool_call", "server": "s", "tool": "q", "arguments": {}},
+        },
+        {
+            "type": "item.completed",
+            "item": {
+                "id": "t",
+                "type": "mcp_tool_call",
+                "server": "s",
+                "tool": "q",
+                "status": "failed",
+                "error": {"message": "no"},
+            },
+        },
+        {"type": "item.completed", "item": {"id": "m2", "type": "agent_message", "text": "All done."}},
+        {"type": "turn.completed", "usage": {}},
+    ]
+    parser = get_adapter("codex").activity_parser()
+    items = [item for event in events for item in parser.feed(json.dumps(event))]
+    assert items[0] == {"type": "message", "text": "Looking first."}
+    assert items[1] == {"type": "plan", "items": [{"text": "a", "done": False}]}
+    assert items[2] == {"type": "file_change", "paths": ["/r/x.md"]}
+    assert (items[3]["phase"], items[3]["name"]) == ("started", "s.q")
+    assert items[4]["status"] == "failed" and '"no"' in items[4]["output"]
+    assert len(items) == 5  # "All done." is the final answer

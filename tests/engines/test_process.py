@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engines.process import CappedBuffer, kill_process_group, run_process
+from engines.process import MAX_LINE_BYTES, CappedBuffer, LineSplitter, kill_process_group, run_process
 from engines.registry import get_adapter
 from engines.types import FAILURE_ABORTED, FAILURE_SPAWN, FAILURE_TIMEOUT
 
@@ -204,7 +204,10 @@ def test_run_turn_end_to_end_with_a_fake_gemini(tmp_path: Path) -> None:
         tmp_path / "gemini",
         "import json, os, sys\n"
         "print('YOLO mode is enabled.')\n"
-        "print(json.dumps({'session_id': 'g-1', 'response': json.dumps({'cwd': os.getcwd(), 'argv': sys.argv[1:], 'env': dict(os.environ)})}, indent=2))\n",
+        "print(json.dumps({'type': 'init', 'session_id': 'g-1'}))\n"
+        "answer = json.dumps({'cwd': os.getcwd(), 'argv': sys.argv[1:], 'env': dict(os.environ)})\n"
+        "print(json.dumps({'type': 'message', 'role': 'assistant', 'content': answer, 'delta': True}))\n"
+        "print(json.dumps({'type': 'result', 'status': 'success', 'stats': {}}))\n",
         interpreter="python",
     )
     config = make_config(tmp_path, binary, api_key="secret-key", base_url="http://127.0.0.1:9")
@@ -213,7 +216,7 @@ def test_run_turn_end_to_end_with_a_fake_gemini(tmp_path: Path) -> None:
     result = get_adapter("gemini").run_turn(request, config, control)
     assert result.outcome == "final", result.failure_message
     assert result.session_handle == "g-1"
-    assert result.command == [str(binary), "--yolo", "--output-format", "json", "-p", "go"]
+    assert result.command == [str(binary), "--yolo", "--output-format", "stream-json", "-p", "go"]
     assert result.exit_code == 0 and control.pids
     data = result.final_data
     assert data is not None
@@ -222,3 +225,61 @@ def test_run_turn_end_to_end_with_a_fake_gemini(tmp_path: Path) -> None:
     assert data["env"]["HOME"].startswith(str(config.home))
     assert (request.run_dir / ".gemini" / "skills" / "demo-skill" / "SKILL.md").exists()
     assert os.environ.get("PYTEST_CURRENT_TEST") and "PYTEST_CURRENT_TEST" not in data["env"]
+
+
+class UnblockingControl(FakeControl):
+    """Creates ``marker`` when the first activity item arrives: the fake engine waits for it."""
+
+    def __init__(self, marker: Path) -> None:
+        super().__init__()
+        self.marker = marker
+
+    def on_activity(self, item: dict) -> None:
+        super().on_activity(item)
+        self.marker.touch()
+
+
+def test_activity_arrives_while_the_engine_still_runs(tmp_path: Path) -> None:
+    """R-AC1: stdout lines are parsed as printed. The fake Codex prints a tool start, then waits
+    (bounded) for a file the test's control creates only on seeing that activity."""
+    marker = tmp_path / "seen"
+    binary = write_script(
+        tmp_path / "codex",
+        "import json, os, sys, time\n"
+        "if sys.argv[1:2] != ['exec']: sys.exit(0)\n"
+        "emit = lambda e: (print(json.dumps(e)), sys.stdout.flush())\n"
+        "emit({'type': 'thread.started', 'thread_id': 't-1'})\n"
+        "emit({'type': 'item.started', 'item': {'id': 'c1', 'type': 'command_execution', 'command': 'ls'}})\n"
+        f"deadline = time.monotonic() + 10\n"
+        f"while not os.path.exists({str(marker)!r}) and time.monotonic() < deadline: time.sleep(0.01)\n"
+        "seen = os.path.exists(%r)\n"
+        "emit({'type': 'item.completed', 'item': {'id': 'c1', 'type': 'command_execution', 'command': 'ls',"
+        " 'aggregated_output': 'a\\n', 'exit_code': 0, 'status': 'completed'}})\n"
+        "emit({'type': 'item.completed', 'item': {'id': 'm', 'type': 'agent_message', 'text': f'seen={seen}'}})\n"
+        "emit({'type': 'turn.completed', 'usage': {'input_tokens': 3, 'output_tokens': 1}})\n" % str(marker),
+        interpreter="python",
+    )
+    control = UnblockingControl(marker)
+    result = get_adapter("codex").run_turn(make_request(tmp_path, "auto"), make_config(tmp_path, binary), control)
+    assert result.assistant_text == "seen=True"
+    assert [(item["type"], item.get("phase")) for item in control.activity] == [
+        ("tool", "started"),
+        ("tool", "finished"),
+    ]
+    assert control.activity[1]["output"] == "a\n" and control.activity[1]["exit_code"] == 0
+    assert result.usage["input_tokens"] == 3 and result.usage["cached_input_tokens"] is None
+
+
+def test_line_splitter_skips_overlong_lines_and_survives_a_failing_reader() -> None:
+    lines: list[bytes] = []
+
+    def reader(line: bytes) -> None:
+        if line == b"boom":
+            raise RuntimeError("reader bug")
+        lines.append(line)
+
+    splitter = LineSplitter(reader)
+    for chunk in (b"one\ntw", b"o\nboom\n", b"x" * (MAX_LINE_BYTES + 1), b"y\nthree\nfour"):
+        splitter.feed(chunk)
+    splitter.close()
+    assert lines == [b"one", b"two", b"three", b"four"]

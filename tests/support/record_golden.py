@@ -3,8 +3,8 @@
     .venv/bin/python -m tests.support.record_golden            # all engines
     .venv/bin/python -m tests.support.record_golden codex      # one engine
 
-Writes ``tests/golden/<engine>/<scenario>.stdout`` and ``.stderr`` (plus ``.json`` for Gemini's
-``--output-format json`` document, and ``.stdin`` for the resident Claude session) and
+Writes ``tests/golden/<engine>/<scenario>.stdout`` and ``.stderr`` (plus ``.stdin`` for the
+resident Claude session) and
 ``tests/golden/manifest.json`` describing every recording: argv, script, prompts, exit code.
 The temporary directory the run used is replaced by ``<TMP>`` in all outputs so re-recording only
 changes ids, timestamps and durations. Each scenario checks its own outcome first, so a broken
@@ -48,8 +48,9 @@ ERROR_SCRIPT = [{"http_error": 500}]
 
 
 def tool_script(engine: str) -> list[dict[str, str]]:
+    """A reasoning summary and a shell tool call, then the answer (R-AC1 activity sources)."""
     return [
-        {"shell": f"echo hi-from-{engine} > out.txt && cat out.txt"},
+        {"reasoning": "I will write the file first.", "shell": f"echo hi-from-{engine} > out.txt && cat out.txt"},
         {"text": "TOOL_RESULT_SEEN: {tool_output}"},
     ]
 
@@ -72,15 +73,12 @@ class Ctx:
         run: CliRun,
         script: Any,
         prompts: list[str],
-        json_doc: Any = None,
         stdin: str | None = None,
         note: str = "",
     ) -> None:
         out_dir = GOLDEN_DIR / self.engine
         out_dir.mkdir(parents=True, exist_ok=True)
         files = {f"{scenario}.stdout": self.clean(run.stdout), f"{scenario}.stderr": self.clean(run.stderr)}
-        if json_doc is not None:
-            files[f"{scenario}.json"] = self.clean(json.dumps(json_doc, indent=2)) + "\n"
         if stdin is not None:
             files[f"{scenario}.stdin"] = stdin
         for name, content in files.items():
@@ -163,73 +161,43 @@ def record_codex(ctx: Ctx) -> None:
 # --- gemini -----------------------------------------------------------------------------------
 
 
-def json_from_stderr(stderr: str) -> Any:
-    """Gemini --output-format json prints its *error* document on stderr after a stack trace."""
-    start = stderr.rfind("\n{")
-    return json.loads(stderr[start + 1 :] if start >= 0 else stderr)
+def session_id(result: CliRun) -> str:
+    return next(e["session_id"] for e in result.json_lines() if e.get("type") == "init")
 
 
 def record_gemini(ctx: Ctx) -> None:
+    """Gemini with ``--output-format stream-json``, as the adapter runs it (SPEC §7)."""
     fresh(ctx, TEXT_SCRIPT)
-    r = run(ctx, gemini_argv("hello there"))
+    r = run(ctx, gemini_argv("hello there", output_format="stream-json"))
     check(r.returncode == 0, "gemini plain", r)
-    ctx.save("plain", r, TEXT_SCRIPT, ["hello there"], json_doc=r.json_doc())
+    ctx.save("plain", r, TEXT_SCRIPT, ["hello there"])
 
     script = tool_script("gemini")
     fresh(ctx, script)
-    r = run(ctx, gemini_argv("please write the file"))
-    check(r.returncode == 0 and (ctx.cwd / "out.txt").exists(), "gemini tool call", r)
-    ctx.save("tool_call", r, script, ["please write the file"], json_doc=r.json_doc())
-
-    fresh(ctx, script)
     r = run(ctx, gemini_argv("please write the file", output_format="stream-json"))
-    check(r.returncode == 0 and (ctx.cwd / "out.txt").exists(), "gemini tool call stream", r)
-    ctx.save(
-        "tool_call_stream",
-        r,
-        script,
-        ["please write the file"],
-        note="same as tool_call with --output-format stream-json (JSONL)",
-    )
+    check(r.returncode == 0 and (ctx.cwd / "out.txt").exists(), "gemini tool call", r)
+    ctx.save("tool_call", r, script, ["please write the file"])
 
     fresh(ctx, RESUME_SCRIPT)
-    r1 = run(ctx, gemini_argv("first message"))
+    r1 = run(ctx, gemini_argv("first message", output_format="stream-json"))
     check(r1.returncode == 0, "gemini resume turn 1", r1)
-    sid = r1.json_doc()["session_id"]
-    r2 = run(ctx, gemini_argv("second message", resume=sid))  # same cwd: resume is cwd-scoped
+    sid = session_id(r1)
+    r2 = run(
+        ctx, gemini_argv("second message", resume=sid, output_format="stream-json")
+    )  # same cwd: resume is cwd-scoped
     check(r2.returncode == 0 and "turns=2" in r2.stdout, "gemini resume turn 2", r2)
-    ctx.save("resume_turn1", r1, RESUME_SCRIPT, ["first message"], json_doc=r1.json_doc())
-    ctx.save(
-        "resume_turn2",
-        r2,
-        RESUME_SCRIPT,
-        ["second message"],
-        json_doc=r2.json_doc(),
-        note=f"--resume {sid} from the same cwd",
-    )
+    ctx.save("resume_turn1", r1, RESUME_SCRIPT, ["first message"])
+    ctx.save("resume_turn2", r2, RESUME_SCRIPT, ["second message"], note=f"--resume {sid} from the same cwd")
 
     fresh(ctx, ERROR_SCRIPT)
-    r = run(ctx, gemini_argv("this will fail"))
-    check(r.returncode != 0 and not r.stdout.strip(), "gemini error (json)", r)
+    r = run(ctx, gemini_argv("this will fail", output_format="stream-json"))
+    check(r.returncode != 0 and '"status":"error"' in r.stdout, "gemini error", r)
     ctx.save(
         "error_500",
         r,
         ERROR_SCRIPT,
         ["this will fail"],
-        json_doc=json_from_stderr(r.stderr),
-        note="HTTP 500, general.maxAttempts=1: exit 244; the JSON error document is on "
-        "STDERR (after a stack trace), stdout is empty",
-    )
-
-    fresh(ctx, ERROR_SCRIPT)
-    r = run(ctx, gemini_argv("this will fail", output_format="stream-json"))
-    check(r.returncode != 0 and '"status":"error"' in r.stdout, "gemini error (stream-json)", r)
-    ctx.save(
-        "error_500_stream",
-        r,
-        ERROR_SCRIPT,
-        ["this will fail"],
-        note="HTTP 500 with --output-format stream-json: the error result event is on stdout",
+        note="HTTP 500, general.maxAttempts=1: the error result event is on stdout, non-zero exit",
     )
 
 

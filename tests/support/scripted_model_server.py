@@ -20,6 +20,9 @@ A script is a list of steps. Each step is one dict:
   An optional ``"description"`` overrides the default one.
 * ``{"http_error": 500}`` -- answer with that HTTP status and a vendor-shaped JSON error body
   (optional ``"message"``).
+* Any step may carry ``"reasoning": "<summary>"`` -- the answer starts with a reasoning block (a
+  Responses ``reasoning`` item with a summary, a Gemini ``thought`` part, an Anthropic ``thinking``
+  block), whose size is reported as reasoning tokens.
 * Any step may carry ``"delay": <seconds>`` -- sleep before answering (hard-timeout / cancel tests).
   A step holding only ``delay`` answers with an empty-ish text after the sleep.
 
@@ -378,6 +381,10 @@ def _usage_tokens(conv: Conversation, step: dict[str, Any]) -> tuple[int, int]:
     return prompt, output
 
 
+def _reasoning_tokens(step: dict[str, Any]) -> int:
+    return len(step.get("reasoning") or "") // 4
+
+
 def responses_events(step: dict[str, Any], conv: Conversation, model: str) -> list[bytes]:
     rid = "resp_" + uuid.uuid4().hex[:24]
     seq = iter(range(1, 10_000))
@@ -398,6 +405,20 @@ def responses_events(step: dict[str, Any], conv: Conversation, model: str) -> li
 
     emit("response.created", response={**base, "status": "in_progress"})
     emit("response.in_progress", response={**base, "status": "in_progress"})
+    done_items: list[dict[str, Any]] = []
+    if step.get("reasoning"):
+        summary = step["reasoning"]
+        rs = {"type": "reasoning", "id": "rs_" + uuid.uuid4().hex[:20], "summary": []}
+        emit("response.output_item.added", output_index=0, item=rs)
+        loc_rs = {"item_id": rs["id"], "output_index": 0, "summary_index": 0}
+        emit("response.reasoning_summary_part.added", **loc_rs, part={"type": "summary_text", "text": ""})
+        emit("response.reasoning_summary_text.delta", **loc_rs, delta=summary)
+        emit("response.reasoning_summary_text.done", **loc_rs, text=summary)
+        emit("response.reasoning_summary_part.done", **loc_rs, part={"type": "summary_text", "text": summary})
+        done_rs = {**rs, "summary": [{"type": "summary_text", "text": summary}]}
+        emit("response.output_item.done", output_index=0, item=done_rs)
+        done_items.append(done_rs)
+    index = len(done_items)
     if "shell" in step:
         call_id = "call_" + uuid.uuid4().hex[:20]
         item_id = "fc_" + uuid.uuid4().hex[:20]
@@ -410,9 +431,9 @@ def responses_events(step: dict[str, Any], conv: Conversation, model: str) -> li
             "arguments": "",
             "status": "in_progress",
         }
-        emit("response.output_item.added", output_index=0, item=item)
-        emit("response.function_call_arguments.delta", item_id=item_id, output_index=0, delta=args)
-        emit("response.function_call_arguments.done", item_id=item_id, output_index=0, arguments=args)
+        emit("response.output_item.added", output_index=index, item=item)
+        emit("response.function_call_arguments.delta", item_id=item_id, output_index=index, delta=args)
+        emit("response.function_call_arguments.done", item_id=item_id, output_index=index, arguments=args)
         done_item = {**item, "arguments": args, "status": "completed"}
     else:
         text = step.get("text", "")
@@ -425,25 +446,26 @@ def responses_events(step: dict[str, Any], conv: Conversation, model: str) -> li
             "content": [],
         }
         part = {"type": "output_text", "text": "", "annotations": []}
-        loc = {"item_id": item_id, "output_index": 0, "content_index": 0}
-        emit("response.output_item.added", output_index=0, item=item)
+        loc = {"item_id": item_id, "output_index": index, "content_index": 0}
+        emit("response.output_item.added", output_index=index, item=item)
         emit("response.content_part.added", **loc, part=part)
         for delta in _split_text(text):
             emit("response.output_text.delta", **loc, delta=delta)
         emit("response.output_text.done", **loc, text=text)
         emit("response.content_part.done", **loc, part={**part, "text": text})
         done_item = {**item, "status": "completed", "content": [{**part, "text": text}]}
-    emit("response.output_item.done", output_index=0, item=done_item)
+    emit("response.output_item.done", output_index=index, item=done_item)
+    reasoning = _reasoning_tokens(step)
     usage = {
         "input_tokens": prompt,
         "input_tokens_details": {"cached_tokens": 0},
-        "output_tokens": output,
-        "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": prompt + output,
+        "output_tokens": output + reasoning,
+        "output_tokens_details": {"reasoning_tokens": reasoning},
+        "total_tokens": prompt + output + reasoning,
     }
     emit(
         "response.completed",
-        response={**base, "status": "completed", "output": [done_item], "usage": usage},
+        response={**base, "status": "completed", "output": [*done_items, done_item], "usage": usage},
     )
     return out
 
@@ -453,14 +475,18 @@ def gemini_chunks(step: dict[str, Any], conv: Conversation, model: str) -> list[
     usage = {
         "promptTokenCount": prompt,
         "candidatesTokenCount": output,
-        "totalTokenCount": prompt + output,
+        "totalTokenCount": prompt + output + _reasoning_tokens(step),
     }
+    if step.get("reasoning"):
+        usage["thoughtsTokenCount"] = _reasoning_tokens(step)
     response_id = uuid.uuid4().hex[:20]
     if "shell" in step:
         args = {"command": step["shell"], "description": step.get("description", "scripted command")}
         pieces = [[{"functionCall": {"name": "run_shell_command", "args": args}}]]
     else:
         pieces = [[{"text": t}] for t in _split_text(step.get("text", ""))]
+    if step.get("reasoning"):
+        pieces.insert(0, [{"text": step["reasoning"], "thought": True}])
     out = []
     for i, parts in enumerate(pieces):
         candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
@@ -492,25 +518,32 @@ def anthropic_events(step: dict[str, Any], conv: Conversation, model: str) -> li
         "usage": {"input_tokens": prompt, "output_tokens": 1},
     }
     emit("message_start", message=message)
+    index = 0
+    if step.get("reasoning"):
+        emit("content_block_start", index=0, content_block={"type": "thinking", "thinking": "", "signature": ""})
+        emit("content_block_delta", index=0, delta={"type": "thinking_delta", "thinking": step["reasoning"]})
+        emit("content_block_delta", index=0, delta={"type": "signature_delta", "signature": "scripted"})
+        emit("content_block_stop", index=0)
+        index = 1
     if "shell" in step:
         tool_input = {
             "command": step["shell"],
             "description": step.get("description", "scripted command"),
         }
         block = {"type": "tool_use", "id": "toolu_" + uuid.uuid4().hex[:20], "name": "Bash", "input": {}}
-        emit("content_block_start", index=0, content_block=block)
+        emit("content_block_start", index=index, content_block=block)
         emit(
             "content_block_delta",
-            index=0,
+            index=index,
             delta={"type": "input_json_delta", "partial_json": json.dumps(tool_input)},
         )
         stop_reason = "tool_use"
     else:
-        emit("content_block_start", index=0, content_block={"type": "text", "text": ""})
+        emit("content_block_start", index=index, content_block={"type": "text", "text": ""})
         for delta in _split_text(step.get("text", "")):
-            emit("content_block_delta", index=0, delta={"type": "text_delta", "text": delta})
+            emit("content_block_delta", index=index, delta={"type": "text_delta", "text": delta})
         stop_reason = "end_turn"
-    emit("content_block_stop", index=0)
+    emit("content_block_stop", index=index)
     emit(
         "message_delta",
         delta={"stop_reason": stop_reason, "stop_sequence": None},
