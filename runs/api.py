@@ -199,8 +199,7 @@ class ArtifactFileView(APIView):
     @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY})
     def get(self, request, request_id, path):
         run = selectors.run_for(request.user, request_id)
-        file = selectors.artifact_file(run, path)
-        return FileResponse(open(file, "rb"), as_attachment=True, filename=file.name)
+        return FileResponse(selectors.artifact_file(run, path), as_attachment=True, filename=path.rsplit("/", 1)[-1])
 
 
 class BundleView(APIView):

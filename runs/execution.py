@@ -135,8 +135,8 @@ def build_turn_request(run: Run) -> TurnRequest:
     )
 
 
-def _save_logs(run_dir: Path, attempt_number: int, prompt: str, turn: TurnResult) -> None:
-    logs = run_dir / "logs"
+def _save_logs(records_dir: Path, attempt_number: int, prompt: str, turn: TurnResult) -> None:
+    logs = records_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     secrets = configured_secrets()
     for name, text in (("prompt", prompt), ("stdout", turn.stdout), ("stderr", turn.stderr)):
@@ -168,7 +168,7 @@ def _without_secrets(turn: TurnResult) -> TurnResult:
 
 
 def _finish_turn(run: Run, worker: str, prompt: str, turn: TurnResult) -> Run | None:
-    _save_logs(run.run_dir, run.attempt_number, prompt, turn)
+    _save_logs(run.records_dir, run.attempt_number, prompt, turn)
     turn = _without_secrets(turn)
     if turn.failure_reason == FAILURE_ABORTED:
         return None  # the claim ended (cancel): services already recorded why

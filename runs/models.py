@@ -93,7 +93,14 @@ class Run(models.Model):
 
     @property
     def run_dir(self) -> Path:
+        """The agent's working directory (its cwd, writable inside its sandbox): read only
+        through runs.runfiles, since the agent decides what every name in it is."""
         return settings.DATA_DIR / "runs" / str(self.request_id)
+
+    @property
+    def records_dir(self) -> Path:
+        """What the service writes about the run (logs, bundle): outside the agent's reach (R-SB7)."""
+        return settings.DATA_DIR / "run-records" / str(self.request_id)
 
 
 class Interaction(models.Model):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +16,8 @@ from typing import Any
 from jsonschema import ValidationError, validators
 
 from engines.types import FAILURE_SPAWN, FAILURE_TIMEOUT, TurnResult
+
+from . import runfiles
 
 PLACEHOLDER_PROMPT = "The agent is waiting for your reply. Please answer to continue."
 
@@ -63,16 +64,8 @@ def engine_failure(turn: TurnResult) -> dict[str, str] | None:
 
 
 def list_artifacts(run_dir: Path) -> list[str]:
-    root = run_dir / "artifacts"
-    if not root.is_dir():
-        return []
-    inside = root.resolve()
-    # Links the agent left pointing elsewhere are neither produced artifacts nor downloadable.
-    return sorted(
-        p.relative_to(run_dir).as_posix()
-        for p in root.rglob("*")
-        if not p.is_symlink() and p.is_file() and p.resolve().is_relative_to(inside)
-    )
+    """The produced files under artifacts/; links and special files are none of them (R-SB7)."""
+    return runfiles.list_files(run_dir, "artifacts")
 
 
 def _collect_declared_artifacts(
@@ -80,20 +73,18 @@ def _collect_declared_artifacts(
 ) -> list[tuple[str, str | None]]:
     """Required artifact files missing from artifacts/, with the output field naming each; a file
     the output points at inside the run directory is moved in first, since agents sometimes
-    follow the skill's own path."""
+    follow the skill's own path.
+
+    Through runs.runfiles (R-SB7): a link or special file is missing, never followed or moved."""
     missing = []
-    root = run_dir.resolve()
     for spec in specs:
-        target = run_dir / "artifacts" / spec["filename"]
-        if target.is_file():
+        target = f"artifacts/{spec['filename']}"
+        if runfiles.is_file(run_dir, target):
             continue
         pointed = data.get(spec.get("property") or "") if isinstance(data, dict) else None
-        if isinstance(pointed, str) and pointed:
-            source = (run_dir / pointed).resolve() if not Path(pointed).is_absolute() else Path(pointed).resolve()
-            if source.is_relative_to(root) and source.is_file():
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.move(str(source), target)
-                continue
+        source = runfiles.run_relative(run_dir, pointed) if isinstance(pointed, str) else None
+        if source and runfiles.move_file(run_dir, source, target):
+            continue
         if spec.get("required"):
             missing.append((spec["filename"], spec.get("property")))
     return missing

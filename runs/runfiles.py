@@ -19,7 +19,9 @@ the service) is trusted.
 
     parts(path)                        -> the checked components of a relative path, or None
     open_file(root, path)              -> a binary file object open for reading, or None
+    is_file(root, path)                -> whether open_file would open it
     list_files(root, under)            -> run-relative paths of the safe files beneath `under`
+    run_relative(root, value)          -> a path the agent gave (relative or absolute) made run-relative
     move_file(root, source, target)    -> move a safe file within the run (artifact collection)
     copy_files(src, dest, paths, cap)  -> copy safe files from one run into another (result cache)
 """
@@ -164,16 +166,12 @@ def _walk(fd: int, prefix: str, found: list[str], depth: int) -> None:
                 os.close(child)
 
 
-def exists(root: Path, path: str) -> bool:
-    """Whether anything at all (a link included) sits at root/path, reached without links."""
-    components = parts(path)
-    if components is None:
+def is_file(root: Path, path: str) -> bool:
+    """Whether root/path is a regular, single-link file reached without any link (as open_file)."""
+    handle = open_file(root, path)
+    if handle is None:
         return False
-    try:
-        with _directory(root, components[:-1]) as parent:
-            os.stat(components[-1], dir_fd=parent, follow_symlinks=False)
-    except OSError:
-        return False
+    handle.close()
     return True
 
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from django.db.models import QuerySet
 
 from skillrunner.errors import NotFound
 
+from . import runfiles
 from .models import Interaction, Run, RunEvent
 
 EVENT_PAGE_LIMIT = 500
@@ -47,22 +47,20 @@ def pending_payload(run: Run) -> dict[str, Any] | None:
     return interaction.payload if interaction else None
 
 
-def artifact_file(run: Run, relative: str) -> Path:
-    """A file under the run's artifacts/, given as `artifacts/x` or `x`; never anything outside."""
-    root = (run.run_dir / "artifacts").resolve()
+def artifact_file(run: Run, relative: str) -> BinaryIO:
+    """A file under the run's artifacts/, given as `artifacts/x` or `x`, open for reading.
+
+    Opened through runs.runfiles: never a link (at any level), a special file or anything outside.
+    """
     relative = relative.removeprefix("artifacts/")
-    try:
-        candidate = (root / relative).resolve()
-        found = bool(relative) and candidate.is_relative_to(root) and candidate.is_file()
-    except (ValueError, OSError):  # NUL bytes, names too long: no such artifact either
-        found = False
-    if not found:
+    handle = runfiles.open_file(run.run_dir, f"artifacts/{relative}")
+    if handle is None:
         raise NotFound("ARTIFACT_NOT_FOUND", f"no artifact {relative!r}")
-    return candidate
+    return handle
 
 
 def attempt_logs(run: Run) -> list[dict[str, Any]]:
-    logs = run.run_dir / "logs"
+    logs = run.records_dir / "logs"
     attempts = []
     for number in range(1, run.attempt_number + 1):
         parts = {name: logs / f"attempt-{number}.{name}.txt" for name in ("prompt", "stdout", "stderr")}

@@ -21,6 +21,8 @@ SCHEMA_KEYS = ("input", "parameter", "output")
 SKILL_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 FRONT_MATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*(\n|\Z)", re.DOTALL)
 EMPTY_OBJECT_SCHEMA: dict[str, Any] = {"type": "object"}
+UNSAFE_PATTERN_CHARACTERS = re.compile(r"[\x00-\x1f\x7f\\]")
+UNSAFE_NAME_CHARACTERS = re.compile(r"[/\x00-\x1f\x7f\\]")
 
 
 class SkillPackageError(Exception):
@@ -131,13 +133,44 @@ def _load_schema(root: Path, declared: Any, key: str, warnings: list[dict[str, s
     return None
 
 
+def _safe_name(name: Any) -> bool:
+    """One path component the service can create under artifacts/ (R-SB7): no separators, no
+    `.`/`..`, no control characters."""
+    return (
+        isinstance(name, str)
+        and name not in ("", ".", "..")
+        and len(name.encode()) <= 255
+        and not UNSAFE_NAME_CHARACTERS.search(name)
+    )
+
+
+def _safe_pattern(pattern: Any) -> bool:
+    """A runner.json artifact pattern: relative, no `..` component, no control characters (R-SB7)."""
+    return (
+        isinstance(pattern, str)
+        and bool(pattern)
+        and not pattern.startswith("/")
+        and ".." not in pattern.split("/")
+        and not UNSAFE_PATTERN_CHARACTERS.search(pattern)
+    )
+
+
 def artifacts_of(manifest: dict[str, Any], output_schema: dict[str, Any]) -> list[dict[str, Any]]:
-    """Declared files: output-schema properties with x-type artifact (R-OU1), plus runner.json artifacts."""
+    """Declared files: output-schema properties with x-type artifact (R-OU1), plus runner.json artifacts.
+
+    A name or pattern that could point outside artifacts/ makes the package invalid (R-SB7).
+    """
     found: dict[str, dict[str, Any]] = {}
     required = set(output_schema.get("required") or [])
     for prop, spec in (output_schema.get("properties") or {}).items():
-        if isinstance(spec, dict) and spec.get("x-type") == "artifact" and isinstance(spec.get("x-filename"), str):
+        if isinstance(spec, dict) and spec.get("x-type") == "artifact" and "x-filename" in spec:
             filename = spec["x-filename"]
+            if not _safe_name(filename):
+                raise SkillPackageError(
+                    "SKILL_SCHEMA_INVALID",
+                    f"output property {prop!r}: x-filename {filename!r} must be one plain file name "
+                    "(no '/', '\\', '..' or control characters)",
+                )
             found[filename] = {
                 "role": spec.get("x-role") or prop,
                 "filename": filename,
@@ -145,9 +178,15 @@ def artifacts_of(manifest: dict[str, Any], output_schema: dict[str, Any]) -> lis
                 "property": prop,
             }
     for entry in manifest.get("artifacts") or []:
+        if isinstance(entry, dict) and "pattern" in entry and not _safe_pattern(entry["pattern"]):
+            raise SkillPackageError(
+                "SKILL_MANIFEST_INVALID",
+                f"runner.json artifact pattern {entry['pattern']!r} must be a relative path without '..' "
+                "or control characters",
+            )
         if isinstance(entry, dict) and isinstance(entry.get("pattern"), str) and entry["pattern"] not in found:
             pattern = entry["pattern"]
-            if "/" in pattern or ".." in pattern or any(ch in pattern for ch in "*?["):
+            if "/" in pattern or any(ch in pattern for ch in "*?["):
                 continue  # globs and nested paths are listed, not required
             found[pattern] = {
                 "role": str(entry.get("role") or pattern),

@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 def _attempt_prompt(request_id: str, attempt: int) -> str:
     from runs.models import Run
 
-    return (Run.objects.get(pk=request_id).run_dir / "logs" / f"attempt-{attempt}.prompt.txt").read_text()
+    return (Run.objects.get(pk=request_id).records_dir / "logs" / f"attempt-{attempt}.prompt.txt").read_text()
 
 
 def test_reply_text_is_exactly_the_next_turn_prompt(api, haiku, fake_codex):

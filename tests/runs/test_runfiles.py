@@ -97,7 +97,7 @@ def test_move_file_moves_safe_files_only_and_never_replaces(run):
     assert runfiles.move_file(root, "out.md", "artifacts/new/out.md")
     assert (root / "artifacts" / "new" / "out.md").read_bytes() == b"made"
     assert not runfiles.move_file(root, "link.md", "artifacts/link.md")
-    assert not runfiles.exists(root, "artifacts/link.md")
+    assert not (root / "artifacts" / "link.md").is_symlink()
     (root / "again.md").write_bytes(b"again")
     assert not runfiles.move_file(root, "again.md", "artifacts/ok.txt")
     assert (root / "artifacts" / "ok.txt").read_bytes() == b"fine"

@@ -45,10 +45,10 @@ def planted(api, bob_api, install_skill, fake_codex, tmp_path):
     artifacts = run.run_dir / "artifacts"
     (artifacts / "leak.txt").symlink_to(outside / "secret.txt")
     (artifacts / "dirlink").symlink_to(outside, target_is_directory=True)
-    (artifacts / "logs-link").symlink_to(run.run_dir / "logs", target_is_directory=True)
+    (artifacts / "logs-link").symlink_to(run.records_dir / "logs", target_is_directory=True)
     (artifacts / "bob").symlink_to(bob_run.run_dir / "artifacts", target_is_directory=True)
     (artifacts / "bob-haiku.md").symlink_to(bob_run.run_dir / "artifacts" / "haiku.md")
-    prompt = (run.run_dir / "logs" / "attempt-1.prompt.txt").read_text()
+    prompt = (run.records_dir / "logs" / "attempt-1.prompt.txt").read_text()
     return {"rid": str(run.pk), "bob": str(bob_run.pk), "outside": outside / "secret.txt", "prompt_marker": prompt[:60]}
 
 

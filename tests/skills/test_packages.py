@@ -259,11 +259,26 @@ def test_artifacts_of_optional_property_and_runner_patterns():
         "artifacts": [
             {"role": "log", "pattern": "run.log", "required": True},
             {"role": "any", "pattern": "*.png"},
-            {"pattern": "../x"},
         ]
     }
     found = {a["filename"]: a["required"] for a in artifacts_of(manifest, schema)}
     assert found == {"report.md": True, "extra.csv": False, "run.log": True}
+
+
+@pytest.mark.parametrize("name", ["/tmp/escaped.md", "../haiku.md", "sub/haiku.md", "..", ".", "", "a\\b", "a\nb", 7])
+def test_artifact_file_names_are_one_safe_component(pkg, name):
+    """R-SB7: an x-filename that could point outside artifacts/ is refused at install."""
+    schema = json.loads((pkg.root / "assets" / "output.schema.json").read_text())
+    schema["properties"]["haiku_file"]["x-filename"] = name
+    pkg.write("assets/output.schema.json", json.dumps(schema))
+    assert _code(pkg.load) == "SKILL_SCHEMA_INVALID"
+
+
+@pytest.mark.parametrize("pattern", ["/etc/passwd", "../x", "out/../../x", "a\0b", "", None])
+def test_runner_artifact_patterns_are_relative_without_parent_steps(pkg, pattern):
+    """R-SB7: runner.json artifact patterns are relative and never climb out."""
+    pkg.edit(artifacts=[{"role": "log", "pattern": pattern, "required": True}])
+    assert _code(pkg.load) == "SKILL_MANIFEST_INVALID"
 
 
 def test_fingerprint_changes_with_content(pkg):

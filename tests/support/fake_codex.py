@@ -7,6 +7,7 @@ Script (JSON file): {"turns": [step, ...]}; the n-th turn of a thread plays step
 step repeats). A step may hold:
   message   the agent's final message text
   files     {relative path: content} written in the run directory before answering
+  links     {relative path: target} symlinks made after the files, replacing what was there
   sleep     seconds to wait before answering (hard-timeout and cancel tests)
   exit      exit code (default 0)
   fail      emit turn.failed with this message (exit 1)
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import sys
 import time
@@ -109,6 +111,14 @@ def main(script_path: str, argv: list[str]) -> int:
                 },
             }
         )
+    for relative, target in (step.get("links") or {}).items():
+        link = Path(relative)
+        if link.is_dir() and not link.is_symlink():
+            shutil.rmtree(link)
+        elif link.is_symlink() or link.exists():
+            link.unlink()
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(target)
     if step.get("sleep"):
         time.sleep(float(step["sleep"]))
     if step.get("fail"):
