@@ -13,6 +13,7 @@ from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from skillrunner.errors import ApplicationError, Conflict
+from skillrunner.negotiation import JsonWhateverTheClientAccepts
 
 from . import selectors, services
 from .bundles import bundle_path
@@ -260,6 +261,10 @@ class EventHistoryView(APIView):
 
 
 class EventStreamView(APIView):
+    # The stream is a plain StreamingHttpResponse; DRF only renders this view's errors, always as
+    # JSON, so clients that accept only text/event-stream (EventSource) are not refused (R-OP8).
+    content_negotiation_class = JsonWhateverTheClientAccepts
+
     @extend_schema(
         parameters=[OpenApiParameter("after_seq", int)], responses={(200, "text/event-stream"): OpenApiTypes.STR}
     )

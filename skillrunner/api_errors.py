@@ -62,6 +62,8 @@ def exception_handler(exc, context):
         response = drf_exception_handler(exc, context)
         response.data = {"detail": {"code": "RATE_LIMITED", "message": str(exc.detail), "retry_after": exc.wait}}
         return response
+    if isinstance(exc, exceptions.MethodNotAllowed):
+        return Response({"detail": {"code": "METHOD_NOT_ALLOWED", "message": str(exc.detail)}}, status=405)
     if isinstance(exc, (Http404, exceptions.NotFound)):
         return Response({"detail": {"code": "NOT_FOUND", "message": "Not found."}}, status=404)
     if isinstance(exc, DjangoPermissionDenied):

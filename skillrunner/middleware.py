@@ -1,4 +1,4 @@
-"""Refuses oversized request bodies up front with 413, before anything reads them."""
+"""Request-level guards: oversized bodies refused with 413; errors under /v1/ always JSON."""
 
 from __future__ import annotations
 
@@ -28,3 +28,34 @@ class RequestSizeLimitMiddleware:
                 status=413,
             )
         return self.get_response(request)
+
+
+API_PREFIX = "/v1/"
+# Errors Django answers by itself (no route matched, a plain view's method check, an uncaught
+# exception), rendered in the API's envelope for clients of /v1/ (R-OP8).
+API_ERROR_CODES = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 500: "INTERNAL_ERROR"}
+
+
+class ApiJsonErrorsMiddleware:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        code = API_ERROR_CODES.get(response.status_code)
+        if code is None or not request.path.startswith(API_PREFIX) or _is_json(response):
+            return response
+        if response.status_code == 404:
+            message = f"no endpoint {request.method} {request.path}"
+        elif response.status_code == 405:
+            message = f"method {request.method} is not allowed on {request.path}"
+        else:
+            message = "the server failed to answer this request"
+        json_response = JsonResponse({"detail": {"code": code, "message": message}}, status=response.status_code)
+        if response.has_header("Allow"):
+            json_response["Allow"] = response["Allow"]
+        return json_response
+
+
+def _is_json(response) -> bool:
+    return response.get("Content-Type", "").split(";")[0].strip() == "application/json"

@@ -7,6 +7,7 @@ from datetime import timedelta
 from django.db import connection
 from django.http import HttpResponse, JsonResponse
 from django.utils import timezone
+from django.views.decorators.http import require_safe
 from django_q.status import Stat
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
@@ -19,15 +20,18 @@ from skillrunner.errors import NotFound
 PROBE_HOME = "_probe"
 
 
+@require_safe
 def ping(request) -> HttpResponse:
     """Liveness without touching the database; open, like every probe endpoint."""
     return HttpResponse(status=204)
 
 
+@require_safe
 def healthz(request) -> JsonResponse:
     return JsonResponse({"status": "ok"})
 
 
+@require_safe
 def readyz(request) -> JsonResponse:
     """Ready when the database answers and a worker cluster reported in recently."""
     checks = {}

@@ -248,10 +248,13 @@ def _drain_stream(response) -> str:
     return async_to_sync(collect)()
 
 
-def test_event_stream_replays_the_log_and_ends(api, succeeded):
-    """SPEC §8 /events: the same events as server-sent events, ending once the run is terminal."""
+@pytest.mark.parametrize("accept", [None, "*/*", "text/event-stream", "text/event-stream, application/json;q=0.5"])
+def test_event_stream_replays_the_log_and_ends(api, succeeded, accept):
+    """SPEC §8 /events: the same events as server-sent events, ending once the run is terminal;
+    R-OP8: whatever Accept an SSE client sends (EventSource sends text/event-stream)."""
     history = api.get(f"/v1/jobs/{succeeded}/events/history").json()["events"]
-    response = api.get(f"/v1/jobs/{succeeded}/events", {"after_seq": 1})
+    headers = {"HTTP_ACCEPT": accept} if accept else {}
+    response = api.get(f"/v1/jobs/{succeeded}/events", {"after_seq": 1}, **headers)
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/event-stream")
     text = _drain_stream(response)
@@ -260,6 +263,14 @@ def test_event_stream_replays_the_log_and_ends(api, succeeded):
     frames = [json.loads(d) for d in re.findall(r"^data: (\{.*\})$", text, re.MULTILINE) if d != "{}"]
     assert [f["seq"] for f in frames] == ids
     assert "event: end" in text
+
+
+def test_event_stream_errors_are_json_whatever_the_accept_header(api):
+    """R-OP8: an SSE client asking for an unknown run gets the coded JSON 404, not a 406."""
+    response = api.get(f"/v1/jobs/{uuid.uuid4()}/events", HTTP_ACCEPT="text/event-stream")
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["detail"]["code"] == "RUN_NOT_FOUND"
 
 
 def test_job_list_filters(api, succeeded):

@@ -286,6 +286,38 @@ def test_error_envelope_shape(raw, runs):
 
 
 def test_unsupported_method_is_405(raw, runs):
-    assert raw.delete(f"/v1/jobs/{runs['done']}").status_code == 405
-    assert raw.put("/v1/jobs", {}, format="json").status_code == 405
-    assert raw.get(f"/v1/jobs/{runs['done']}/cancel").status_code == 405
+    """R-OP8: 405 METHOD_NOT_ALLOWED as coded JSON, with the allowed methods in `Allow`."""
+    for response in (
+        raw.delete(f"/v1/jobs/{runs['done']}"),
+        raw.put("/v1/jobs", {}, format="json"),
+        raw.get(f"/v1/jobs/{runs['done']}/cancel"),
+        raw.post("/v1/system/ping"),
+        raw.delete("/v1/system/readyz"),
+        raw.post("/v1/system/healthz"),
+        raw.post("/v1/schema/"),
+    ):
+        assert response.status_code == 405, (response.request["PATH_INFO"], response.status_code)
+        assert response["Content-Type"] == "application/json"
+        assert detail(response)["code"] == "METHOD_NOT_ALLOWED"
+        assert detail(response)["message"]
+        assert "GET" in response["Allow"] or "POST" in response["Allow"]
+
+
+@pytest.mark.parametrize(
+    "path", ["/v1/jobs/", "/v1/nope", "/v1/", "/v1/jobs/x/y/z", "/v1/skills/a/b", "/v1/system/nope"]
+)
+@pytest.mark.parametrize("authenticated", [True, False])
+def test_unknown_paths_under_v1_are_coded_json_404(api, client, path, authenticated):
+    """R-OP8: every response under /v1/ is JSON, including paths no route matches."""
+    response = (api if authenticated else client).get(path)
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    body = response.json()["detail"]
+    assert body["code"] == "NOT_FOUND"
+    assert body["message"]
+
+
+def test_pages_outside_v1_keep_their_html_404(client):
+    response = client.get("/no-such-page")
+    assert response.status_code == 404
+    assert response["Content-Type"].startswith("text/html")
