@@ -15,7 +15,6 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connection
-from django.utils import timezone
 
 from engines.prompt import first_turn_prompt
 from engines.registry import get_adapter
@@ -127,9 +126,7 @@ def build_turn_request(run: Run) -> TurnRequest:
         prompt=prompt,
         mode=run.execution_mode,
         skill=SkillMaterial(skill_id=run.skill.skill_id, source_dir=version.path, artifacts=_artifact_specs(run)),
-        hard_timeout_seconds=float(
-            run.runtime_options.get("hard_timeout_seconds", settings.SKILLRUNNER_DEFAULT_HARD_TIMEOUT)
-        ),
+        hard_timeout_seconds=float(run.options.hard_timeout_seconds),
         model=run.model or None,
         session_handle=run.session_handle if run.attempt_number > 1 else None,
     )
@@ -221,17 +218,17 @@ def _await_sticky_reply(run: Run, worker: str, session: LiveSession) -> Run | No
     last_beat = time.monotonic()
     while True:
         time.sleep(CLAIM_POLL_SECONDS)
-        current = Run.objects.filter(pk=run.pk).only("status", "attempt_number", "claimed_by", "next_prompt").first()
-        if current is None or current.claimed_by != worker or current.is_terminal:
+        beat = time.monotonic() - last_beat >= settings.SKILLRUNNER_HEARTBEAT_SECONDS
+        state = services.sticky_wait_state(run.pk, run.attempt_number, worker, beat=beat)
+        if state is services.StickyWait.LOST:
             return None
-        if current.status == RunStatus.RUNNING and current.attempt_number > run.attempt_number:
+        if state is services.StickyWait.RESUMED:
             return Run.objects.select_related("skill", "skill_version").get(pk=run.pk)
+        if beat:
+            last_beat = time.monotonic()
         if not session.is_alive():
             services.fail_run(run.pk, "INTERACTION_PROCESS_LOST", "the engine process ended while waiting for a reply")
             return None
-        if time.monotonic() - last_beat >= settings.SKILLRUNNER_HEARTBEAT_SECONDS:
-            last_beat = time.monotonic()
-            Run.objects.filter(pk=run.pk, claimed_by=worker).update(heartbeat_at=timezone.now())
 
 
 def _drive_live_session(run: Run, session: LiveSession, request: TurnRequest, worker: str) -> None:

@@ -6,6 +6,8 @@ from pathlib import Path
 from django.conf import settings
 from django.db import models
 
+from .options import EffectiveOptions
+
 
 class RunStatus(models.TextChoices):
     QUEUED = "queued"
@@ -90,6 +92,11 @@ class Run(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
+
+    @property
+    def options(self) -> EffectiveOptions:
+        """The effective runtime options, typed; `runtime_options` is their stored form."""
+        return EffectiveOptions.with_defaults(self.runtime_options or {})
 
     @property
     def run_dir(self) -> Path:

@@ -25,6 +25,21 @@ class EffectiveOptions:
     no_cache: bool
     max_repair_rounds: int
 
+    @classmethod
+    def with_defaults(cls, chosen: dict[str, Any]) -> EffectiveOptions:
+        """`chosen` (checked, canonical names) completed with the service defaults. Also reads a
+        run's stored options, so a key an older row lacks takes today's default."""
+        return cls(
+            execution_mode=chosen.get("execution_mode", "auto"),
+            interactive_require_user_reply=chosen.get("interactive_require_user_reply", True),
+            session_timeout_sec=chosen.get("session_timeout_sec", settings.SKILLRUNNER_DEFAULT_SESSION_TIMEOUT),
+            hard_timeout_seconds=chosen.get("hard_timeout_seconds", settings.SKILLRUNNER_DEFAULT_HARD_TIMEOUT),
+            no_cache=chosen.get("no_cache", False),
+            max_repair_rounds=chosen.get(
+                "max_repair_rounds", min(DEFAULT_REPAIR_ROUNDS, settings.SKILLRUNNER_MAX_REPAIR_ROUNDS)
+            ),
+        )
+
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
@@ -93,17 +108,4 @@ def resolve_options(requested: Any, skill_defaults: dict[str, Any]) -> tuple[Eff
             defaults.update(_merge_aliases(_check({key: value})))
         except ApplicationError as exc:
             warnings.append({"code": "SKILL_RUNTIME_DEFAULT_OPTION_IGNORED", "message": exc.message})
-    merged = {**defaults, **requested}
-    return (
-        EffectiveOptions(
-            execution_mode=merged.get("execution_mode", "auto"),
-            interactive_require_user_reply=merged.get("interactive_require_user_reply", True),
-            session_timeout_sec=merged.get("session_timeout_sec", settings.SKILLRUNNER_DEFAULT_SESSION_TIMEOUT),
-            hard_timeout_seconds=merged.get("hard_timeout_seconds", settings.SKILLRUNNER_DEFAULT_HARD_TIMEOUT),
-            no_cache=merged.get("no_cache", False),
-            max_repair_rounds=merged.get(
-                "max_repair_rounds", min(DEFAULT_REPAIR_ROUNDS, settings.SKILLRUNNER_MAX_REPAIR_ROUNDS)
-            ),
-        ),
-        warnings,
-    )
+    return EffectiveOptions.with_defaults({**defaults, **requested}), warnings

@@ -22,6 +22,26 @@ from . import runfiles
 PLACEHOLDER_PROMPT = "The agent is waiting for your reply. Please answer to continue."
 
 
+def result_envelope(
+    run_status: str,
+    *,
+    data: Any = None,
+    artifacts: list[str] | None = None,
+    repair_level: str = "none",
+    warnings: list[dict[str, str]] | None = None,
+    error: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """The R-OU2 envelope a terminal run carries; only a succeeded run carries data."""
+    return {
+        "status": {"succeeded": "success", "canceled": "canceled"}.get(run_status, "failed"),
+        "data": data if run_status == "succeeded" else None,
+        "artifacts": artifacts or [],
+        "repair_level": repair_level,
+        "validation_warnings": warnings if warnings is not None else [],
+        "error": error,
+    }
+
+
 @dataclass
 class TurnDecision:
     status: str  # succeeded | failed | waiting_user | repairing
@@ -37,14 +57,14 @@ class TurnDecision:
 
     def result_envelope(self) -> dict[str, Any]:
         """The R-OU2 envelope for a terminal decision."""
-        return {
-            "status": "success" if self.status == "succeeded" else "failed",
-            "data": self.data if self.status == "succeeded" else None,
-            "artifacts": self.artifacts,
-            "repair_level": self.repair_level,
-            "validation_warnings": self.warnings,
-            "error": self.error,
-        }
+        return result_envelope(
+            self.status,
+            data=self.data,
+            artifacts=self.artifacts,
+            repair_level=self.repair_level,
+            warnings=self.warnings,
+            error=self.error,
+        )
 
 
 def _error(code: str, message: str) -> dict[str, str]:

@@ -58,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         from django.contrib.auth import get_user_model
         from django.core.management import call_command
 
+        import runs.dispatch
         import runs.services as services
         from runs.execution import run_claimed_turn
         from runs.models import Run
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         call_command("migrate", verbosity=0)
         call_command("load_skills", verbosity=0)
         owner = get_user_model().objects.create(username="turnprofile")
-        services.enqueue_turn = lambda request_id, attempt: None  # the profile drives the turns itself
+        runs.dispatch.enqueue_turn = lambda request_id, attempt: None  # the profile drives the turns itself
 
         def create() -> str:
             run = services.create_run(

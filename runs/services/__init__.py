@@ -1,0 +1,40 @@
+"""Every change to a run goes through here: one transaction per change, each appending its event.
+
+Views, consumers and tasks call these functions; none of them sets a run's status itself.
+One module per concern (admission, dispatching, lifecycle, claims, interactions); the public
+functions are re-exported here, so callers write `services.create_run(...)`.
+"""
+
+from .admission import attach_upload, create_run
+from .claims import StickyWait, claim_turn, complete_turn, record_engine_pid, sticky_wait_state, turn_still_ours
+from .dispatching import dispatch_queued_runs
+from .interactions import (
+    AUTO_DECISION_INSTRUCTION,
+    OnWaitTimeout,
+    expire_wait,
+    on_wait_timeout,
+    recover_waiting_run,
+    submit_reply,
+)
+from .lifecycle import TRANSITIONS, cancel_run, fail_run
+
+__all__ = [
+    "AUTO_DECISION_INSTRUCTION",
+    "TRANSITIONS",
+    "OnWaitTimeout",
+    "StickyWait",
+    "attach_upload",
+    "cancel_run",
+    "claim_turn",
+    "complete_turn",
+    "create_run",
+    "dispatch_queued_runs",
+    "expire_wait",
+    "fail_run",
+    "on_wait_timeout",
+    "record_engine_pid",
+    "recover_waiting_run",
+    "sticky_wait_state",
+    "submit_reply",
+    "turn_still_ours",
+]

@@ -1,0 +1,135 @@
+"""Creating runs (R-AD1–R-AD5): admission checks, the result cache, and input uploads."""
+
+from __future__ import annotations
+
+import shutil
+from typing import Any, BinaryIO
+
+from django.conf import settings
+from django.db import transaction
+
+from engines.registry import get_adapter
+from skillrunner.archives import ArchiveError, extract_zip
+from skillrunner.errors import ApplicationError, Conflict, NotFound
+from skills.selectors import current_version
+from skills.services import archive_limits
+
+from ..cache import cache_key, cached_run
+from ..events import append_event
+from ..inputs import file_fields, missing_required_files, required_file_fields, validate_request_payload
+from ..models import Run, RunStatus
+from ..options import resolve_options
+from .dispatching import dispatch_queued_runs
+from .lifecycle import locked, transition
+
+
+def create_run(
+    *,
+    owner,
+    skill_id: str,
+    engine: str,
+    model: str | None,
+    input: Any,
+    parameter: Any,
+    runtime_options: Any,
+    expects_upload: bool = False,
+) -> Run:
+    """Admission (R-AD1–R-AD5) in upstream's order; nothing is created unless every check passes.
+
+    A run waits for an upload when the skill has required file inputs, or when the caller says
+    it will send optional ones (`expects_upload`, used by the browser form).
+    """
+    version = current_version(skill_id)
+    if version is None:
+        raise NotFound("SKILL_NOT_FOUND", f"no installed skill {skill_id!r}")
+    if engine not in version.effective_engines:
+        raise ApplicationError(
+            "SKILL_ENGINE_UNSUPPORTED",
+            f"skill {skill_id} does not run on engine {engine!r}; it supports {', '.join(version.effective_engines)}",
+            declared_engines=version.engines,
+            unsupported_engines=version.unsupported_engines,
+            effective_engines=version.effective_engines,
+            requested_engine=engine,
+        )
+    options, option_warnings = resolve_options(runtime_options, version.runtime_defaults)
+    if options.execution_mode not in version.execution_modes:
+        raise ApplicationError(
+            "SKILL_EXECUTION_MODE_UNSUPPORTED",
+            f"skill {skill_id} does not support execution_mode {options.execution_mode!r}",
+            declared_execution_modes=version.execution_modes,
+            requested_execution_mode=options.execution_mode,
+        )
+    validate_request_payload(version.schemas, input, parameter)
+    if Run.objects.filter(status=RunStatus.QUEUED).count() >= settings.SKILLRUNNER_MAX_QUEUED_RUNS:
+        raise ApplicationError("QUEUE_FULL", "the run queue is full; try again later", status_code=429)
+
+    input_schema = version.schemas["input"]
+    awaiting_upload = bool(required_file_fields(input_schema)) or (expects_upload and bool(file_fields(input_schema)))
+    cacheable = options.execution_mode == "auto" and not options.no_cache and not awaiting_upload
+    key = cache_key(version, engine, model, input, parameter) if cacheable else ""
+    source = cached_run(owner, key) if key else None
+    run = Run(
+        owner=owner,
+        skill_id=version.skill_id,
+        skill_version=version,
+        engine=engine,
+        model=model or "",
+        execution_mode=options.execution_mode,
+        interactive_profile=get_adapter(engine).interactive_profile,
+        input=input,
+        parameter=parameter,
+        runtime_options=options.as_dict(),
+        warnings=option_warnings,
+        awaiting_upload=awaiting_upload,
+        cache_key=key,
+    )
+    with transaction.atomic():
+        if source is not None:
+            _complete_from_cache(run, source)
+        else:
+            transition(run, RunStatus.QUEUED, new=True)
+        for warning in option_warnings:
+            append_event(run, "warning", warning)
+    (run.run_dir / "uploads").mkdir(parents=True, exist_ok=True)
+    return run
+
+
+def _complete_from_cache(run: Run, source: Run) -> None:
+    """A new run born succeeded, with the earlier run's result and a copy of its artifacts."""
+    artifacts = source.run_dir / "artifacts"
+    if artifacts.is_dir():
+        shutil.copytree(artifacts, run.run_dir / "artifacts", symlinks=False)
+    run.cache_hit = True
+    run.session_handle = ""
+    transition(run, RunStatus.SUCCEEDED, new=True, result=source.result, cache_hit=True, cached_from=str(source.pk))
+
+
+def attach_upload(run: Run, source: BinaryIO) -> list[str]:
+    """Input files for a run that waits for them (R-AD5); the run is dispatched once all are there."""
+    if not run.awaiting_upload or run.status != RunStatus.QUEUED:
+        raise Conflict("UPLOAD_NOT_EXPECTED", "this run does not wait for an upload")
+    uploads = run.run_dir / "uploads"
+    staging = run.run_dir / ".uploads-staging"
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        extracted = extract_zip(source, staging, archive_limits())
+    except ArchiveError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise ApplicationError(exc.code, exc.message) from exc
+    missing = missing_required_files(run.skill_version.schemas["input"], run.input, staging)
+    if missing:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise ApplicationError(
+            "INPUT_FILE_MISSING", f"the upload lacks required input files: {', '.join(missing)}", missing=missing
+        )
+    shutil.rmtree(uploads, ignore_errors=True)
+    staging.rename(uploads)
+    with transaction.atomic():
+        run = locked(run.pk)
+        if not run.awaiting_upload or run.status != RunStatus.QUEUED:
+            raise Conflict("UPLOAD_NOT_EXPECTED", "this run does not wait for an upload")
+        run.awaiting_upload = False
+        run.save(update_fields=["awaiting_upload", "updated_at"])
+        append_event(run, "input_uploaded", {"files": sorted(extracted)})
+        transaction.on_commit(dispatch_queued_runs)
+    return extracted

@@ -1,0 +1,109 @@
+"""A worker's hold on a run (R-LC8, R-LC13, R-LC14): claiming a turn and its slot, heartbeats,
+noticing a claim ended (cancel, reaping), and recording the turn's decided outcome."""
+
+from __future__ import annotations
+
+import enum
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from engines.types import TurnResult
+
+from ..events import append_event
+from ..models import DispatchLock, InteractiveProfile, Run, RunStatus
+from ..outcome import TurnDecision
+from .interactions import open_wait
+from .lifecycle import locked, transition
+
+
+def claim_turn(request_id, attempt_number: int, worker_id: str) -> Run | None:
+    """Atomically take a queued run and a slot for one attempt (R-LC8, R-LC14); None if not ours."""
+    with transaction.atomic():
+        DispatchLock.objects.select_for_update().get_or_create(pk=1)  # the row is migrated; tests may flush it
+        # The turn needs the skill and its version next: fetched here, but only the run row is locked.
+        run = (
+            Run.objects.select_for_update(of=("self",))
+            .select_related("skill", "skill_version")
+            .filter(pk=request_id)
+            .first()
+        )
+        if run is None or run.status != RunStatus.QUEUED or run.attempt_number != attempt_number or run.awaiting_upload:
+            return None
+        if (
+            not run.holds_slot
+            and Run.objects.filter(holds_slot=True).count() >= settings.SKILLRUNNER_MAX_CONCURRENT_TURNS
+        ):
+            return None
+        now = timezone.now()
+        run.holds_slot = True
+        run.claimed_by = worker_id
+        run.heartbeat_at = now
+        run.started_at = run.started_at or now
+        transition(run, RunStatus.RUNNING, attempt_number=attempt_number)
+    return run
+
+
+def record_engine_pid(request_id, attempt_number: int, worker_id: str, pid: int) -> None:
+    Run.objects.filter(pk=request_id, attempt_number=attempt_number, claimed_by=worker_id).update(engine_pid=pid)
+
+
+def turn_still_ours(request_id, attempt_number: int, worker_id: str, *, beat: bool) -> bool:
+    """Whether the claim on a running turn still holds (a cancel ends it); with `beat`, also
+    renews the heartbeat."""
+    claim = Run.objects.filter(
+        pk=request_id, attempt_number=attempt_number, claimed_by=worker_id, status=RunStatus.RUNNING
+    )
+    if beat:
+        return claim.update(heartbeat_at=timezone.now()) == 1
+    return claim.exists()
+
+
+class StickyWait(enum.Enum):
+    """Where a sticky run stands while the worker holding its process waits for the reply."""
+
+    LOST = "lost"  # ended, or no longer this worker's
+    WAITING = "waiting"
+    RESUMED = "resumed"  # a reply (or auto-decision) started the next attempt
+
+
+def sticky_wait_state(request_id, attempt_number: int, worker_id: str, *, beat: bool) -> StickyWait:
+    """R-LC7: the wait after `attempt_number`, seen by the worker holding the live process; with
+    `beat`, also renews the heartbeat, so the held process is not reaped as orphaned."""
+    run = Run.objects.filter(pk=request_id).only("status", "attempt_number", "claimed_by").first()
+    if run is None or run.claimed_by != worker_id or run.is_terminal:
+        return StickyWait.LOST
+    if run.status == RunStatus.RUNNING and run.attempt_number > attempt_number:
+        return StickyWait.RESUMED
+    if beat:
+        Run.objects.filter(pk=request_id, claimed_by=worker_id).update(heartbeat_at=timezone.now())
+    return StickyWait.WAITING
+
+
+def complete_turn(
+    request_id, attempt_number: int, worker_id: str, turn: TurnResult, decision: TurnDecision
+) -> Run | None:
+    """Apply a decided turn; a turn whose claim was lost meanwhile (canceled) changes nothing."""
+    with transaction.atomic():
+        run = locked(request_id)
+        if run.status != RunStatus.RUNNING or run.attempt_number != attempt_number or run.claimed_by != worker_id:
+            return None
+        if turn.session_handle:
+            run.session_handle = turn.session_handle
+        if run.interactive_profile != InteractiveProfile.STICKY_PROCESS:
+            # A sticky process lives on into the wait and the next turns: recovery needs its pid
+            # to kill it when the worker holding it dies (R-LC13); terminal states clear it.
+            run.engine_pid = None
+        if turn.assistant_text:
+            append_event(run, "assistant_message", {"attempt": attempt_number, "text": turn.assistant_text})
+        for warning in decision.warnings:
+            if warning not in run.warnings:
+                run.warnings.append(warning)
+                append_event(run, "warning", warning)
+        if decision.status == RunStatus.WAITING_USER:
+            assert decision.pending is not None  # a waiting decision always carries its question
+            open_wait(run, decision.pending, attempt_number)
+        else:
+            transition(run, RunStatus(decision.status), result=decision.result_envelope())
+    return run

@@ -1,0 +1,162 @@
+"""Waiting for the user (R-LC3–R-LC10): opening a wait, replies, timed-out waits, recovered waits."""
+
+from __future__ import annotations
+
+import enum
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from engines.prompt import reply_prompt
+from skillrunner.errors import ApplicationError, Conflict
+
+from ..events import append_event
+from ..models import Interaction, InteractiveProfile, RecoveryState, Run, RunStatus
+from .lifecycle import end_without_output, locked, transition
+
+AUTO_DECISION_INSTRUCTION = (
+    "No reply arrived in time. Continue on your own judgement, following the decision policy "
+    "'{policy}', and finish the task."
+)
+
+
+class OnWaitTimeout(enum.Enum):
+    """What ends a wait that outlived session_timeout_sec."""
+
+    AUTO_DECIDE = "auto_decide"  # the agent goes on with its own judgement
+    FAIL = "fail"  # INTERACTION_WAIT_TIMEOUT
+
+
+def on_wait_timeout(profile: str, strict: bool) -> OnWaitTimeout | None:
+    """The R-LC9 table. None: the run waits for its reply forever (a strict resumable run holds
+    no process, so nothing is lost by waiting)."""
+    if not strict:
+        return OnWaitTimeout.AUTO_DECIDE
+    return None if profile == InteractiveProfile.RESUMABLE else OnWaitTimeout.FAIL
+
+
+def _wait_deadline(run: Run) -> datetime | None:
+    """Only a deadline that does something is stored."""
+    if on_wait_timeout(run.interactive_profile, run.options.interactive_require_user_reply) is None:
+        return None
+    return timezone.now() + timedelta(seconds=run.options.session_timeout_sec)
+
+
+def open_wait(run: Run, pending: dict[str, Any], attempt_number: int) -> None:
+    """`run` (locked, running) asks the user `pending` and waits (R-LC3, R-LC4)."""
+    Interaction.objects.create(
+        run=run,
+        interaction_id=pending["interaction_id"],
+        attempt_number=attempt_number,
+        kind=pending.get("kind") or "open_text",
+        prompt=pending["prompt"],
+        payload=pending,
+    )
+    run.pending_interaction_id = pending["interaction_id"]
+    run.interaction_count += 1
+    run.wait_deadline_at = _wait_deadline(run)
+    append_event(run, "interaction_pending", pending)
+    transition(run, RunStatus.WAITING_USER, pending_interaction_id=run.pending_interaction_id)
+
+
+def _same_response(a: Any, b: Any) -> bool:
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def _resolve_pending(run: Run, response: Any, *, mode: str, user, idempotency_key: str) -> Interaction:
+    interaction = run.interactions.get(interaction_id=run.pending_interaction_id)
+    interaction.response = response
+    interaction.resolution_mode = mode
+    interaction.idempotency_key = idempotency_key
+    interaction.answered_by = user
+    interaction.answered_at = timezone.now()
+    interaction.save()
+    run.next_prompt = reply_prompt(response)
+    run.attempt_number += 1
+    run.pending_interaction_id = None
+    run.wait_deadline_at = None
+    append_event(
+        run,
+        "interaction_reply",
+        {
+            "interaction_id": interaction.interaction_id,
+            "response": response,
+            "resolution_mode": mode,
+            "answered_at": interaction.answered_at.isoformat(),
+        },
+    )
+    # A resumable run queues for a new process; a sticky one goes straight back to its live process.
+    transition(run, RunStatus.QUEUED if run.interactive_profile == InteractiveProfile.RESUMABLE else RunStatus.RUNNING)
+    return interaction
+
+
+def submit_reply(run: Run, *, user, interaction_id: Any, response: Any, idempotency_key: str = "") -> Run:
+    """R-LC5: exactly one of concurrent replies, auto-decisions and cancels wins the row lock."""
+    with transaction.atomic():
+        run = locked(run.pk)
+        if run.execution_mode != "interactive":
+            raise ApplicationError("RUN_NOT_INTERACTIVE", "this run is not interactive")
+        if idempotency_key:
+            previous = run.interactions.filter(idempotency_key=idempotency_key).first()
+            if previous is not None:
+                if _same_response(previous.response, response) and previous.interaction_id == interaction_id:
+                    return run
+                raise Conflict("IDEMPOTENCY_KEY_REUSED", "this idempotency_key was already used with a different reply")
+        if run.status != RunStatus.WAITING_USER:
+            raise Conflict("RUN_NOT_WAITING", f"the run is {run.status}, not waiting for a reply", status=run.status)
+        if interaction_id != run.pending_interaction_id:
+            raise Conflict(
+                "INTERACTION_STALE",
+                f"interaction {interaction_id} is not the pending one ({run.pending_interaction_id})",
+                pending_interaction_id=run.pending_interaction_id,
+            )
+        _resolve_pending(
+            run, response, mode=Interaction.ResolutionMode.USER_REPLY, user=user, idempotency_key=idempotency_key
+        )
+    return run
+
+
+def expire_wait(request_id) -> Run | None:
+    """The wait deadline passed (R-LC9, R-LC10): auto-decide, or fail a strict sticky run."""
+    with transaction.atomic():
+        run = locked(request_id)
+        if (
+            run.status != RunStatus.WAITING_USER
+            or run.wait_deadline_at is None
+            or run.wait_deadline_at > timezone.now()
+        ):
+            return None
+        on_timeout = on_wait_timeout(run.interactive_profile, run.options.interactive_require_user_reply)
+        if on_timeout is OnWaitTimeout.FAIL:
+            end_without_output(
+                run, RunStatus.FAILED, "INTERACTION_WAIT_TIMEOUT", "no reply arrived before session_timeout_sec"
+            )
+            return run
+        if on_timeout is None:  # a deadline stored under an older rule: the run keeps waiting
+            return None
+        pending = run.interactions.get(interaction_id=run.pending_interaction_id)
+        policy = pending.payload.get("default_decision_policy") or "engine_judgement"
+        run.auto_decision_count += 1
+        _resolve_pending(
+            run,
+            AUTO_DECISION_INSTRUCTION.format(policy=policy),
+            mode=Interaction.ResolutionMode.AUTO_DECIDE_TIMEOUT,
+            user=None,
+            idempotency_key=f"auto-timeout:{pending.interaction_id}",
+        )
+    return run
+
+
+def recover_waiting_run(request_id) -> Run | None:
+    """Keep a resumable waiting run after a restart (R-LC13); it stays answerable."""
+    with transaction.atomic():
+        run = locked(request_id)
+        if run.status != RunStatus.WAITING_USER or run.recovery_state == RecoveryState.RECOVERED_WAITING:
+            return None
+        run.recovery_state = RecoveryState.RECOVERED_WAITING
+        run.save(update_fields=["recovery_state", "updated_at"])
+        append_event(run, "recovered", {"recovery_state": run.recovery_state})
+    return run

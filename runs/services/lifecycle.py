@@ -1,0 +1,102 @@
+"""The run state machine: the transition table, the one place a run's status changes, and the
+events every change announces (the status event, and a terminal run's result envelope)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from skillrunner.errors import Conflict
+
+from ..events import append_event
+from ..models import TERMINAL_STATUSES, InteractiveProfile, Run, RunStatus
+from ..outcome import result_envelope
+from .dispatching import dispatch_queued_runs
+
+# Allowed moves; the `None` row is a new run: queued, or born succeeded from the result cache.
+TRANSITIONS: dict[str | None, frozenset[str]] = {
+    None: frozenset({RunStatus.QUEUED, RunStatus.SUCCEEDED}),
+    RunStatus.QUEUED: frozenset({RunStatus.RUNNING, RunStatus.FAILED, RunStatus.CANCELED}),
+    RunStatus.RUNNING: frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.WAITING_USER, RunStatus.CANCELED}),
+    RunStatus.WAITING_USER: frozenset({RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.FAILED, RunStatus.CANCELED}),
+}
+
+
+def locked(request_id) -> Run:
+    return Run.objects.select_for_update().get(pk=request_id)
+
+
+def status_event(previous: str | None, to: str, error: dict[str, str] | None, **extra: Any) -> dict[str, Any]:
+    """The payload of a `status` event (R-UI1)."""
+    return {"from": previous, "to": to, "error": error, **extra}
+
+
+def transition(
+    run: Run, to: RunStatus, *, result: dict[str, Any] | None = None, new: bool = False, **event_extra: Any
+) -> None:
+    """Move `run` (locked, inside a transaction) to `to`, save it and append its events.
+
+    A terminal state carries its `result` envelope (R-OU2), announced just before the status.
+    `new` is a run not saved yet: it is inserted in its first status.
+    """
+    previous = None if new else run.status
+    if to not in TRANSITIONS.get(previous, frozenset()):
+        raise Conflict("INVALID_TRANSITION", f"a {previous} run cannot become {to}")
+    released_slot = False
+    run.status = to
+    if result is not None:
+        run.result = result
+        run.error = result["error"]
+    if to in TERMINAL_STATUSES:
+        released_slot = run.holds_slot
+        run.finished_at = timezone.now()
+        if new:
+            run.started_at = run.finished_at
+        run.holds_slot = False
+        run.claimed_by = ""
+        run.engine_pid = None
+        run.pending_interaction_id = None
+        run.wait_deadline_at = None
+    elif to in (RunStatus.WAITING_USER, RunStatus.QUEUED) and run.interactive_profile == InteractiveProfile.RESUMABLE:
+        # A resumable run holds no process while it waits, so it gives its slot back (R-LC8).
+        released_slot = run.holds_slot
+        run.holds_slot = False
+        run.claimed_by = ""
+        run.engine_pid = None
+    run.save()
+    if result is not None:
+        append_event(run, "result", result)
+    append_event(
+        run, "status", status_event(previous, to, run.error if to in TERMINAL_STATUSES else None, **event_extra)
+    )
+    if released_slot or (to == RunStatus.QUEUED and not run.awaiting_upload):
+        transaction.on_commit(dispatch_queued_runs)
+
+
+def end_without_output(run: Run, to: RunStatus, code: str, message: str) -> None:
+    """End `run` (locked) as failed or canceled with a stable code and an output-less envelope."""
+    transition(run, to, result=result_envelope(to, warnings=run.warnings, error={"code": code, "message": message}))
+
+
+def fail_run(request_id, code: str, message: str, *, recovery_state: str | None = None) -> Run | None:
+    """End an active run as failed with a stable code (worker crash, timeouts, recovery)."""
+    with transaction.atomic():
+        run = locked(request_id)
+        if run.is_terminal:
+            return None
+        if recovery_state:
+            run.recovery_state = recovery_state
+        end_without_output(run, RunStatus.FAILED, code, message)
+    return run
+
+
+def cancel_run(run: Run) -> tuple[Run, bool]:
+    """R-LC11: cancel any active run; the worker owning its process sees the claim end and kills it."""
+    with transaction.atomic():
+        run = locked(run.pk)
+        if run.is_terminal:
+            return run, False
+        end_without_output(run, RunStatus.CANCELED, "CANCELED_BY_USER", "the run was canceled")
+    return run, True
