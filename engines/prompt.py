@@ -74,7 +74,7 @@ def reply_prompt(response: Any) -> str:
 
 # A repair prompt restates the output contract; a schema bigger than this is named, not repeated.
 _REPAIR_SCHEMA_CHARS = 8000
-_REPAIR_PROBLEMS_LISTED = 20
+REPAIR_PROBLEMS_LISTED = 20
 
 
 def _problem_line(problem: Mapping[str, str]) -> str:
@@ -102,10 +102,10 @@ def repair_prompt(
         f"Your final answer does not meet the skill's output contract (repair round {round_number} of {max_rounds}).",
         "",
         "Problems found:",
-        *(_problem_line(problem) for problem in problems[:_REPAIR_PROBLEMS_LISTED]),
+        *(_problem_line(problem) for problem in problems[:REPAIR_PROBLEMS_LISTED]),
     ]
-    if len(problems) > _REPAIR_PROBLEMS_LISTED:
-        lines.append(f"- … and {len(problems) - _REPAIR_PROBLEMS_LISTED} more")
+    if len(problems) > REPAIR_PROBLEMS_LISTED:
+        lines.append(f"- … and {len(problems) - REPAIR_PROBLEMS_LISTED} more")
     lines += [
         "",
         "Fix every problem above. Produce any missing output file in the artifacts directory, then answer",

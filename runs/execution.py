@@ -34,6 +34,7 @@ from .engine_settings import configured_secrets, engine_config
 from .inputs import resolve_file_inputs
 from .models import InteractiveProfile, Run, RunStatus
 from .outcome import decide
+from .repair import RepairBudget, review
 
 logger = logging.getLogger(__name__)
 
@@ -164,21 +165,31 @@ def _without_secrets(turn: TurnResult) -> TurnResult:
     )
 
 
-def _finish_turn(run: Run, worker: str, prompt: str, turn: TurnResult) -> Run | None:
+def _finish_turn(run: Run, worker: str, prompt: str, turn: TurnResult, live: LiveSession | None = None) -> Run | None:
+    """Decide the turn and record it; ``live`` is the resident process a sticky run continues in."""
     _save_logs(run.records_dir, run.attempt_number, prompt, turn)
     turn = _without_secrets(turn)
     if turn.failure_reason == FAILURE_ABORTED:
         return None  # the claim ended (cancel): services already recorded why
+    output_schema = run.skill_version.schemas["output"]
     decision = decide(
         mode=run.execution_mode,
         turn=turn,
-        output_schema=run.skill_version.schemas["output"],
+        output_schema=output_schema,
         artifact_specs=run.skill_version.artifacts,
         run_dir=run.run_dir,
         attempt_number=run.attempt_number,
         max_attempt=run.skill_version.max_attempt,
         needs_session_handle=run.interactive_profile == InteractiveProfile.RESUMABLE,
+        repair_rounds=run.repair_rounds,
     )
+    can_continue = live.is_alive() if live is not None else bool(turn.session_handle or run.session_handle)
+    budget = RepairBudget(
+        round=run.repair_round,
+        max_rounds=run.options.max_repair_rounds,
+        can_continue=can_continue,
+    )
+    decision = review(decision, budget, output_schema=output_schema, run_dir=run.run_dir, mode=run.execution_mode)
     return retry_while_database_away(services.complete_turn, run.pk, run.attempt_number, worker, turn, decision)
 
 
@@ -193,7 +204,8 @@ def run_claimed_turn(request_id: str, attempt_number: int) -> None:
     config = engine_config(run.engine, str(run.pk))
     try:
         request = build_turn_request(run)
-        if run.execution_mode == "interactive" and run.interactive_profile == InteractiveProfile.STICKY_PROCESS:
+        # A resident process serves every turn of its run: replies, and repair rounds in both modes.
+        if run.interactive_profile == InteractiveProfile.STICKY_PROCESS:
             _drive_live_session(
                 run,
                 adapter.open_live_session(request, config, ClaimControl(run.pk, attempt_number, worker)),
@@ -238,11 +250,14 @@ def _drive_live_session(run: Run, session: LiveSession, request: TurnRequest, wo
         while True:
             control = ClaimControl(run.pk, run.attempt_number, worker)
             turn = session.send(prompt, control, request.hard_timeout_seconds)
-            updated = _finish_turn(run, worker, prompt, turn)
-            if updated is None or updated.status != RunStatus.WAITING_USER:
-                return
-            run = _await_sticky_reply(updated, worker, session)
-            if run is None:
+            updated = _finish_turn(run, worker, prompt, turn, live=session)
+            if updated is not None and updated.status == RunStatus.RUNNING:
+                run = updated  # a repair round (R-RP1): the same process gets the repair prompt
+            elif updated is not None and updated.status == RunStatus.WAITING_USER:
+                run = _await_sticky_reply(updated, worker, session)
+                if run is None:
+                    return
+            else:
                 return
             prompt = run.next_prompt
     finally:

@@ -58,6 +58,12 @@ class Run(models.Model):
         default=False, help_text="file inputs still to be uploaded; not dispatched yet"
     )
     attempt_number = models.PositiveIntegerField(default=1)
+    repair_round = models.PositiveIntegerField(
+        default=0, help_text="the output-repair round the current attempt is (R-RP1); 0 when it is none"
+    )
+    repair_rounds = models.PositiveIntegerField(
+        default=0, help_text="repair rounds this run has had; they do not count toward max_attempt"
+    )
     next_prompt = models.TextField(blank=True, help_text="prompt of the next resumed turn (the reply)")
     session_handle = models.CharField(max_length=256, blank=True)
     error = models.JSONField(null=True, blank=True)

@@ -282,7 +282,10 @@ def decide(
     attempt_number: int,
     max_attempt: int | None,
     needs_session_handle: bool,
+    repair_rounds: int = 0,
 ) -> TurnDecision:
+    """``repair_rounds``: the run's output-repair rounds so far, which are attempts that do not
+    count toward ``max_attempt`` (R-RP1)."""
     warnings = list(turn.warnings)
     failure = engine_failure(turn)
     if failure:
@@ -311,7 +314,7 @@ def decide(
             )
             return _finish(turn, None, run_dir, warnings)
 
-    if max_attempt is not None and attempt_number >= max_attempt:  # step 4
+    if max_attempt is not None and attempt_number - repair_rounds >= max_attempt:  # step 4
         error = _error(
             "INTERACTIVE_MAX_ATTEMPT_EXCEEDED",
             f"the skill allows at most {max_attempt} attempts and the task is not done",

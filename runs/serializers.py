@@ -46,6 +46,8 @@ class RunStatusOutput(serializers.ModelSerializer):
             "execution_mode",
             "interactive_profile",
             "attempt_number",
+            "repair_round",
+            "repair_rounds",
             "created_at",
             "updated_at",
             "warnings",

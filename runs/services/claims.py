@@ -9,11 +9,13 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from engines.prompt import REPAIR_PROBLEMS_LISTED
 from engines.types import TurnResult
 
 from ..events import append_event
 from ..models import DispatchLock, InteractiveProfile, Run, RunStatus
 from ..outcome import TurnDecision
+from ..repair import REPAIRING
 from .interactions import open_wait
 from .lifecycle import locked, transition
 
@@ -41,7 +43,8 @@ def claim_turn(request_id, attempt_number: int, worker_id: str) -> Run | None:
         run.claimed_by = worker_id
         run.heartbeat_at = now
         run.started_at = run.started_at or now
-        transition(run, RunStatus.RUNNING, attempt_number=attempt_number)
+        repair = {"repair_round": run.repair_round} if run.repair_round else {}
+        transition(run, RunStatus.RUNNING, attempt_number=attempt_number, **repair)
     return run
 
 
@@ -104,6 +107,33 @@ def complete_turn(
         if decision.status == RunStatus.WAITING_USER:
             assert decision.pending is not None  # a waiting decision always carries its question
             open_wait(run, decision.pending, attempt_number)
+        elif decision.status == REPAIRING:
+            _start_repair_round(run, decision)
         else:
             transition(run, RunStatus(decision.status), result=decision.result_envelope())
     return run
+
+
+def _start_repair_round(run: Run, decision: TurnDecision) -> None:
+    """R-RP1: the same engine session is asked to fix its answer, as a new attempt that is neither
+    a user turn nor an interaction. A resumable run queues for a slot and a new process; a sticky
+    one stays running and its live process gets the prompt next."""
+    run.repair_round += 1
+    run.repair_rounds += 1
+    run.attempt_number += 1
+    run.next_prompt = decision.repair_prompt
+    append_event(
+        run,
+        "repair",
+        {
+            "round": run.repair_round,
+            "max_rounds": run.options.max_repair_rounds,
+            "attempt": run.attempt_number,
+            "error": decision.error,
+            "problems": decision.problems[:REPAIR_PROBLEMS_LISTED],
+        },
+    )
+    if run.interactive_profile == InteractiveProfile.RESUMABLE:
+        transition(run, RunStatus.QUEUED, attempt_number=run.attempt_number, repair_round=run.repair_round)
+    else:
+        run.save()

@@ -58,6 +58,7 @@ def open_wait(run: Run, pending: dict[str, Any], attempt_number: int) -> None:
     run.pending_interaction_id = pending["interaction_id"]
     run.interaction_count += 1
     run.wait_deadline_at = _wait_deadline(run)
+    run.repair_round = 0  # whatever follows answers the user, not a repair prompt
     append_event(run, "interaction_pending", pending)
     transition(run, RunStatus.WAITING_USER, pending_interaction_id=run.pending_interaction_id)
 

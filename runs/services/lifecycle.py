@@ -19,7 +19,10 @@ from .dispatching import dispatch_queued_runs
 TRANSITIONS: dict[str | None, frozenset[str]] = {
     None: frozenset({RunStatus.QUEUED, RunStatus.SUCCEEDED}),
     RunStatus.QUEUED: frozenset({RunStatus.RUNNING, RunStatus.FAILED, RunStatus.CANCELED}),
-    RunStatus.RUNNING: frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.WAITING_USER, RunStatus.CANCELED}),
+    # running → queued: a resumable run's repair round waits for a slot like any turn (R-RP1).
+    RunStatus.RUNNING: frozenset(
+        {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.WAITING_USER, RunStatus.CANCELED, RunStatus.QUEUED}
+    ),
     RunStatus.WAITING_USER: frozenset({RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.FAILED, RunStatus.CANCELED}),
 }
 
