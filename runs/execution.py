@@ -6,6 +6,7 @@ The orchestrator sees only engine-neutral TurnResults; it never parses engine ou
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -29,7 +30,7 @@ from engines.types import (
 )
 from skillrunner.logging import redact, redact_values
 
-from . import services
+from . import runfiles, services
 from .engine_settings import configured_secrets, engine_config
 from .inputs import resolve_file_inputs
 from .models import InteractiveProfile, Run, RunStatus
@@ -172,7 +173,8 @@ def _finish_turn(run: Run, worker: str, prompt: str, turn: TurnResult, live: Liv
     if turn.failure_reason == FAILURE_ABORTED:
         return None  # the claim ended (cancel): services already recorded why
     output_schema = run.skill_version.schemas["output"]
-    decision = decide(
+    decide_turn = functools.partial(
+        decide,
         mode=run.execution_mode,
         turn=turn,
         output_schema=output_schema,
@@ -183,6 +185,13 @@ def _finish_turn(run: Run, worker: str, prompt: str, turn: TurnResult, live: Liv
         needs_session_handle=run.interactive_profile == InteractiveProfile.RESUMABLE,
         repair_rounds=run.repair_rounds,
     )
+    decision = decide_turn()
+    if decision.artifact_moves:
+        # outcome only reads the run directory; the moves it counts on are made here, and the
+        # turn decided again on what the directory holds then (a refused move stays missing).
+        for source, target in decision.artifact_moves:
+            runfiles.move_file(run.run_dir, source, target)
+        decision = decide_turn(plan_moves=False)
     can_continue = live.is_alive() if live is not None else bool(turn.session_handle or run.session_handle)
     budget = RepairBudget(
         round=run.repair_round,

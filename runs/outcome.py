@@ -1,7 +1,9 @@
 """What a finished engine turn means for the run: the completion gates of R-LC1 and R-LC2.
 
 Pure functions over the engine-neutral TurnResult, the skill's output schema and the run
-directory; the state change itself is made by runs.services.
+directory, which they read but never change: a declared artifact the output points at is
+returned as a move for the caller (runs.execution) to make; the state change itself is made by
+runs.services.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from engines.types import FAILURE_SPAWN, FAILURE_TIMEOUT, TurnResult
 from . import runfiles
 
 PLACEHOLDER_PROMPT = "The agent is waiting for your reply. Please answer to continue."
+
+# Moving an agent-written file into artifacts/: (source, target), both relative to the run dir.
+ArtifactMove = tuple[str, str]
 
 
 def result_envelope(
@@ -54,6 +59,8 @@ class TurnDecision:
     # Why the answer is invalid, field by field (failed decisions on OUTPUT_* / ARTIFACT_MISSING).
     problems: list[dict[str, str]] = field(default_factory=list)
     repair_prompt: str = ""  # the next prompt when the decision is a repair round (runs.repair)
+    # Files the output points at, to move into artifacts/ before the decision holds (see decide).
+    artifact_moves: list[ArtifactMove] = field(default_factory=list)
 
     def result_envelope(self) -> dict[str, Any]:
         """The R-OU2 envelope for a terminal decision."""
@@ -89,25 +96,27 @@ def list_artifacts(run_dir: Path) -> list[str]:
 
 
 def _collect_declared_artifacts(
-    data: dict[str, Any], specs: list[dict[str, Any]], run_dir: Path
-) -> list[tuple[str, str | None]]:
-    """Required artifact files missing from artifacts/, with the output field naming each; a file
-    the output points at inside the run directory is moved in first, since agents sometimes
-    follow the skill's own path.
+    data: dict[str, Any], specs: list[dict[str, Any]], run_dir: Path, plan_moves: bool
+) -> tuple[list[tuple[str, str | None]], list[ArtifactMove]]:
+    """Required artifact files missing from artifacts/, with the output field naming each, and
+    the moves that bring in a file the output points at inside the run directory instead, since
+    agents sometimes follow the skill's own path.
 
     Through runs.runfiles (R-SB7): a link or special file is missing, never followed or moved."""
     missing = []
+    moves: list[ArtifactMove] = []
     for spec in specs:
         target = f"artifacts/{spec['filename']}"
-        if runfiles.is_file(run_dir, target):
+        if runfiles.is_file(run_dir, target) or any(target == planned for _, planned in moves):
             continue
         pointed = data.get(spec.get("property") or "") if isinstance(data, dict) else None
         source = runfiles.run_relative(run_dir, pointed) if isinstance(pointed, str) else None
-        if source and runfiles.move_file(run_dir, source, target):
+        if plan_moves and source and runfiles.is_file(run_dir, source) and all(source != taken for taken, _ in moves):
+            moves.append((source, target))
             continue
         if spec.get("required"):
             missing.append((spec["filename"], spec.get("property")))
-    return missing
+    return missing, moves
 
 
 EXCERPT_CHARS = 120
@@ -180,22 +189,23 @@ class Validation:
 
 
 def _validate_output(
-    turn: TurnResult, schema: dict[str, Any], specs: list[dict[str, Any]], run_dir: Path
-) -> Validation | None:
+    turn: TurnResult, schema: dict[str, Any], specs: list[dict[str, Any]], run_dir: Path, plan_moves: bool
+) -> tuple[Validation | None, list[ArtifactMove]]:
+    """Why the answer is not a valid result (None: it is), and the artifact moves that verdict counts on."""
     data = turn.final_data
     if data is None:
         got = excerpt(turn.assistant_text) if turn.assistant_text.strip() else "an empty message"
         return Validation(
             _error("OUTPUT_MISSING", "the agent's final message held no JSON object"),
             [{"pointer": "", "expected": "one JSON object following the output schema", "got": got}],
-        )
+        ), []
     problems = schema_problems(data, schema)
     if problems:
         listed = "; ".join(f"{p['pointer'] or '(root)'}: expected {p['expected']}, got {p['got']}" for p in problems)
         return Validation(
             _error("OUTPUT_SCHEMA_INVALID", "output does not match the skill's output schema: " + listed), problems
-        )
-    missing = _collect_declared_artifacts(data, specs, run_dir)
+        ), []
+    missing, moves = _collect_declared_artifacts(data, specs, run_dir, plan_moves)
     if missing:
         return Validation(
             _error(
@@ -209,13 +219,22 @@ def _validate_output(
                 }
                 for filename, prop in missing
             ],
-        )
-    return None
+        ), moves
+    return None, moves
+
+
+def _artifacts(run_dir: Path, moves: list[ArtifactMove]) -> list[str]:
+    """The produced artifacts once the planned moves are made."""
+    return sorted({*list_artifacts(run_dir), *(target for _, target in moves)})
 
 
 def _finish(
-    turn: TurnResult, invalid: Validation | None, run_dir: Path, warnings: list[dict[str, str]]
+    turn: TurnResult,
+    verdict: tuple[Validation | None, list[ArtifactMove]],
+    run_dir: Path,
+    warnings: list[dict[str, str]],
 ) -> TurnDecision:
+    invalid, moves = verdict
     if invalid:
         return TurnDecision(
             "failed",
@@ -223,15 +242,17 @@ def _finish(
             error=invalid.error,
             problems=invalid.problems,
             warnings=warnings,
-            artifacts=list_artifacts(run_dir),
+            artifacts=_artifacts(run_dir, moves),
             repair_level=turn.repair_level,
+            artifact_moves=moves,
         )
     return TurnDecision(
         "succeeded",
         data=turn.final_data,
         warnings=warnings,
-        artifacts=list_artifacts(run_dir),
+        artifacts=_artifacts(run_dir, moves),
         repair_level=turn.repair_level,
+        artifact_moves=moves,
     )
 
 
@@ -283,9 +304,14 @@ def decide(
     max_attempt: int | None,
     needs_session_handle: bool,
     repair_rounds: int = 0,
+    plan_moves: bool = True,
 ) -> TurnDecision:
-    """``repair_rounds``: the run's output-repair rounds so far, which are attempts that do not
-    count toward ``max_attempt`` (R-RP1)."""
+    """The run's next state after `turn`.
+
+    ``repair_rounds``: the run's output-repair rounds so far, which are attempts that do not
+    count toward ``max_attempt`` (R-RP1). A decision with ``artifact_moves`` holds once the
+    caller made those moves, and a move can be refused, so the caller then decides again with
+    ``plan_moves=False``: on what artifacts/ holds, nothing more."""
     warnings = list(turn.warnings)
     failure = engine_failure(turn)
     if failure:
@@ -298,21 +324,28 @@ def decide(
         )
 
     if mode == "auto":  # R-LC1: exit 0 + schema-valid output + artifacts; no marker needed
-        return _finish(turn, _validate_output(turn, output_schema, artifact_specs, run_dir), run_dir, warnings)
+        return _finish(
+            turn, _validate_output(turn, output_schema, artifact_specs, run_dir, plan_moves), run_dir, warnings
+        )
 
     if turn.done_marker_found:  # R-LC2 step 2: strong evidence, never waits
-        return _finish(turn, _validate_output(turn, output_schema, artifact_specs, run_dir), run_dir, warnings)
+        return _finish(
+            turn, _validate_output(turn, output_schema, artifact_specs, run_dir, plan_moves), run_dir, warnings
+        )
 
+    # The file a soft-completion check found pointed at belongs in artifacts/ even if the run waits.
+    moves: list[ArtifactMove] = []
     is_question = turn.outcome == "ask_user" or turn.ask_user_invalid or turn.interaction is not None
     if not is_question and turn.final_data is not None:
-        if _validate_output(turn, output_schema, artifact_specs, run_dir) is None:  # step 3: soft completion
+        invalid, moves = _validate_output(turn, output_schema, artifact_specs, run_dir, plan_moves)
+        if invalid is None:  # step 3: soft completion
             warnings.append(
                 {
                     "code": "INTERACTIVE_COMPLETED_WITHOUT_DONE_MARKER",
                     "message": "the output matched the schema but carried no __SKILL_DONE__ marker",
                 }
             )
-            return _finish(turn, None, run_dir, warnings)
+            return _finish(turn, (None, moves), run_dir, warnings)
 
     if max_attempt is not None and attempt_number - repair_rounds >= max_attempt:  # step 4
         error = _error(
@@ -320,7 +353,12 @@ def decide(
             f"the skill allows at most {max_attempt} attempts and the task is not done",
         )
         return TurnDecision(
-            "failed", error=error, warnings=warnings, artifacts=list_artifacts(run_dir), repair_level=turn.repair_level
+            "failed",
+            error=error,
+            warnings=warnings,
+            artifacts=_artifacts(run_dir, moves),
+            repair_level=turn.repair_level,
+            artifact_moves=moves,
         )
 
     if needs_session_handle and not turn.session_handle:  # R-EN7
@@ -328,10 +366,19 @@ def decide(
             "SESSION_RESUME_FAILED", "the engine reported no session id, so the conversation could not be resumed"
         )
         return TurnDecision(
-            "failed", error=error, warnings=warnings, artifacts=list_artifacts(run_dir), repair_level=turn.repair_level
+            "failed",
+            error=error,
+            warnings=warnings,
+            artifacts=_artifacts(run_dir, moves),
+            repair_level=turn.repair_level,
+            artifact_moves=moves,
         )
 
     pending, pending_warnings = build_pending(turn, attempt_number)  # step 5
     return TurnDecision(
-        "waiting_user", pending=pending, warnings=warnings + pending_warnings, repair_level=turn.repair_level
+        "waiting_user",
+        pending=pending,
+        warnings=warnings + pending_warnings,
+        repair_level=turn.repair_level,
+        artifact_moves=moves,
     )
