@@ -21,6 +21,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .types import json_object
+
 Activity = dict[str, Any]
 ActivityHook = Callable[[Activity], None]
 
@@ -41,11 +43,8 @@ class ActivityParser:
         line = line.strip()
         if not line.startswith("{"):
             return []
-        try:
-            event = json.loads(line)
-        except ValueError:
-            return []
-        return self.on_event(event) if isinstance(event, dict) else []
+        event = json_object(line)
+        return self.on_event(event) if event is not None else []
 
     def on_event(self, event: dict[str, Any]) -> list[Activity]:
         raise NotImplementedError

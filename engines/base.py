@@ -7,20 +7,20 @@ rest (skill copy + patch, process run, failure detection, protocol interpretatio
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar, cast
 
 from .activity import ActivityParser
 from .patching import patch_skill_file
 from .process import LineHook, ProcessResult, SpawnError, resolve_executable, run_process, run_quick
-from .protocol import MessageReading, interpret_final_message
+from .protocol import interpret_final_message
 from .types import (
     FAILURE_ENGINE,
     FAILURE_SPAWN,
@@ -31,6 +31,7 @@ from .types import (
     TurnControl,
     TurnRequest,
     TurnResult,
+    json_object,
 )
 
 # The only variables of the server's environment an engine inherits (R-EN5); the engine's own
@@ -60,13 +61,9 @@ def json_lines(text: str) -> list[dict[str, Any]]:
     events = []
     for line in text.splitlines():
         line = line.strip()
-        if line.startswith("{"):
-            try:
-                value = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(value, dict):
-                events.append(value)
+        event = json_object(line) if line.startswith("{") else None
+        if event is not None:
+            events.append(event)
     return events
 
 
@@ -85,36 +82,48 @@ def argv_prompt(prompt: str) -> str:
     return " " + prompt if prompt.startswith("-") else prompt
 
 
-class EngineAdapter:
-    """Base of every engine adapter; one instance serves all runs of its engine (stateless)."""
+class EngineAdapter(ABC):
+    """Base of every engine adapter; one instance serves all runs of its engine (stateless).
+
+    A concrete subclass in a module of this package is an engine: engines.registry finds it.
+    """
 
     name: ClassVar[str]
     interactive_profile: ClassVar[InteractiveProfileKind] = "resumable"
     skill_root: ClassVar[str]  # folder under the run dir where the CLI discovers skills
+    # Files and folders configuring this CLI that no skill package or upload may bring (R-SK2);
+    # the skill root is always one of them.
+    extra_control_names: ClassVar[tuple[str, ...]] = ()
+    # Where the engine appears in engine lists (the default effective engines, GET /v1/engines).
+    listing_order: ClassVar[int] = 100
     model_flag: ClassVar[str] = "-m"
     known_models: ClassVar[tuple[str, ...]] = ()
 
+    @classmethod
+    def control_names(cls) -> tuple[str, ...]:
+        return (cls.skill_root, *cls.extra_control_names)
+
     # ---- what each engine provides -------------------------------------------------------
 
+    @abstractmethod
     def auto_flags(self, config: EngineConfig) -> list[str]:
         """The automatic-execution flags, the same in both modes and on resume turns (§7)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def command(self, request: TurnRequest, config: EngineConfig) -> list[str]:
         """The argv of one turn (first or resume), exactly as in SPEC §7."""
-        raise NotImplementedError
 
+    @abstractmethod
     def engine_env(self, config: EngineConfig) -> dict[str, str]:
         """The engine's own variables: home/config dir, API key, base URL (R-EN8)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def extract(self, stdout: str, stderr: str) -> EngineOutput:
         """Final agent message, session handle, reported failure and usage from raw CLI output."""
-        raise NotImplementedError
 
+    @abstractmethod
     def activity_parser(self) -> ActivityParser:
         """A fresh incremental parser of this CLI's stdout, one per turn (R-AC1)."""
-        raise NotImplementedError
 
     def prepare_home(self, config: EngineConfig) -> None:
         """Create the engine's isolated home; subclasses add their config files. Idempotent."""
@@ -196,8 +205,14 @@ class EngineAdapter:
             result.failure_message = self._failure_message(output, stderr, exit_code)
             return result
         reading = interpret_final_message(output.final_message, mode)
-        for item in fields(MessageReading):
-            setattr(result, item.name, getattr(reading, item.name))
+        result.outcome = reading.outcome
+        result.assistant_text = reading.assistant_text
+        result.final_data = reading.final_data
+        result.interaction = reading.interaction
+        result.ask_user_invalid = reading.ask_user_invalid
+        result.done_marker_found = reading.done_marker_found
+        result.repair_level = reading.repair_level
+        result.warnings = reading.warnings
         return result
 
     def _failure_message(self, output: EngineOutput, stderr: str, exit_code: int | None) -> str:

@@ -125,6 +125,8 @@ class ClaudeAdapter(EngineAdapter):
     name = "claude"
     interactive_profile = "sticky_process"
     skill_root = ".claude"
+    extra_control_names = (".mcp.json",)  # project MCP servers
+    listing_order = 40
     model_flag = "--model"
     known_models = ("sonnet", "opus", "haiku")
 
@@ -224,10 +226,6 @@ class ClaudeLiveSession:
         self._process = process
         self._spawn_error = spawn_error
         self._cost_so_far = 0.0  # Claude reports the process's cumulative cost with every result
-
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process else None
 
     def send(self, prompt: str, control: TurnControl, hard_timeout_seconds: float) -> TurnResult:
         """One turn: write ``prompt`` as a user message, read up to the ``result`` event."""

@@ -116,6 +116,7 @@ class CodexActivity(ActivityParser):
 class CodexAdapter(EngineAdapter):
     name = "codex"
     skill_root = ".codex"
+    listing_order = 10
     known_models = ("gpt-5.5", "gpt-5.1-codex-mini")
 
     def auto_flags(self, config: EngineConfig) -> list[str]:

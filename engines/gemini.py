@@ -75,6 +75,8 @@ class GeminiActivity(ActivityParser):
 class GeminiAdapter(EngineAdapter):
     name = "gemini"
     skill_root = ".gemini"
+    extra_control_names = (".env",)  # Gemini CLI loads the .env it finds in its working directory
+    listing_order = 20
     known_models = ("gemini-2.5-flash", "gemini-2.5-pro")
 
     def auto_flags(self, config: EngineConfig) -> list[str]:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from .types import FAILURE_ABORTED, FAILURE_SPAWN, FAILURE_TIMEOUT, TurnControl
+from .types import FAILURE_ABORTED, FAILURE_SPAWN, FAILURE_TIMEOUT, TurnControl, json_object
 
 POLL_SECONDS = 0.1
 DEFAULT_GRACE_SECONDS = 5.0
@@ -419,7 +419,7 @@ class ResidentProcess:
                 except queue.Empty:
                     return False
                 out.write(line)
-                event = _json_object(line)
+                event = json_object(line)
                 if event is not None and is_last(event):
                     done.set()
             return True
@@ -468,11 +468,3 @@ def run_quick(argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float
         out, err = proc.communicate()
         return None, (out + err).decode("utf-8", errors="replace")
     return proc.returncode, (out + err).decode("utf-8", errors="replace")
-
-
-def _json_object(line: bytes) -> dict[str, object] | None:
-    try:
-        value = json.loads(line)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None

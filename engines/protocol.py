@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .types import DONE_MARKER, ExecutionMode, Interaction, Outcome, RepairLevel
+from .types import DONE_MARKER, ExecutionMode, Interaction, Outcome, RepairLevel, json_object
 
 WARNING_REPAIRED = "OUTPUT_REPAIRED_GENERIC"
 WARNING_ASK_USER_INVALID = "ASK_USER_PAYLOAD_INVALID"
@@ -58,14 +58,6 @@ class MessageReading:
     warnings: list[dict[str, str]] = field(default_factory=list)
 
 
-def _loads_object(text: str) -> dict[str, Any] | None:
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
 def _balanced_end(text: str, start: int) -> int | None:
     """Index just past the ``}`` closing the ``{`` at ``start``; braces inside strings don't count."""
     depth = 0
@@ -96,7 +88,7 @@ def balanced_objects(text: str) -> Iterator[dict[str, Any]]:
     position = text.find("{")
     while position != -1:
         end = _balanced_end(text, position)
-        parsed = _loads_object(text[position:end]) if end is not None else None
+        parsed = json_object(text[position:end]) if end is not None else None
         if parsed is not None:
             yield parsed
             position = text.find("{", end)
@@ -107,20 +99,20 @@ def balanced_objects(text: str) -> Iterator[dict[str, Any]]:
 def _fenced_objects(text: str) -> Iterator[dict[str, Any]]:
     for pattern in (_FENCE_JSON, _FENCE_ANY):
         for match in pattern.finditer(text):
-            parsed = _loads_object(match.group(1).strip())
+            parsed = json_object(match.group(1).strip())
             if parsed is not None:
                 yield parsed
 
 
 def extract_json(text: str) -> tuple[dict[str, Any] | None, RepairLevel]:
     """The deterministic ladder: whole text, trimmed, fenced (json first), first balanced object."""
-    whole = _loads_object(text)
+    whole = json_object(text)
     if whole is not None:
         return whole, "none"
     # A bare {"__SKILL_DONE__": ...} quoted inside prose is neither data nor evidence (R-TP3 counts
     # it only as a standalone line, removed before this ladder runs).
     embedded = (obj for obj in balanced_objects(text) if set(obj) != {DONE_MARKER})
-    for candidate in (_loads_object(text.strip()), next(_fenced_objects(text), None), next(embedded, None)):
+    for candidate in (json_object(text.strip()), next(_fenced_objects(text), None), next(embedded, None)):
         if candidate is not None:
             return candidate, "deterministic_generic"
     return None, "none"

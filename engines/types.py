@@ -6,7 +6,7 @@ Nothing here knows about Django, HTTP or the task queue: the orchestrator hands 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -144,4 +144,10 @@ class LiveSession(Protocol):
     def close(self) -> None: ...
 
 
-SpawnHook = Callable[[int], None]
+def json_object(text: str | bytes) -> dict[str, Any] | None:
+    """``text`` parsed as one JSON object; None for anything else (noise, a cut-off line, a list)."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None

@@ -19,7 +19,6 @@ class RunStatus(models.TextChoices):
 
 
 TERMINAL_STATUSES = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELED})
-ACTIVE_STATUSES = frozenset({RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING_USER})
 
 
 class ExecutionMode(models.TextChoices):

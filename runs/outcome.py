@@ -266,13 +266,7 @@ def build_pending(turn: TurnResult, attempt_number: int) -> tuple[dict[str, Any]
             context["agent_interaction_id"] = payload["interaction_id"]
         context["source"] = "ask_user_envelope"
     else:
-        if turn.ask_user_invalid:
-            warnings.append(
-                {
-                    "code": "ASK_USER_PAYLOAD_INVALID",
-                    "message": "the agent's ask_user payload was unusable; the question was taken from its message",
-                }
-            )
+        # An unusable envelope was already reported by engines.protocol (ASK_USER_PAYLOAD_INVALID).
         text = (turn.assistant_text or "").strip()
         payload = {
             "kind": "open_text",

@@ -13,18 +13,17 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
+from engines.registry import CONTROL_NAMES
+
 CHUNK = 64 * 1024
-# Files and folders that configure an agent CLI; a package or input must never bring its own.
-ENGINE_CONTROL_NAMES = frozenset({".codex", ".gemini", ".iflow", ".claude", ".mcp.json", ".env"})
 IGNORED_TOP_LEVEL = frozenset({"__MACOSX"})
 
 
 class ArchiveError(Exception):
-    def __init__(self, code: str, message: str, *, offending: list[str] | None = None):
+    def __init__(self, code: str, message: str):
         super().__init__(message)
         self.code = code
         self.message = message
-        self.offending = offending or []
 
 
 @dataclass(frozen=True)
@@ -44,7 +43,7 @@ def _entry_problem(info: zipfile.ZipInfo) -> str | None:
     mode = info.external_attr >> 16
     if stat.S_ISLNK(mode):
         return "symbolic link"
-    if any(part in ENGINE_CONTROL_NAMES for part in parts):
+    if any(part in CONTROL_NAMES for part in parts):
         return "engine control file"
     return None
 
@@ -61,15 +60,11 @@ def _members(archive: zipfile.ZipFile, limits: ArchiveLimits) -> list[zipfile.Zi
         )
     refused = [f"{i.filename} ({problem})" for i in infos if (problem := _entry_problem(i))]
     if refused:
-        raise ArchiveError(
-            "ARCHIVE_UNSAFE_ENTRY", "archive refused, unsafe entries: " + ", ".join(refused), offending=refused
-        )
+        raise ArchiveError("ARCHIVE_UNSAFE_ENTRY", "archive refused, unsafe entries: " + ", ".join(refused))
     names = [i.filename.rstrip("/") for i in infos]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
-        raise ArchiveError(
-            "ARCHIVE_UNSAFE_ENTRY", "archive refused, duplicate entries: " + ", ".join(duplicates), offending=duplicates
-        )
+        raise ArchiveError("ARCHIVE_UNSAFE_ENTRY", "archive refused, duplicate entries: " + ", ".join(duplicates))
     return infos
 
 
@@ -91,7 +86,6 @@ def extract_zip(source: BinaryIO | Path, destination: Path, limits: ArchiveLimit
                 raise ArchiveError(
                     "ARCHIVE_UNSAFE_ENTRY",
                     f"archive refused, entry escapes the target: {info.filename}",
-                    offending=[info.filename],
                 )
             if info.is_dir():
                 target.mkdir(parents=True, exist_ok=True)

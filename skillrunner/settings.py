@@ -10,6 +10,8 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from engines.registry import ENGINE_NAMES
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
@@ -205,7 +207,7 @@ SKILLRUNNER_ENGINES = {
         "api_key": env.str(f"SKILLRUNNER_{name.upper()}_API_KEY", default=""),
         "model": env.str(f"SKILLRUNNER_{name.upper()}_MODEL", default=""),
     }
-    for name in ("codex", "gemini", "iflow", "claude")
+    for name in ENGINE_NAMES
 }
 SKILLRUNNER_ENGINE_CLI_BIN_DIR = _ENGINE_CLI_BIN
 
