@@ -112,14 +112,39 @@
     const to = event.payload.to;
     const notes = {
       queued: "Queued.",
-      running: event.payload.attempt_number ? "Working (turn " + event.payload.attempt_number + ")…" : "Working…",
+      running: event.payload.repair_round
+        ? "Fixing the answer (round " + event.payload.repair_round + ")…"
+        : event.payload.attempt_number ? "Working (turn " + event.payload.attempt_number + ")…" : "Working…",
       waiting_user: "Waiting for your answer.",
       succeeded: "Finished.",
       failed: "Failed" + (event.payload.error ? ": " + event.payload.error.message : "."),
       canceled: "Canceled.",
     };
     addNote(event.seq, notes[to] || to);
-    setStatus(to);
+    setStatus(to, to === "running" ? event.payload.repair_round : 0);
+  }
+
+  // R-RP1: the answer failed the output contract and goes back to the agent with what was wrong.
+  function showRepair(event) {
+    const body = node("div", "repair");
+    body.appendChild(node("p", "text", "The answer did not match the expected output; fixing the answer (round " +
+      event.payload.round + " of " + event.payload.max_rounds + ")…"));
+    const problems = event.payload.problems || [];
+    if (problems.length) {
+      const details = node("details");
+      details.appendChild(node("summary", null, problems.length === 1 ? "1 problem" : problems.length + " problems"));
+      const list = node("ul", "problems");
+      problems.forEach((problem) => {
+        const item = node("li");
+        item.appendChild(node("code", null, problem.pointer || "(whole answer)"));
+        item.appendChild(document.createTextNode(" expected " + problem.expected + "; got " + problem.got));
+        list.appendChild(item);
+      });
+      details.appendChild(list);
+      body.appendChild(details);
+    }
+    addEntry(event.seq, "note repair", null, body);
+    if (state.status === "running") setStatus("running", event.payload.round);
   }
 
   const renderers = {
@@ -140,6 +165,9 @@
     input_uploaded(event) {
       addNote(event.seq, "Input files received: " + (event.payload.files || []).join(", "));
     },
+    repair(event) {
+      showRepair(event);
+    },
     recovered(event) {
       addNote(event.seq, "The service restarted; this run kept waiting.");
     },
@@ -153,9 +181,9 @@
 
   // --- status, warnings, result ---------------------------------------------------------------
 
-  function setStatus(status) {
+  function setStatus(status, repairRound) {
     state.status = status;
-    statusBadge.textContent = STATUS_LABELS[status] || status;
+    statusBadge.textContent = repairRound ? "Fixing the answer (round " + repairRound + ")" : STATUS_LABELS[status] || status;
     statusBadge.className = "badge status-" + status;
     cancelButton.hidden = TERMINAL.includes(status);
     updateControls();
@@ -286,7 +314,7 @@
   function handle(message) {
     if (message.type === "snapshot") {
       if (state.liveFromSeq === Infinity) state.liveFromSeq = message.last_seq;
-      setStatus(message.run.status);
+      setStatus(message.run.status, message.run.status === "running" ? message.run.repair_round : 0);
       (message.run.warnings || []).forEach(addWarning);
     } else if (message.type === "event") {
       if (message.seq <= state.lastSeq) return;

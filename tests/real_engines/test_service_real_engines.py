@@ -15,13 +15,11 @@ import zipfile
 
 import pytest
 
-from tests.real_engines.conftest import require_engine
 from tests.support.scripted_model_server import ScriptedModelServer
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 
 ENGINES = ("codex", "gemini", "claude")
-MODELS = {"codex": "gpt-5.5", "gemini": "gemini-2.5-flash", "claude": ""}
 HAIKU = {
     "topic": "autumn sea",
     "haiku": ["grey waves fold", "a gull leans on the wind", "salt on the lantern"],
@@ -39,23 +37,6 @@ QUESTION = "Where would you like to go, and in which season?"
 def model_server():
     with ScriptedModelServer() as server:
         yield server
-
-
-@pytest.fixture
-def real_engine(settings, model_server):
-    """Points one engine of the service at the scripted model server, as an operator would."""
-
-    def configure(engine: str) -> None:
-        engines = {name: dict(conf) for name, conf in settings.SKILLRUNNER_ENGINES.items()}
-        engines[engine].update(
-            binary=str(require_engine(engine)),
-            base_url=model_server.url + ("/v1" if engine == "codex" else ""),
-            api_key="test-key-not-secret",
-            model=MODELS[engine],
-        )
-        settings.SKILLRUNNER_ENGINES = engines
-
-    return configure
 
 
 def _status(api, request_id: str) -> dict:

@@ -201,6 +201,35 @@ def test_running_turn_of_a_dead_worker_fails_and_its_engine_is_killed(alice, sle
     assert wait_until(lambda: not process_alive(engine.pid), timeout=3)
 
 
+def _repair_round(run: Run, worker: str) -> Run:
+    """The first answer failed the schema: the run is queued for repair round 1 (R-RP1)."""
+    run = _running(run, worker)
+    decision = TurnDecision(
+        "repairing", error={"code": "OUTPUT_SCHEMA_INVALID", "message": "bad"}, repair_prompt="fix /haiku"
+    )
+    turn = TurnResult(outcome="final", final_data={}, session_handle="thread-1", exit_code=0)
+    services.complete_turn(run.pk, 1, worker, turn, decision)
+    return Run.objects.get(pk=run.pk)
+
+
+def test_an_interrupted_repair_round_fails_as_an_interrupted_turn_does(alice, sleeper, enqueued):
+    """R-RP1 + R-LC13: a repair round running in a dead worker fails ORCHESTRATOR_RESTART_INTERRUPTED;
+    one still waiting for its slot is dispatched again at worker start."""
+    run = _repair_round(_create(alice, execution_mode="auto"), _live_worker())
+    assert (run.status, run.attempt_number, run.repair_round, run.next_prompt) == ("queued", 2, 1, "fix /haiku")
+    enqueued.clear()
+    supervision.recover_on_worker_start()
+    assert (str(run.pk), 2) in enqueued
+
+    engine = sleeper()
+    run = _running(run, f"{HOST}:{_dead_pid()}:gone")
+    services.record_engine_pid(run.pk, 2, run.claimed_by, engine.pid)
+    assert supervision.reap_dead_claims() == 1
+    run = Run.objects.get(pk=run.pk)
+    assert (run.status, run.error["code"], run.repair_round) == ("failed", "ORCHESTRATOR_RESTART_INTERRUPTED", 1)
+    assert wait_until(lambda: not process_alive(engine.pid), timeout=3)
+
+
 def test_running_turn_of_a_live_worker_is_left_alone(alice):
     run = _running(_create(alice), _live_worker())
     assert supervision.reap_dead_claims() == 0
