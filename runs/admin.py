@@ -6,7 +6,7 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.template.defaultfilters import truncatechars
 
-from skills.admin import ReadOnlyAdmin, ReadOnlyInline
+from skillrunner.readonly_admin import ReadOnlyAdmin, ReadOnlyInline
 
 from .models import Interaction, Run, RunEvent
 

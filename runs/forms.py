@@ -13,6 +13,7 @@ from django.core.files.uploadedfile import UploadedFile
 
 from runs.inputs import file_fields
 from runs.models import RunStatus
+from skillrunner.forms import PlainLabelForm
 from skills.models import SkillVersion
 
 INPUT = "input"
@@ -81,14 +82,6 @@ def schema_field(name: str, spec: dict[str, Any], *, required: bool) -> forms.Fi
         return forms.BooleanField(**{**common, "required": False}, initial=initial)
     common["help_text"] = " ".join(filter(None, [common["help_text"], "Enter a JSON value."]))
     return JSONValueField(initial=initial, widget=forms.Textarea(attrs={"rows": 4}), **common)
-
-
-class PlainLabelForm(forms.Form):
-    """Labels without Django's trailing colon."""
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        kwargs.setdefault("label_suffix", "")
-        super().__init__(*args, **kwargs)
 
 
 class NewRunForm(PlainLabelForm):
@@ -166,9 +159,3 @@ class NewRunForm(PlainLabelForm):
 
 class RunFilterForm(forms.Form):
     status = forms.ChoiceField(choices=[("", "All statuses"), *RunStatus.choices], required=False)
-
-
-class SkillPackageForm(PlainLabelForm):
-    package = forms.FileField(
-        label="Skill package (.zip)", widget=forms.ClearableFileInput(attrs={"accept": ".zip,application/zip"})
-    )

@@ -1,33 +1,23 @@
-"""Browser pages (R-UI3): thin views over runs.services / runs.selectors and skills.services.
+"""Run pages (R-UI3): thin views over runs.services and runs.selectors.
 
 The run page is a shell; its conversation, status and result arrive over the run websocket.
 """
 
 from __future__ import annotations
 
-from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from skillrunner.errors import ApplicationError, NotFound
-from skills.packages import SkillPackageError
 from skills.selectors import current_version, installed_skills
-from skills.services import install_zip
 
 from . import selectors, services
-from .forms import INPUT, PARAMETER, NewRunForm, RunFilterForm, SkillPackageForm
+from .forms import INPUT, PARAMETER, NewRunForm, RunFilterForm
 from .models import Run
 
 RUNS_PER_PAGE = 25
-
-
-def _coded(exc: ApplicationError | SkillPackageError) -> list[str]:
-    """Messages for a coded error; schema failures list every problem."""
-    details = getattr(exc, "extra", {}).get("errors") or [exc.message]
-    return [f"{detail} ({exc.code})" for detail in details]
 
 
 @login_required
@@ -77,7 +67,7 @@ def new_run(request: HttpRequest, skill_id: str) -> HttpResponse:
         try:
             run = start_run(request.user, form)
         except ApplicationError as exc:
-            for message in _coded(exc):
+            for message in exc.messages():
                 form.add_error(None, message)
         else:
             return redirect("ui:run-detail", request_id=run.pk)
@@ -91,22 +81,3 @@ def run_detail(request: HttpRequest, request_id: str) -> HttpResponse:
     except NotFound:
         raise Http404("no such run") from None
     return render(request, "runs/run_detail.html", {"run": run})
-
-
-@login_required
-def skill_list(request: HttpRequest) -> HttpResponse:
-    form = SkillPackageForm()
-    if request.method == "POST":
-        if not request.user.is_staff:
-            raise PermissionDenied("only staff install skills")
-        form = SkillPackageForm(request.POST, request.FILES)
-        if form.is_valid():
-            try:
-                version = install_zip(form.cleaned_data["package"], user=request.user)
-            except SkillPackageError as exc:
-                for message in _coded(exc):
-                    form.add_error("package", message)
-            else:
-                messages.success(request, f"Installed {version.skill.skill_id} {version.version}.")
-                return redirect("ui:skill-list")
-    return render(request, "skills/skill_list.html", {"skills": installed_skills(), "form": form})

@@ -15,15 +15,14 @@ from typing import BinaryIO
 
 from engines.registry import CONTROL_NAMES
 
+from .errors import ApplicationError
+
 CHUNK = 64 * 1024
 IGNORED_TOP_LEVEL = frozenset({"__MACOSX"})
 
 
-class ArchiveError(Exception):
-    def __init__(self, code: str, message: str):
-        super().__init__(message)
-        self.code = code
-        self.message = message
+class ArchiveError(ApplicationError):
+    """An archive refused before anything of it was kept."""
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Errors with a stable code that the API renders as {"detail": {"code", "message", ...}}."""
+"""The one family of errors with a stable code: the API and the websocket render them as
+{"detail": {"code", "message", ...}} (skillrunner.api_errors), pages as form errors."""
 
 from __future__ import annotations
 
@@ -18,6 +19,11 @@ class ApplicationError(Exception):
 
     def as_detail(self) -> dict[str, Any]:
         return {"code": self.code, "message": self.message, **self.extra}
+
+    def messages(self) -> list[str]:
+        """Lines for a page; an error listing its problems (`errors`) gives one line each."""
+        details = self.extra.get("errors") or [self.message]
+        return [f"{detail} ({self.code})" for detail in details]
 
 
 class NotFound(ApplicationError):

@@ -3,6 +3,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from runs import api as jobs
+from runs import engine_views as engines
 from skills import api as skills
 
 from . import system
@@ -16,8 +17,8 @@ api_v1 = [
     path("v1/skills", skills.SkillListView.as_view(), name="skill-list"),
     path("v1/skills/<str:skill_id>", skills.SkillDetailView.as_view(), name="skill-detail"),
     path("v1/skill-packages/install", skills.SkillInstallView.as_view(), name="skill-install"),
-    path("v1/engines", system.EngineListView.as_view(), name="engine-list"),
-    path("v1/engines/<str:engine>/models", system.EngineModelsView.as_view(), name="engine-models"),
+    path("v1/engines", engines.EngineListView.as_view(), name="engine-list"),
+    path("v1/engines/<str:engine>/models", engines.EngineModelsView.as_view(), name="engine-models"),
     path("v1/jobs", jobs.JobListCreateView.as_view(), name="job-list"),
     path(job, jobs.JobDetailView.as_view(), name="job-detail"),
     path(f"{job}/upload", jobs.JobUploadView.as_view(), name="job-upload"),
@@ -42,5 +43,5 @@ urlpatterns = [
     path("readyz", system.readyz),
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
-    path("", include("runs.urls_ui")),
+    path("", include("skillrunner.urls_ui")),
 ]

@@ -4,33 +4,9 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from skillrunner.readonly_admin import ReadOnlyAdmin, ReadOnlyInline
+
 from .models import Skill, SkillVersion
-
-
-class ReadOnlyAdminMixin:
-    """History is never edited from the admin: no add, change or delete, every field read-only."""
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
-
-    def get_readonly_fields(self, request, obj=None) -> list[str]:
-        return [field.name for field in self.model._meta.fields]
-
-
-class ReadOnlyAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    pass
-
-
-class ReadOnlyInline(ReadOnlyAdminMixin, admin.TabularInline):
-    can_delete = False
-    extra = 0
-    show_change_link = True
 
 
 class SkillVersionInline(ReadOnlyInline):

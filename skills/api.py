@@ -11,7 +11,6 @@ from rest_framework.views import APIView
 
 from skillrunner.errors import ApplicationError, NotFound
 
-from .packages import SkillPackageError
 from .selectors import installed_skill, installed_skills
 from .services import install_zip
 
@@ -66,8 +65,5 @@ class SkillInstallView(APIView):
         upload = request.FILES.get("file")
         if upload is None:
             raise ApplicationError("UPLOAD_FILE_MISSING", "send the skill zip as multipart field `file`")
-        try:
-            version = install_zip(upload, user=request.user)
-        except SkillPackageError as exc:
-            raise ApplicationError(exc.code, exc.message) from exc
+        version = install_zip(upload, user=request.user)
         return Response({"skill_id": version.skill.skill_id, "version": version.version, "status": "installed"})

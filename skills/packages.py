@@ -15,6 +15,7 @@ from jsonschema.exceptions import SchemaError
 from packaging.version import InvalidVersion, Version
 
 from engines.registry import ENGINE_NAMES
+from skillrunner.errors import ApplicationError
 
 EXECUTION_MODES = ("auto", "interactive")
 SCHEMA_KEYS = ("input", "parameter", "output")
@@ -25,11 +26,8 @@ UNSAFE_PATTERN_CHARACTERS = re.compile(r"[\x00-\x1f\x7f\\]")
 UNSAFE_NAME_CHARACTERS = re.compile(r"[/\x00-\x1f\x7f\\]")
 
 
-class SkillPackageError(Exception):
-    def __init__(self, code: str, message: str):
-        super().__init__(message)
-        self.code = code
-        self.message = message
+class SkillPackageError(ApplicationError):
+    """A skill package refused (R-SK1–R-SK4)."""
 
 
 @dataclass

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from packaging.version import Version
 
-from skillrunner.archives import ArchiveError, ArchiveLimits, extract_zip
+from skillrunner.archives import ArchiveLimits, extract_zip
 
 from .models import Skill, SkillVersion
 from .packages import SkillPackage, SkillPackageError, load_skill_dir
@@ -118,10 +118,7 @@ def install_zip(source: BinaryIO | Path, *, user=None) -> SkillVersion:
     """Install a zipped package; a refused archive leaves nothing behind."""
     staging = _staging_dir()
     try:
-        try:
-            extract_zip(source, staging, archive_limits())
-        except ArchiveError as exc:
-            raise SkillPackageError(exc.code, exc.message) from exc
+        extract_zip(source, staging, archive_limits())  # an ArchiveError is the caller's coded error
         package = load_skill_dir(_single_top_level(staging))
         return install_package(package, user=user)
     finally:

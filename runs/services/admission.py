@@ -113,9 +113,9 @@ def attach_upload(run: Run, source: BinaryIO) -> list[str]:
     shutil.rmtree(staging, ignore_errors=True)
     try:
         extracted = extract_zip(source, staging, archive_limits())
-    except ArchiveError as exc:
+    except ArchiveError:
         shutil.rmtree(staging, ignore_errors=True)
-        raise ApplicationError(exc.code, exc.message) from exc
+        raise
     missing = missing_required_files(run.skill_version.schemas["input"], run.input, staging)
     if missing:
         shutil.rmtree(staging, ignore_errors=True)

@@ -9,6 +9,7 @@ import shutil
 import pytest
 from django.core.management import call_command
 
+from skillrunner.errors import ApplicationError
 from skills.packages import SkillPackageError
 from skills.services import install_path, install_zip, sync_skill_directory
 from tests.api.helpers import clone_skill, make_zip, tree_state, zip_folder
@@ -64,8 +65,9 @@ def test_prerelease_ordering(tmp_path):
 
 
 def test_refused_zip_leaves_no_staging_behind(tmp_path, settings):
-    with pytest.raises(SkillPackageError):
+    with pytest.raises(ApplicationError) as info:  # an ArchiveError, of the one coded family
         install_zip(io.BytesIO(make_zip({"haiku-writer/SKILL.md": "x", "haiku-writer/.env": "A=1"})))
+    assert info.value.code == "ARCHIVE_UNSAFE_ENTRY"
     staging = settings.DATA_DIR / "tmp"
     assert not staging.exists() or list(staging.iterdir()) == []
     assert (

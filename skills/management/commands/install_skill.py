@@ -2,7 +2,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from skills.packages import SkillPackageError
+from skillrunner.errors import ApplicationError
 from skills.services import install_path
 
 
@@ -17,6 +17,6 @@ class Command(BaseCommand):
             raise CommandError(f"{path} does not exist")
         try:
             version = install_path(path)
-        except SkillPackageError as exc:
+        except ApplicationError as exc:
             raise CommandError(f"{exc.code}: {exc.message}") from exc
         self.stdout.write(f"installed {version.skill.skill_id} {version.version}")

@@ -1,0 +1,47 @@
+"""The engine catalogue (GET /v1/engines, GET /v1/engines/<engine>/models), beside the engine
+settings it reports on."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from engines.registry import ENGINE_NAMES, get_adapter
+from skillrunner.errors import NotFound
+
+from .engine_settings import engine_config
+
+PROBE_HOME = "_probe"
+
+
+def _engine_entry(name: str) -> dict:
+    adapter = get_adapter(name)
+    config = engine_config(name, PROBE_HOME)
+    version = adapter.detect_version(config)
+    return {
+        "engine": name,
+        "cli_version_detected": version,
+        "available": version is not None,
+        "binary": config.binary,
+        "interactive_profile": adapter.interactive_profile,
+        "default_model": config.default_model,
+    }
+
+
+class EngineListView(APIView):
+    @extend_schema(responses=dict)
+    def get(self, request):
+        return Response({"engines": [_engine_entry(name) for name in ENGINE_NAMES]})
+
+
+class EngineModelsView(APIView):
+    @extend_schema(responses=dict)
+    def get(self, request, engine):
+        if engine not in ENGINE_NAMES:
+            raise NotFound("ENGINE_NOT_FOUND", f"unknown engine {engine!r}; known: {', '.join(ENGINE_NAMES)}")
+        adapter = get_adapter(engine)
+        config = engine_config(engine, PROBE_HOME)
+        return Response(
+            {"engine": engine, "cli_version_detected": adapter.detect_version(config), "models": adapter.models(config)}
+        )

@@ -1,0 +1,13 @@
+"""Forms of the skill pages."""
+
+from __future__ import annotations
+
+from django import forms
+
+from skillrunner.forms import PlainLabelForm
+
+
+class SkillPackageForm(PlainLabelForm):
+    package = forms.FileField(
+        label="Skill package (.zip)", widget=forms.ClearableFileInput(attrs={"accept": ".zip,application/zip"})
+    )

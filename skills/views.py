@@ -1,0 +1,34 @@
+"""Skill pages (R-UI3): the installed skills, and installing a package (staff)."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+
+from skillrunner.errors import ApplicationError
+
+from .forms import SkillPackageForm
+from .selectors import installed_skills
+from .services import install_zip
+
+
+@login_required
+def skill_list(request: HttpRequest) -> HttpResponse:
+    form = SkillPackageForm()
+    if request.method == "POST":
+        if not request.user.is_staff:
+            raise PermissionDenied("only staff install skills")
+        form = SkillPackageForm(request.POST, request.FILES)
+        if form.is_valid():
+            try:
+                version = install_zip(form.cleaned_data["package"], user=request.user)
+            except ApplicationError as exc:
+                for message in exc.messages():
+                    form.add_error("package", message)
+            else:
+                messages.success(request, f"Installed {version.skill.skill_id} {version.version}.")
+                return redirect("ui:skill-list")
+    return render(request, "skills/skill_list.html", {"skills": installed_skills(), "form": form})
