@@ -14,7 +14,7 @@ from skillrunner.errors import ApplicationError, Conflict, NotFound
 from skills.selectors import current_version
 from skills.services import archive_limits
 
-from ..cache import cache_key, cached_run
+from ..cache import cache_key, cached_run, copy_cached_result, is_cacheable, uploads_digest
 from ..events import append_event
 from ..inputs import file_fields, missing_required_files, required_file_fields, validate_request_payload
 from ..models import Run, RunStatus
@@ -65,8 +65,9 @@ def create_run(
 
     input_schema = version.schemas["input"]
     awaiting_upload = bool(required_file_fields(input_schema)) or (expects_upload and bool(file_fields(input_schema)))
-    cacheable = options.execution_mode == "auto" and not options.no_cache and not awaiting_upload
-    key = cache_key(version, engine, model, input, parameter) if cacheable else ""
+    # A run with uploads gets its key once the files are there (attach_upload).
+    cacheable = is_cacheable(options.as_dict()) and not awaiting_upload
+    key = cache_key(version, engine, model, input, parameter, options.as_dict()) if cacheable else ""
     source = cached_run(owner, key) if key else None
     run = Run(
         owner=owner,
@@ -83,9 +84,11 @@ def create_run(
         awaiting_upload=awaiting_upload,
         cache_key=key,
     )
+    # Copying cached artifacts may take long: never inside the transaction (R-FS2).
+    cached_result = copy_cached_result(source, run.run_dir) if source else None
     with transaction.atomic():
-        if source is not None:
-            _complete_from_cache(run, source)
+        if cached_result is not None:
+            _complete_from_cache(run, source, cached_result, new=True)
         else:
             transition(run, RunStatus.QUEUED, new=True)
         for warning in option_warnings:
@@ -94,14 +97,13 @@ def create_run(
     return run
 
 
-def _complete_from_cache(run: Run, source: Run) -> None:
-    """A new run born succeeded, with the earlier run's result and a copy of its artifacts."""
-    artifacts = source.run_dir / "artifacts"
-    if artifacts.is_dir():
-        shutil.copytree(artifacts, run.run_dir / "artifacts", symlinks=False)
+def _complete_from_cache(run: Run, source: Run, result: dict[str, Any], *, new: bool) -> None:
+    """A run that never executes: succeeded with the earlier run's result, its artifacts already
+    copied into it by cache.copy_cached_result. A new run is born so; one whose upload just came
+    leaves the queue so."""
     run.cache_hit = True
     run.session_handle = ""
-    transition(run, RunStatus.SUCCEEDED, new=True, result=source.result, cache_hit=True, cached_from=str(source.pk))
+    transition(run, RunStatus.SUCCEEDED, new=new, result=result, cache_hit=True, cached_from=str(source.pk))
 
 
 def attach_upload(run: Run, source: BinaryIO) -> list[str]:
@@ -124,12 +126,29 @@ def attach_upload(run: Run, source: BinaryIO) -> list[str]:
         )
     shutil.rmtree(uploads, ignore_errors=True)
     staging.rename(uploads)
+    key, source, cached_result = "", None, None
+    if is_cacheable(run.runtime_options):  # the key covers the uploaded files by content (R-OP9)
+        key = cache_key(
+            run.skill_version,
+            run.engine,
+            run.model,
+            run.input,
+            run.parameter,
+            run.runtime_options,
+            uploads_digest(run.run_dir),
+        )
+        source = cached_run(run.owner, key)
+        cached_result = copy_cached_result(source, run.run_dir) if source else None  # outside the transaction
     with transaction.atomic():
         run = locked(run.pk)
         if not run.awaiting_upload or run.status != RunStatus.QUEUED:
             raise Conflict("UPLOAD_NOT_EXPECTED", "this run does not wait for an upload")
         run.awaiting_upload = False
-        run.save(update_fields=["awaiting_upload", "updated_at"])
+        run.cache_key = key
+        run.save(update_fields=["awaiting_upload", "cache_key", "updated_at"])
         append_event(run, "input_uploaded", {"files": sorted(extracted)})
-        transaction.on_commit(dispatch_queued_runs)
+        if cached_result is not None:
+            _complete_from_cache(run, source, cached_result, new=False)
+        else:
+            transaction.on_commit(dispatch_queued_runs)
     return extracted

@@ -18,7 +18,8 @@ from .dispatching import dispatch_queued_runs
 # Allowed moves; the `None` row is a new run: queued, or born succeeded from the result cache.
 TRANSITIONS: dict[str | None, frozenset[str]] = {
     None: frozenset({RunStatus.QUEUED, RunStatus.SUCCEEDED}),
-    RunStatus.QUEUED: frozenset({RunStatus.RUNNING, RunStatus.FAILED, RunStatus.CANCELED}),
+    # queued → succeeded: a run whose uploaded files make it identical to an earlier one (R-OP9).
+    RunStatus.QUEUED: frozenset({RunStatus.RUNNING, RunStatus.FAILED, RunStatus.CANCELED, RunStatus.SUCCEEDED}),
     # running → queued: a resumable run's repair round waits for a slot like any turn (R-RP1).
     RunStatus.RUNNING: frozenset(
         {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.WAITING_USER, RunStatus.CANCELED, RunStatus.QUEUED}

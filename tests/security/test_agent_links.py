@@ -85,6 +85,17 @@ def test_logs_are_never_written_through_a_link_the_agent_left(api, haiku, data_f
     assert "haiku-writer" in logs["prompt"] and "thread.started" in logs["stdout"]
 
 
+def test_a_cache_hit_never_copies_what_a_link_points_at(api, haiku, data_files):
+    first = _start(api, haiku, {"artifacts/leak.txt": str(data_files["secret"])})
+    assert api.get(f"/v1/jobs/{first}").json()["status"] == "succeeded"
+    second = api.post("/v1/jobs", BODY, format="json").json()
+    assert second["cache_hit"] is True
+    rid = second["request_id"]
+    assert api.get(f"/v1/jobs/{rid}/artifacts").json()["artifacts"] == ["artifacts/haiku.md"]
+    assert api.get(f"/v1/jobs/{rid}/artifacts/artifacts/leak.txt").status_code == 404
+    assert SECRET.encode() not in _body(api.get(f"/v1/jobs/{rid}/bundle"))
+
+
 def test_a_declared_artifact_name_never_moves_a_file_out_of_the_run(api, haiku, tmp_path):
     """A version stored before names were validated (an absolute x-filename) moves nothing outside;
     install refusing such names is tested in tests/skills."""
