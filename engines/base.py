@@ -77,6 +77,19 @@ def write_if_changed(path: Path, content: str) -> None:
     os.replace(staging, path)
 
 
+def _linked_below(root: Path, path: Path) -> bool:
+    """Whether a component of `path` (lexically under `root`) below `root` is a link.
+
+    Checked between turns, when no agent process of the run is left to swap it.
+    """
+    current = root
+    for part in path.relative_to(root).parts:
+        current = current / part
+        if current.is_symlink():
+            return True
+    return False
+
+
 def argv_prompt(prompt: str) -> str:
     """A prompt that a CLI's option parser cannot mistake for a flag (a reply like "-5 °C")."""
     return " " + prompt if prompt.startswith("-") else prompt
@@ -171,18 +184,23 @@ class EngineAdapter(ABC):
         return Path(run_dir).resolve() / self.skill_root / "skills" / skill_id
 
     def materialize_skill(self, request: TurnRequest) -> Path:
-        """Copy the skill snapshot into the run once, patch the copy, create ``artifacts/``.
+        """Copy the skill snapshot into the run once, patched before it appears; create ``artifacts/``.
 
-        Safe to call on every turn: an existing copy is kept and re-patching is a no-op.
+        Safe to call on every turn: an existing copy is left alone. The agent owns the run
+        directory and may have replaced any of it with links, so nothing here writes through one
+        (R-SB7): no later write into the copy, and no copy into a folder reached by a link.
         """
-        target = self.skill_dir(request.run_dir, request.skill.skill_id)
-        (Path(request.run_dir) / "artifacts").mkdir(parents=True, exist_ok=True)
-        if not target.exists():
-            staging = target.with_name(f".{target.name}.staging")
-            shutil.rmtree(staging, ignore_errors=True)  # left over by a crashed earlier attempt
-            shutil.copytree(request.skill.source_dir, staging)
-            staging.rename(target)
-        patch_skill_file(target / "SKILL.md", request.run_dir, request.mode, request.skill.artifacts)
+        run_dir = Path(request.run_dir).resolve()
+        target = self.skill_dir(run_dir, request.skill.skill_id)
+        if not _linked_below(run_dir, run_dir / "artifacts"):
+            (run_dir / "artifacts").mkdir(parents=True, exist_ok=True)
+        if target.exists() or target.is_symlink() or _linked_below(run_dir, target):
+            return target
+        staging = target.with_name(f".{target.name}.staging")
+        shutil.rmtree(staging, ignore_errors=True)  # left over by a crashed earlier attempt
+        shutil.copytree(request.skill.source_dir, staging)
+        patch_skill_file(staging / "SKILL.md", run_dir, request.mode, request.skill.artifacts)
+        staging.rename(target)
         return target
 
     def parse(self, stdout: str, stderr: str, exit_code: int | None, mode: ExecutionMode) -> TurnResult:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -166,3 +167,25 @@ def test_prompts_replace_lone_surrogates_so_any_cli_can_receive_them(tmp_path: P
     assert reply_prompt("ok \udfff") == "ok \ufffd"
     assert reply_prompt({"a": "\ud83d"}) == '{"a":"\ufffd"}'
     assert reply_prompt("emoji 😀 stays") == "emoji 😀 stays"
+
+
+def test_materialize_skill_never_writes_through_links_the_agent_left(tmp_path: Path) -> None:
+    """R-SB7: a later turn never writes into the agent's copy, which may now be a link anywhere;
+    a linked skill folder is not copied into either."""
+    skill = make_skill(tmp_path, ARTIFACTS)
+    request = make_request(tmp_path, "auto", skill=skill)
+    adapter = get_adapter("codex")
+    target = adapter.materialize_skill(request)
+    victim = tmp_path / "victim.pth"
+    victim.write_text("untouched", encoding="utf-8")
+    (target / "SKILL.md").unlink()
+    (target / "SKILL.md").symlink_to(victim)
+    adapter.materialize_skill(request)
+    assert victim.read_text(encoding="utf-8") == "untouched"
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.rmtree(target.parent)
+    target.parent.symlink_to(elsewhere, target_is_directory=True)
+    adapter.materialize_skill(request)
+    assert list(elsewhere.iterdir()) == []
