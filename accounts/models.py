@@ -53,3 +53,21 @@ class ApiToken(models.Model):
         key = f"{TOKEN_PREFIX}{lookup}{secrets.token_urlsafe(32)}"
         token = cls.objects.create(user=user, lookup=lookup, key_hash=_digest(key))
         return token, key
+
+
+class NotificationSettings(models.Model):
+    """A user's choices about notifications (R-NT3); a user without a row gets the defaults."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notification_settings"
+    )
+    email_questions = models.BooleanField(
+        default=True,
+        help_text="email me when one of my runs asks a question I have not answered within the grace period",
+    )
+
+    class Meta:
+        verbose_name_plural = "notification settings"
+
+    def __str__(self) -> str:
+        return f"notification settings of {self.user}"

@@ -143,3 +143,6 @@ class RunEventAdmin(ReadOnlyAdmin):
     list_filter = ("kind", "created_at")
     search_fields = ("run__request_id", "kind")
     show_full_result_count = False
+
+
+from .notifications import admin as notifications_admin  # noqa: E402,F401  (registers the webhook admin)

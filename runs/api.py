@@ -89,14 +89,16 @@ class JobListCreateView(APIView):
             input=data["input"],
             parameter=data["parameter"],
             runtime_options=data["runtime_options"],
+            callback_url=data.get("callback_url"),
         )
-        return Response(
-            {
-                "request_id": str(run.pk),
-                "cache_hit": run.cache_hit,
-                "status": None if run.awaiting_upload else run.status,
-            }
-        )
+        answer = {
+            "request_id": str(run.pk),
+            "cache_hit": run.cache_hit,
+            "status": None if run.awaiting_upload else run.status,
+        }
+        if callback := run.callback_endpoints.first():
+            answer["callback_secret"] = callback.secret
+        return Response(answer)
 
 
 class JobUploadView(APIView):

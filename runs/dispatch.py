@@ -1,14 +1,17 @@
-"""Handing engine turns to the django-q2 cluster."""
+"""Handing engine turns and webhook deliveries to the django-q2 cluster."""
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Hashable
 
 from django_q.conf import Conf
 from django_q.tasks import async_task
 
 TURN_TASK = "runs.tasks.execute_turn"
+DELIVERY_TASK = "runs.tasks.send_webhook"
+QUESTION_EMAIL_TASK = "runs.tasks.send_question_email"
 
 # `dispatch_queued_runs` offers the oldest queued runs for the free slots on every run created,
 # every slot released and every supervisor tick, so while a run waits in the task queue it is
@@ -19,11 +22,12 @@ TURN_TASK = "runs.tasks.execute_turn"
 # atomic) and still happen across processes; if a task was consumed without a claim (no slot
 # at that instant), the run is offered again after the window, by the next release or tick.
 REOFFER_AFTER_SECONDS = 2.0
-_offered: dict[tuple[str, int], float] = {}
+_offered: dict[Hashable, float] = {}
 _offered_lock = threading.Lock()
 
 
-def _recently_offered(key: tuple[str, int]) -> bool:
+def recently_offered(key: Hashable) -> bool:
+    """Whether `key` (a turn, a webhook delivery) was offered within the window; marks it offered if not."""
     now = time.monotonic()
     with _offered_lock:
         if now - _offered.get(key, float("-inf")) < REOFFER_AFTER_SECONDS:
@@ -35,14 +39,38 @@ def _recently_offered(key: tuple[str, int]) -> bool:
         return False
 
 
-def enqueue_turn(request_id, attempt_number: int) -> None:
+def _enqueue_once(key: Hashable, func: str, *args, task_name: str, **options) -> None:
     # A synchronous cluster (in-process tests) runs the task right here, so nothing is pending.
-    key = (str(request_id), attempt_number)
-    if not Conf.SYNC and _recently_offered(key):
+    if not Conf.SYNC and recently_offered(key):
         return
     try:
-        async_task(TURN_TASK, str(request_id), attempt_number, task_name=f"turn-{request_id}-{attempt_number}")
+        async_task(func, *args, task_name=task_name, **options)
     except Exception:
         with _offered_lock:
             _offered.pop(key, None)  # not enqueued: the next dispatch must try again
         raise
+
+
+def enqueue_turn(request_id, attempt_number: int) -> None:
+    _enqueue_once(
+        (str(request_id), attempt_number),
+        TURN_TASK,
+        str(request_id),
+        attempt_number,
+        task_name=f"turn-{request_id}-{attempt_number}",
+    )
+
+
+def enqueue_delivery(delivery_pk: int, timeout: float) -> None:
+    """A webhook delivery task, killed by the cluster if it outlives `timeout` (its lease)."""
+    _enqueue_once(
+        ("webhook", delivery_pk),
+        DELIVERY_TASK,
+        delivery_pk,
+        task_name=f"webhook-{delivery_pk}",
+        timeout=max(1, int(timeout)),
+    )
+
+
+def enqueue_question_email(interaction_pk: int) -> None:
+    async_task(QUESTION_EMAIL_TASK, interaction_pk, task_name=f"question-email-{interaction_pk}")

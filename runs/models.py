@@ -134,6 +134,9 @@ class Interaction(models.Model):
     idempotency_key = models.CharField(max_length=128, blank=True)
     answered_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     answered_at = models.DateTimeField(null=True, blank=True)
+    emailed_at = models.DateTimeField(
+        null=True, blank=True, help_text="when the owner was emailed about this question (R-NT3)"
+    )
 
     class Meta:
         ordering = ["run", "interaction_id"]
@@ -173,3 +176,7 @@ class DispatchLock(models.Model):
     """A single row locked to serialise slot accounting across processes and machines (R-LC8)."""
 
     id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+
+
+# Registered with the runs app from their own module, next to the code that sends them.
+from .notifications.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint  # noqa: E402,F401

@@ -14,12 +14,18 @@ class RunCreateInput(serializers.Serializer):
     input = serializers.DictField(required=False, default=dict)
     parameter = serializers.DictField(required=False, default=dict)
     runtime_options = serializers.DictField(required=False, default=dict)
+    callback_url = serializers.URLField(
+        max_length=2048, required=False, help_text="receives this run's webhook events, signed (R-NT1)"
+    )
 
 
 class RunCreateOutput(serializers.Serializer):
     request_id = serializers.UUIDField()
     cache_hit = serializers.BooleanField()
     status = serializers.CharField(allow_null=True, help_text="null while the run waits for its input files upload")
+    callback_secret = serializers.CharField(
+        required=False, help_text="signs the deliveries to callback_url; only when one was given, shown only here"
+    )
 
 
 class CodedMessage(serializers.Serializer):

@@ -18,6 +18,8 @@ from engines.process import kill_process_group
 from . import services
 from .execution import stale_claim_seconds
 from .models import InteractiveProfile, RecoveryState, Run, RunStatus
+from .notifications.email import claim_due_questions
+from .notifications.services import offer_due_deliveries
 
 logger = logging.getLogger(__name__)
 
@@ -124,6 +126,8 @@ def supervise_once() -> None:
     expire_waits()
     reap_dead_claims()
     services.dispatch_queued_runs()
+    offer_due_deliveries()
+    claim_due_questions()
 
 
 def start_supervisor(stop: threading.Event, interval: float = 1.0) -> threading.Thread:

@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 from .execution import run_claimed_turn
+from .notifications import email
+from .notifications.services import attempt_delivery
 
 
 def execute_turn(request_id: str, attempt_number: int) -> None:
     run_claimed_turn(request_id, attempt_number)
+
+
+def send_webhook(delivery_pk: int) -> None:
+    attempt_delivery(delivery_pk)
+
+
+def send_question_email(interaction_pk: int) -> None:
+    email.send_question_email(interaction_pk)

@@ -285,5 +285,20 @@ LOGGING = {
     "loggers": {"django-q": {"level": "WARNING"}, "daphne": {"level": "WARNING"}},
 }
 
+# Notifications (R-NT1–R-NT3). Webhooks go to public addresses only unless ALLOW_PRIVATE (tests,
+# single-host setups); each attempt has this timeout per network phase; retries wait the base,
+# then twice as long each time (README: the schedule). Email links start with SKILLRUNNER_PUBLIC_URL.
+SKILLRUNNER_WEBHOOK_ALLOW_PRIVATE = env.bool("SKILLRUNNER_WEBHOOK_ALLOW_PRIVATE", default=False)
+SKILLRUNNER_WEBHOOK_TIMEOUT_SECONDS = env.float("SKILLRUNNER_WEBHOOK_TIMEOUT_SECONDS", default=5.0)
+SKILLRUNNER_WEBHOOK_RETRY_BASE_SECONDS = env.float("SKILLRUNNER_WEBHOOK_RETRY_BASE_SECONDS", default=30.0)
+if SKILLRUNNER_WEBHOOK_TIMEOUT_SECONDS <= 0 or SKILLRUNNER_WEBHOOK_RETRY_BASE_SECONDS <= 0:
+    raise ImproperlyConfigured("SKILLRUNNER_WEBHOOK_TIMEOUT_SECONDS and _RETRY_BASE_SECONDS must be positive")
+SKILLRUNNER_PUBLIC_URL = env.str("SKILLRUNNER_PUBLIC_URL", default="http://127.0.0.1:8000").rstrip("/")
+SKILLRUNNER_EMAIL_GRACE_SECONDS = env.float("SKILLRUNNER_EMAIL_GRACE_SECONDS", default=60.0)
+# EMAIL_URL as django-environ reads it (smtp://user:pass@host:587, smtp+tls://…, consolemail://);
+# unset parts keep Django's defaults.
+globals().update({k: v for k, v in env.email_url("EMAIL_URL", default="consolemail://").items() if v is not None})
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="Skill Runner <skillrunner@localhost>")
+
 # Skill folders dropped here are installed by `load_skills` (run by `make run` and worker start).
 SKILLRUNNER_SKILLS_DIR = Path(env.str("SKILLRUNNER_SKILLS_DIR", default=str(DATA_DIR / "skills"))).resolve()

@@ -4,6 +4,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from runs import api as jobs
 from runs import engine_views as engines
+from runs.notifications import api as webhooks
 from skills import api as skills
 
 from . import system
@@ -33,6 +34,8 @@ api_v1 = [
     path(f"{job}/logs", jobs.LogsView.as_view(), name="job-logs"),
     path(f"{job}/events/history", jobs.EventHistoryView.as_view(), name="job-events-history"),
     path(f"{job}/events", jobs.EventStreamView.as_view(), name="job-events"),
+    path("v1/webhooks", webhooks.WebhookListCreateView.as_view(), name="webhook-list"),
+    path("v1/webhooks/<str:webhook_id>", webhooks.WebhookDetailView.as_view(), name="webhook-detail"),
     path("v1/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("v1/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
 ]

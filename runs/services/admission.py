@@ -18,6 +18,8 @@ from ..cache import cache_key, cached_run, copy_cached_result, is_cacheable, upl
 from ..events import append_event
 from ..inputs import file_fields, missing_required_files, required_file_fields, validate_request_payload
 from ..models import Run, RunStatus
+from ..notifications.destinations import check as check_destination
+from ..notifications.services import register_callback
 from ..options import resolve_options
 from .dispatching import dispatch_queued_runs
 from .lifecycle import locked, transition
@@ -33,6 +35,7 @@ def create_run(
     parameter: Any,
     runtime_options: Any,
     expects_upload: bool = False,
+    callback_url: str | None = None,
 ) -> Run:
     """Admission (R-AD1–R-AD5) in upstream's order; nothing is created unless every check passes.
 
@@ -60,6 +63,8 @@ def create_run(
             requested_execution_mode=options.execution_mode,
         )
     validate_request_payload(version.schemas, input, parameter)
+    if callback_url:
+        check_destination(callback_url)  # R-NT2, before anything is created
     if Run.objects.filter(status=RunStatus.QUEUED).count() >= settings.SKILLRUNNER_MAX_QUEUED_RUNS:
         raise ApplicationError("QUEUE_FULL", "the run queue is full; try again later", status_code=429)
 
@@ -91,6 +96,8 @@ def create_run(
             _complete_from_cache(run, source, cached_result, new=True)
         else:
             transition(run, RunStatus.QUEUED, new=True)
+        if callback_url:
+            register_callback(run, callback_url)
         for warning in option_warnings:
             append_event(run, "warning", warning)
     (run.run_dir / "uploads").mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,7 @@ from skillrunner.errors import Conflict
 
 from ..events import append_event
 from ..models import TERMINAL_STATUSES, InteractiveProfile, Run, RunStatus
+from ..notifications.services import record_status_change
 from ..outcome import result_envelope
 from .dispatching import dispatch_queued_runs
 
@@ -75,6 +76,7 @@ def transition(
     append_event(
         run, "status", status_event(previous, to, run.error if to in TERMINAL_STATUSES else None, **event_extra)
     )
+    record_status_change(run)  # webhook deliveries, sent once this commits (R-NT1)
     if released_slot or (to == RunStatus.QUEUED and not run.awaiting_upload):
         transaction.on_commit(dispatch_queued_runs)
 

@@ -1,0 +1,93 @@
+"""Webhook endpoints and the delivery log (R-NT1).
+
+A delivery row is written in the same transaction as the run event it announces, so an event
+that is committed always has its deliveries, and a worker that dies mid-send only delays them:
+the row stays pending and is sent again (at least once, same `delivery_id`).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+
+class WebhookEvent(models.TextChoices):
+    WAITING_USER = "run.waiting_user"
+    SUCCEEDED = "run.succeeded"
+    FAILED = "run.failed"
+    CANCELED = "run.canceled"
+
+
+ALL_EVENTS = [event.value for event in WebhookEvent]
+
+
+class WebhookEndpoint(models.Model):
+    """A destination for a user's run events; with `run` set, the `callback_url` of that one run."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="webhook_endpoints")
+    run = models.ForeignKey(
+        "runs.Run",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="callback_endpoints",
+        help_text="set for a run's callback_url, which receives all events of that run only",
+    )
+    url = models.URLField(max_length=2048)
+    events = models.JSONField(default=list)
+    # Kept as is because signing needs it; the API shows it once, the admin never.
+    secret = models.CharField(max_length=128, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.url
+
+
+class WebhookDelivery(models.Model):
+    class State(models.TextChoices):
+        PENDING = "pending"
+        DELIVERED = "delivered"
+        FAILED = "failed"  # every retry of the schedule failed
+
+    endpoint = models.ForeignKey(WebhookEndpoint, on_delete=models.CASCADE, related_name="deliveries")
+    run = models.ForeignKey("runs.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    event = models.CharField(max_length=32, choices=WebhookEvent.choices, db_index=True)
+    delivery_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    payload = models.JSONField()
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING, db_index=True)
+    attempt_count = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(db_index=True)
+    # A sender holds the delivery until then; past it, a sender that died is presumed gone.
+    leased_until = models.DateTimeField(null=True, blank=True)
+    last_status_code = models.PositiveIntegerField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["state", "next_attempt_at"])]
+        verbose_name_plural = "webhook deliveries"
+
+    def __str__(self) -> str:
+        return f"{self.event} {self.delivery_id}"
+
+
+class WebhookAttempt(models.Model):
+    delivery = models.ForeignKey(WebhookDelivery, on_delete=models.CASCADE, related_name="attempts")
+    number = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    duration_ms = models.PositiveIntegerField()
+    status_code = models.PositiveIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["delivery", "number"]
+
+    def __str__(self) -> str:
+        return f"{self.delivery_id} #{self.number}"

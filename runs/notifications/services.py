@@ -1,0 +1,245 @@
+"""Webhook endpoints and deliveries (R-NT1): registration, the outbox rows written with each run
+event, and sending them with retries.
+
+A delivery is sent by the worker cluster: enqueued when the transaction that wrote it commits,
+and offered again by the supervisor tick when it is due for a retry or its sender died.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from skillrunner.errors import NotFound
+
+from ..dispatch import enqueue_delivery
+from ..models import Run, RunStatus
+from . import destinations, transport
+from .models import ALL_EVENTS, WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
+from .signing import DELIVERY_HEADER, EVENT_HEADER, SIGNATURE_HEADER, new_secret, signature
+
+logger = logging.getLogger(__name__)
+
+EVENT_FOR_STATUS = {
+    RunStatus.WAITING_USER: WebhookEvent.WAITING_USER,
+    RunStatus.SUCCEEDED: WebhookEvent.SUCCEEDED,
+    RunStatus.FAILED: WebhookEvent.FAILED,
+    RunStatus.CANCELED: WebhookEvent.CANCELED,
+}
+
+# The retry schedule, in units of SKILLRUNNER_WEBHOOK_RETRY_BASE_SECONDS (30 s by default):
+# the first retry one unit after the first attempt, each wait twice the last, none longer than
+# 720 units (6 h), and no attempt later than 2880 units (24 h) after the event.
+MAX_WAIT_UNITS = 720
+GIVE_UP_AFTER_UNITS = 2880
+
+
+# --- endpoints -----------------------------------------------------------------------------------
+
+
+def register_endpoint(*, owner, url: str, events: list[str], run: Run | None = None) -> WebhookEndpoint:
+    """R-NT1/R-NT2: the URL must resolve to public addresses only (unless allowed by settings)."""
+    destinations.check(url)
+    return WebhookEndpoint.objects.create(owner=owner, run=run, url=url, events=events, secret=new_secret())
+
+
+def register_callback(run: Run, url: str) -> WebhookEndpoint:
+    """A run's `callback_url`: all four events of that run only. Its URL was checked at admission;
+    call in the transaction that creates the run, after its first status."""
+    endpoint = WebhookEndpoint.objects.create(
+        owner_id=run.owner_id, run=run, url=url, events=ALL_EVENTS, secret=new_secret()
+    )
+    if run.is_terminal:  # born finished from the result cache, before its callback existed
+        _record(run, [endpoint])
+    return endpoint
+
+
+def delete_endpoint(owner, endpoint_id: Any) -> None:
+    deleted, _ = endpoints_of(owner).filter(pk=endpoint_id).delete() if str(endpoint_id).isdigit() else (0, None)
+    if not deleted:
+        raise NotFound("WEBHOOK_NOT_FOUND", f"no webhook {endpoint_id}")
+
+
+def endpoints_of(owner):
+    """A user's own endpoints; run callbacks live with their runs and are not listed."""
+    return WebhookEndpoint.objects.filter(owner=owner, run__isnull=True)
+
+
+# --- the outbox ----------------------------------------------------------------------------------
+
+
+def _payload(run: Run, event: str, delivery_id: str, ts: str) -> dict[str, Any]:
+    payload: dict[str, Any] = {
+        "event": event,
+        "delivery_id": delivery_id,
+        "request_id": str(run.pk),
+        "status": run.status,
+        "ts": ts,
+    }
+    if event == WebhookEvent.WAITING_USER:
+        pending = run.interactions.filter(interaction_id=run.pending_interaction_id).first()
+        payload["pending"] = pending.payload if pending else None
+    else:
+        result = run.result or {}
+        payload["result"] = {key: result.get(key) for key in ("status", "error", "repair_level", "artifacts")}
+    return payload
+
+
+def record_status_change(run: Run) -> list[WebhookDelivery]:
+    """Write the deliveries `run`'s new status triggers; call inside the transaction that changes
+    it. They are handed to the cluster once (and only if) that transaction commits."""
+    if run.status not in EVENT_FOR_STATUS:
+        return []
+    return _record(run, WebhookEndpoint.objects.filter(Q(owner_id=run.owner_id, run__isnull=True) | Q(run=run)))
+
+
+def _record(run: Run, endpoints) -> list[WebhookDelivery]:
+    event = EVENT_FOR_STATUS[run.status]
+    now = timezone.now()
+    deliveries = []
+    for endpoint in endpoints:
+        if event not in endpoint.events:
+            continue
+        delivery = WebhookDelivery(endpoint=endpoint, run=run, event=event, next_attempt_at=now)
+        delivery.payload = _payload(run, event, str(delivery.delivery_id), now.isoformat())
+        deliveries.append(delivery)
+    WebhookDelivery.objects.bulk_create(deliveries)
+    for delivery in deliveries:
+        transaction.on_commit(lambda pk=delivery.pk: offer(pk))
+    return deliveries
+
+
+def offer(delivery_pk: int) -> None:
+    """Hand a delivery to the cluster; if the broker is away, the supervisor offers it later."""
+    try:
+        enqueue_delivery(delivery_pk, lease_seconds())
+    except Exception:
+        logger.warning("could not enqueue webhook delivery %s; the supervisor will retry", delivery_pk, exc_info=True)
+
+
+def offer_due_deliveries(limit: int = 200) -> int:
+    """Supervisor tick: pending deliveries due for a (re)try and not held by a live sender."""
+    now = timezone.now()
+    due = (
+        WebhookDelivery.objects.filter(state=WebhookDelivery.State.PENDING, next_attempt_at__lte=now)
+        .filter(Q(leased_until__isnull=True) | Q(leased_until__lt=now))
+        .order_by("next_attempt_at")
+        .values_list("pk", flat=True)[:limit]
+    )
+    due = list(due)
+    for pk in due:
+        offer(pk)  # each delivery is enqueued at most once per re-offer window by this process
+    return len(due)
+
+
+# --- sending -------------------------------------------------------------------------------------
+
+
+def _timeout() -> float:
+    return settings.SKILLRUNNER_WEBHOOK_TIMEOUT_SECONDS
+
+
+def lease_seconds() -> float:
+    """How long a sender holds a delivery: its timeout for each phase of the request, with room."""
+    return _timeout() * 3 + 5
+
+
+def retry_delay(attempts_made: int) -> float | None:
+    """Seconds until the next attempt after `attempts_made` failed ones; None once past the schedule."""
+    unit = settings.SKILLRUNNER_WEBHOOK_RETRY_BASE_SECONDS
+    waits = [min(2 ** (n - 1), MAX_WAIT_UNITS) for n in range(1, attempts_made + 1)]
+    if sum(waits) > GIVE_UP_AFTER_UNITS:
+        return None
+    return waits[-1] * unit
+
+
+def _claim(delivery_pk: int) -> WebhookDelivery | None:
+    with transaction.atomic():
+        now = timezone.now()
+        delivery = (
+            WebhookDelivery.objects.select_for_update(of=("self",))
+            .select_related("endpoint")
+            .filter(pk=delivery_pk)
+            .first()
+        )
+        if (
+            delivery is None
+            or delivery.state != WebhookDelivery.State.PENDING
+            or delivery.next_attempt_at > now
+            or (delivery.leased_until is not None and delivery.leased_until > now)
+        ):
+            return None
+        delivery.leased_until = now + timedelta(seconds=lease_seconds())
+        delivery.save(update_fields=["leased_until"])
+    return delivery
+
+
+def _send(delivery: WebhookDelivery) -> transport.Answer:
+    body = json.dumps(delivery.payload, separators=(",", ":")).encode()
+    try:
+        destination = destinations.check(delivery.endpoint.url)
+    except destinations.DestinationError as exc:
+        return transport.Answer(None, f"{exc.code}: {exc.message}", 0)
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": "SkillRunner-Webhook/1",
+        SIGNATURE_HEADER: signature(delivery.endpoint.secret, body),
+        EVENT_HEADER: delivery.event,
+        DELIVERY_HEADER: str(delivery.delivery_id),
+    }
+    return transport.post(destination, body, headers, _timeout())
+
+
+def attempt_delivery(delivery_pk: int) -> WebhookDelivery | None:
+    """One attempt of a due delivery, recorded; None when it is not due or another sender has it.
+
+    Network errors, timeouts and 5xx are retried on the schedule; any other answer is final
+    (a 4xx will not change by sending the same body again).
+    """
+    delivery = _claim(delivery_pk)
+    if delivery is None:
+        return None
+    started_at = timezone.now()
+    answer = _send(delivery)
+    with transaction.atomic():
+        delivery.attempt_count += 1
+        WebhookAttempt.objects.create(
+            delivery=delivery,
+            number=delivery.attempt_count,
+            started_at=started_at,
+            duration_ms=answer.duration_ms,
+            status_code=answer.status_code,
+            error=answer.error,
+        )
+        delivery.last_status_code = answer.status_code
+        delivery.last_error = answer.error
+        delivery.leased_until = None
+        retryable = answer.status_code is None or answer.status_code >= 500
+        delay = retry_delay(delivery.attempt_count) if retryable else None
+        if answer.ok:
+            delivery.state = WebhookDelivery.State.DELIVERED
+            delivery.delivered_at = timezone.now()
+        elif delay is None:
+            delivery.state = WebhookDelivery.State.FAILED
+        else:
+            delivery.next_attempt_at = timezone.now() + timedelta(seconds=delay)
+        delivery.save()
+    return delivery
+
+
+def redeliver(deliveries) -> int:
+    """Admin action: send these again now, as new attempts of the same delivery (same id)."""
+    pks = list(deliveries.values_list("pk", flat=True))
+    WebhookDelivery.objects.filter(pk__in=pks).update(
+        state=WebhookDelivery.State.PENDING, next_attempt_at=timezone.now(), leased_until=None
+    )
+    for pk in pks:
+        transaction.on_commit(lambda pk=pk: offer(pk))
+    return len(pks)
