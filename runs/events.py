@@ -18,16 +18,21 @@ def group_name(request_id) -> str:
     return f"run-{request_id}"
 
 
+def user_group_name(user_id) -> str:
+    """Listeners to all of one user's runs: the inbox badge (R-NT4)."""
+    return f"user-{user_id}"
+
+
 def append_event(run: Run, kind: str, payload: dict[str, Any]) -> RunEvent:
     """Call inside the transaction that changes `run`, with the run row locked."""
     run.last_event_seq += 1
     event = RunEvent.objects.create(run=run, seq=run.last_event_seq, kind=kind, payload=payload)
     Run.objects.filter(pk=run.pk).update(last_event_seq=run.last_event_seq)
-    transaction.on_commit(lambda: notify_run_changed(run.pk))
+    transaction.on_commit(lambda: notify_run_changed(run.pk, run.owner_id))
     return event
 
 
-def notify_run_changed(request_id) -> None:
+def notify_run_changed(request_id, owner_id) -> None:
     """Wake listeners in other processes. Best effort: they also re-read the table now and then.
 
     Without a cross-process layer each web process watches the event table itself (runs.live).
@@ -36,6 +41,7 @@ def notify_run_changed(request_id) -> None:
     if layer is None or isinstance(layer, InMemoryChannelLayer):
         return
     try:
-        async_to_sync(layer.group_send)(group_name(request_id), {"type": "run.changed"})
+        for group in (group_name(request_id), user_group_name(owner_id)):
+            async_to_sync(layer.group_send)(group, {"type": "run.changed"})
     except Exception:  # a broken channel layer must never fail a state change
         logger.warning("could not publish run change for %s", request_id, exc_info=True)

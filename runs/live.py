@@ -17,7 +17,7 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import connection
 from django.db.models import Max
 
-from .events import group_name
+from .events import group_name, user_group_name
 from .models import RunEvent
 
 logger = logging.getLogger(__name__)
@@ -35,9 +35,11 @@ def _latest_event_id() -> int:
     return RunEvent.objects.aggregate(latest=Max("id"))["latest"] or 0
 
 
-def _events_since(last_id: int) -> list[tuple[int, object]]:
+def _events_since(last_id: int) -> list[tuple[int, object, int]]:
     try:
-        return list(RunEvent.objects.filter(id__gt=last_id).order_by("id").values_list("id", "run_id")[:1000])
+        return list(
+            RunEvent.objects.filter(id__gt=last_id).order_by("id").values_list("id", "run_id", "run__owner_id")[:1000]
+        )
     except Exception:
         connection.close()  # reconnect on the next call, after the database comes back
         raise
@@ -70,17 +72,21 @@ class EventTableWatcher:
             if not rows:
                 continue
             last_id = rows[-1][0]
-            for run_id in dict.fromkeys(run_id for _, run_id in rows):
-                await layer.group_send(group_name(run_id), {"type": "run.changed"})
+            changed = dict.fromkeys(group_name(run_id) for _, run_id, _ in rows)
+            changed.update(dict.fromkeys(user_group_name(owner_id) for _, _, owner_id in rows))
+            for group in changed:
+                await layer.group_send(group, {"type": "run.changed"})
 
 
-class RunChangeWaiter:
-    def __init__(self, request_id):
-        self.group = group_name(request_id)
+class ChangeWaiter:
+    """Wakes on changes to the runs of one group: one run, or all runs of one user."""
+
+    def __init__(self, group: str):
+        self.group = group
         self.layer = get_channel_layer()
         self.channel: str | None = None
 
-    async def __aenter__(self) -> RunChangeWaiter:
+    async def __aenter__(self) -> ChangeWaiter:
         if self.layer is not None:
             if not cross_process(self.layer):
                 EventTableWatcher.listeners += 1
@@ -104,3 +110,13 @@ class RunChangeWaiter:
             await asyncio.wait_for(self.layer.receive(self.channel), timeout=SAFETY_POLL_SECONDS)
         except TimeoutError:
             pass
+
+
+class RunChangeWaiter(ChangeWaiter):
+    def __init__(self, request_id):
+        super().__init__(group_name(request_id))
+
+
+class UserChangeWaiter(ChangeWaiter):
+    def __init__(self, user_id):
+        super().__init__(user_group_name(user_id))

@@ -15,6 +15,7 @@ from django.urls import path
 from accounts.authentication import parse_token_header, user_for_token_key
 
 from .consumers import RunConsumer
+from .inbox import InboxConsumer
 
 
 def authorization_header(scope: dict[str, Any]) -> str | None:
@@ -53,4 +54,11 @@ class WebsocketAuthMiddleware:
         return await AllowedHostsOriginValidator(self.session_auth)(scope, receive, send)
 
 
-websocket_application = WebsocketAuthMiddleware(URLRouter([path("ws/runs/<str:request_id>/", RunConsumer.as_asgi())]))
+websocket_application = WebsocketAuthMiddleware(
+    URLRouter(
+        [
+            path("ws/runs/<str:request_id>/", RunConsumer.as_asgi()),
+            path("ws/inbox/", InboxConsumer.as_asgi()),
+        ]
+    )
+)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, BinaryIO
 
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet
 
 from skillrunner.errors import NotFound
 
@@ -75,3 +75,17 @@ def attempt_logs(run: Run) -> list[dict[str, Any]]:
                 }
             )
     return attempts
+
+
+def waiting_questions(user) -> QuerySet[Interaction]:
+    """The open question of every run waiting for `user` (their own runs), oldest first (R-NT4)."""
+    return (
+        Interaction.objects.filter(
+            run__owner=user,
+            run__status="waiting_user",
+            run__pending_interaction_id=F("interaction_id"),
+            answered_at__isnull=True,
+        )
+        .select_related("run__skill_version")
+        .order_by("asked_at", "pk")
+    )

@@ -9,4 +9,5 @@ urlpatterns = [
     path("runs/new/", views.choose_skill, name="choose-skill"),
     path("runs/new/<str:skill_id>/", views.new_run, name="run-new"),
     path("runs/<str:request_id>/", views.run_detail, name="run-detail"),
+    path("inbox/", views.inbox_page, name="inbox"),
 ]

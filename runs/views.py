@@ -5,15 +5,19 @@ The run page is a shell; its conversation, status and result arrive over the run
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+from rest_framework.exceptions import Throttled, ValidationError
 
+from skillrunner.api_errors import exception_handler
 from skillrunner.errors import ApplicationError, NotFound
 from skills.selectors import current_version, installed_skills
 
-from . import selectors, services
+from . import inbox, selectors, services
 from .forms import INPUT, PARAMETER, NewRunForm, RunFilterForm
 from .models import Run
 
@@ -81,3 +85,32 @@ def run_detail(request: HttpRequest, request_id: str) -> HttpResponse:
     except NotFound:
         raise Http404("no such run") from None
     return render(request, "runs/run_detail.html", {"run": run})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def inbox_page(request: HttpRequest) -> HttpResponse:
+    """R-NT4: every question waiting for the user, oldest first; POST answers one of them.
+
+    The page's script posts answers with `Accept: application/json` and keeps the page; without
+    script the form posts and the page comes back with a message.
+    """
+    if request.method == "POST":
+        wants_json = "application/json" in request.headers.get("Accept", "")
+        # A quick-reply button sends its option as `choice`; the text box sends `response`.
+        response = request.POST.get("choice") or request.POST.get("response", "")
+        try:
+            run = inbox.answer(
+                request.user, request.POST.get("request_id", ""), request.POST.get("interaction_id"), response
+            )
+        except (ApplicationError, Throttled, ValidationError) as exc:
+            error = exception_handler(exc, {})  # the API's coded error, so both share codes
+            if wants_json:
+                return JsonResponse(error.data, status=error.status_code)
+            messages.error(request, "{message} ({code})".format(**error.data["detail"]))
+        else:
+            if wants_json:
+                return JsonResponse({"request_id": str(run.pk), "status": run.status, "accepted": True})
+            messages.success(request, "Answer sent; the run goes on.")
+        return redirect("ui:inbox")
+    return render(request, "runs/inbox.html", {"questions": selectors.waiting_questions(request.user)})

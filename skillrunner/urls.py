@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from accounts import views as account_views
 from runs import api as jobs
 from runs import engine_views as engines
 from runs.notifications import api as webhooks
@@ -46,5 +47,6 @@ urlpatterns = [
     path("readyz", system.readyz),
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
+    path("settings/", account_views.settings_page, name="account-settings"),
     path("", include("skillrunner.urls_ui")),
 ]

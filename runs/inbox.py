@@ -1,0 +1,102 @@
+"""The inbox (R-NT4): every question waiting for the current user, answerable in place, and the
+user-level socket `/ws/inbox/` that keeps its count live on every page.
+
+Answers go through the same service and reply rate limit as the REST endpoint and run socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.urls import reverse
+
+from . import selectors, services
+from .consumers import CLOSE_INTERNAL_ERROR, CLOSE_UNAUTHENTICATED, current_user
+from .live import UserChangeWaiter
+from .models import Interaction
+from .serializers import ReplyInput
+from .throttles import REPLY_SCOPE, check_rate
+
+logger = logging.getLogger(__name__)
+
+# The socket lists at most this many questions (the count is always exact).
+LISTED_QUESTIONS = 100
+
+
+def question_summary(interaction: Interaction) -> dict[str, Any]:
+    run = interaction.run
+    return {
+        "request_id": str(run.pk),
+        "interaction_id": interaction.interaction_id,
+        "skill": run.skill_version.name,
+        "prompt": interaction.prompt,
+        "kind": interaction.kind,
+        "options": [option.get("label", "") for option in interaction.payload.get("options") or []],
+        "asked_at": interaction.asked_at.isoformat(),
+        "url": reverse("ui:run-detail", args=[run.pk]),
+    }
+
+
+def inbox_message(user) -> dict[str, Any]:
+    questions = selectors.waiting_questions(current_user(user))
+    return {
+        "type": "inbox",
+        "count": questions.count(),
+        "questions": [question_summary(item) for item in questions[:LISTED_QUESTIONS]],
+    }
+
+
+def answer(user, request_id: str, interaction_id: Any, response: Any):
+    """One inbox answer, exactly as POST /v1/jobs/{id}/interaction/reply would take it."""
+    run = selectors.run_for(user, request_id)
+    check_rate(user, REPLY_SCOPE)
+    payload = ReplyInput(data={"interaction_id": interaction_id, "response": response})
+    payload.is_valid(raise_exception=True)
+    return services.submit_reply(
+        run,
+        user=user,
+        interaction_id=payload.validated_data["interaction_id"],
+        response=payload.validated_data["response"],
+    )
+
+
+class InboxConsumer(AsyncJsonWebsocketConsumer):
+    """Server → client only: `{"type": "inbox", "count", "questions"}` now and after each change."""
+
+    tail_task: asyncio.Task | None = None
+
+    async def connect(self) -> None:
+        await self.accept()
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        self.tail_task = asyncio.create_task(self.tail(user))
+
+    async def disconnect(self, code: int) -> None:
+        if self.tail_task is not None:
+            self.tail_task.cancel()
+
+    async def tail(self, user) -> None:
+        last: dict[str, Any] | None = None
+        try:
+            async with UserChangeWaiter(user.pk) as waiter:
+                while True:
+                    # Subscribed before this read, so a change committed meanwhile wakes the next wait.
+                    message = await database_sync_to_async(inbox_message)(user)
+                    if message != last:
+                        await self.send_json(message)
+                        last = message
+                    await waiter.wait()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("inbox socket of user %s stopped", user.pk)
+            await self.close(code=CLOSE_INTERNAL_ERROR)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
+        pass  # answers go over HTTP (the inbox form); nothing a client sends here means anything

@@ -1,0 +1,142 @@
+"""The inbox (R-NT4): every question waiting for the user, oldest first, answerable in place
+through the same service and reply rate limit; the nav count on every page; the user socket."""
+
+from __future__ import annotations
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.testing import WebsocketCommunicator
+from rest_framework.throttling import SimpleRateThrottle
+
+from tests.interactive.helpers import ask_envelope, plan_done, start, status_of
+from tests.security.test_limits import forget_throttling
+from tests.ui.conftest import token_headers
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
+
+
+def question(prompt: str, options=()) -> dict:
+    return ask_envelope({"interaction_id": 1, "kind": "choose_one", "prompt": prompt, "options": list(options)})
+
+
+@pytest.fixture
+def two_waiting(api, install_skill, fake_codex):
+    install_skill("trip-planner")
+    fake_codex.script(question("First: where?", ["Oslo", "Lisbon"]), plan_done())
+    first = start(api)
+    fake_codex.script(question("Second: when?"), plan_done())
+    second = start(api)
+    return first, second
+
+
+@pytest.fixture
+def browser(client, alice):
+    client.force_login(alice)
+    return client
+
+
+def test_lists_waiting_questions_oldest_first_with_the_nav_count(browser, two_waiting, bob_api, fake_codex):
+    fake_codex.script(question("Bob's question"))
+    start(bob_api)  # someone else's question is not in alice's inbox
+    page = browser.get("/inbox/").content.decode()
+    assert page.index("First: where?") < page.index("Second: when?")
+    assert "Bob&#x27;s question" not in page and "Bob's question" not in page
+    assert 'name="choice" value="Oslo"' in page
+    assert '<span id="inbox-count" class="count">2</span>' in page
+    runs_page = browser.get("/").content.decode()  # the count is in the nav of every page
+    assert '<span id="inbox-count" class="count">2</span>' in runs_page and "js/inbox.js" in runs_page
+
+
+def test_answers_in_place_as_json_and_as_a_plain_form(browser, api, two_waiting):
+    first, second = two_waiting
+    answer = browser.post(
+        "/inbox/", {"request_id": first, "interaction_id": "1", "choice": "Oslo"}, HTTP_ACCEPT="application/json"
+    )
+    assert answer.status_code == 200, answer.content
+    assert answer.json() == {"request_id": first, "status": "queued", "accepted": True}
+    assert status_of(api, first)["status"] == "succeeded"
+    assert api.get(f"/v1/jobs/{first}/interaction/history").json()["interactions"][0]["response"] == "Oslo"
+    form = browser.post("/inbox/", {"request_id": second, "interaction_id": "1", "response": "In May"})
+    assert form.status_code == 302 and form["Location"] == "/inbox/"
+    assert status_of(api, second)["status"] == "succeeded"
+    history = api.get(f"/v1/jobs/{second}/interaction/history").json()["interactions"]
+    assert history[0]["response"] == "In May" and history[0]["answered_by"] == "alice"
+    assert "Nothing is waiting for you" in browser.get("/inbox/").content.decode()
+
+
+def test_errors_keep_the_api_codes(browser, bob, two_waiting):
+    first, _ = two_waiting
+    stale = browser.post(
+        "/inbox/", {"request_id": first, "interaction_id": "7", "response": "x"}, HTTP_ACCEPT="application/json"
+    )
+    assert stale.status_code == 409 and stale.json()["detail"]["code"] == "INTERACTION_STALE"
+    missing = browser.post("/inbox/", {"request_id": first, "response": "x"}, HTTP_ACCEPT="application/json")
+    assert missing.status_code == 400 and missing.json()["detail"]["code"] == "VALIDATION_ERROR"
+    browser.force_login(bob)
+    foreign = browser.post(
+        "/inbox/", {"request_id": first, "interaction_id": "1", "response": "x"}, HTTP_ACCEPT="application/json"
+    )
+    assert foreign.status_code == 404 and foreign.json()["detail"]["code"] == "RUN_NOT_FOUND"
+
+
+def test_inbox_answers_share_the_reply_rate_limit(browser, api, alice, two_waiting, monkeypatch):
+    first, second = two_waiting
+    forget_throttling(alice)
+    monkeypatch.setattr(SimpleRateThrottle, "THROTTLE_RATES", {"interaction_reply": "1/min"})
+    try:
+        assert (
+            api.post(
+                f"/v1/jobs/{first}/interaction/reply", {"interaction_id": 1, "response": "Oslo"}, format="json"
+            ).status_code
+            == 200
+        )
+        refused = browser.post(
+            "/inbox/", {"request_id": second, "interaction_id": "1", "response": "May"}, HTTP_ACCEPT="application/json"
+        )
+        assert refused.status_code == 429 and refused.json()["detail"]["code"] == "RATE_LIMITED"
+        assert status_of(api, second)["status"] == "waiting_user"
+    finally:
+        forget_throttling(alice)
+
+
+def test_inbox_socket_sends_the_count_and_follows_changes(api, install_skill, fake_codex):
+    install_skill("trip-planner")
+
+    async def scenario():
+        from asgiref.sync import sync_to_async
+
+        from skillrunner.asgi import application
+
+        socket = WebsocketCommunicator(application, "/ws/inbox/", headers=token_headers(api))
+        assert (await socket.connect())[0]
+        first = await socket.receive_json_from(5)
+        fake_codex.script(question("Live question?", ["Yes", "No"]), plan_done())
+        request_id = await sync_to_async(start)(api)
+        second = await socket.receive_json_from(10)
+        await sync_to_async(api.post)(
+            f"/v1/jobs/{request_id}/interaction/reply", {"interaction_id": 1, "response": "Yes"}, format="json"
+        )
+        third = await socket.receive_json_from(10)
+        await socket.disconnect()
+        return first, second, third, request_id
+
+    first, second, third, request_id = async_to_sync(scenario)()
+    assert first == {"type": "inbox", "count": 0, "questions": []}
+    assert second["count"] == 1
+    (item,) = second["questions"]
+    assert item["request_id"] == request_id and item["prompt"] == "Live question?"
+    assert item["options"] == ["Yes", "No"] and item["url"] == f"/runs/{request_id}/"
+    assert third == {"type": "inbox", "count": 0, "questions": []}
+
+
+def test_inbox_socket_refuses_anonymous():
+    async def scenario():
+        from skillrunner.asgi import application
+
+        socket = WebsocketCommunicator(application, "/ws/inbox/", headers=[(b"origin", b"http://localhost")])
+        await socket.connect()
+        output = await socket.receive_output(5)
+        await socket.disconnect()
+        return output
+
+    assert async_to_sync(scenario)() == {"type": "websocket.close", "code": 4401}
