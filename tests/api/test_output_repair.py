@@ -218,15 +218,17 @@ def test_cancel_while_a_repair_round_waits_for_its_slot(api, fake_codex, manual_
 
 
 def test_an_exhausted_run_is_never_a_cache_source_a_repaired_one_is(api, fake_codex):
-    """R-OP9 with R-RP2: only a succeeded run is reused; a repaired answer is a valid answer."""
+    """R-OP9 with R-RP2: only a succeeded run is reused; a repaired answer is a valid answer.
+    max_repair_rounds is part of the cache key, so a run that allows no repair gets none."""
     fake_codex.script(_invalid())
-    exhausted = create_job(api, runtime_options={"max_repair_rounds": 1})
+    exhausted = create_job(api)
     assert _status(api, exhausted["request_id"])["status"] == "failed"
 
     fake_codex.script(_invalid(), haiku_step())
-    fresh = create_job(api, runtime_options={"max_repair_rounds": 1})
+    fresh = create_job(api)
     assert fresh["cache_hit"] is False and _status(api, fresh["request_id"])["status"] == "succeeded"
 
+    assert create_job(api, runtime_options={"max_repair_rounds": 0})["cache_hit"] is False
     reused = create_job(api)
     assert reused["cache_hit"] is True
     result = _result(api, reused["request_id"])

@@ -252,3 +252,27 @@ def test_staff_installs_packages_and_audits_runs_in_the_admin(live, new_page):
     expect(page.locator(".field-prompt").first).to_contain_text(QUESTION)
     expect(page.locator('input[name="_save"]')).to_have_count(0)
     screenshot(page, "12-admin-run-detail.png")
+
+
+def test_a_repair_round_shows_as_fixing_the_answer(live, new_page):
+    """R-RP1: the run page tells the person the answer is being fixed, with the problems found."""
+    live.engine.script(
+        {
+            "message": json.dumps({**PLAN, "days": "one day", "__SKILL_DONE__": True}),
+            "files": {"artifacts/plan.md": PLAN_FILE},
+        },
+        {"sleep": 3, "message": json.dumps({**PLAN, "__SKILL_DONE__": True})},
+    )
+    request_id = live.start_trip("alice")
+    page = new_page()
+    log_in(page, "alice")
+    page.goto(f"/runs/{request_id}/")
+    expect(page.locator("#run-status")).to_have_text("Fixing the answer (round 1)", timeout=20_000)
+    note = page.locator(".entry.note.repair")
+    expect(note).to_contain_text("fixing the answer (round 1 of 2)")
+    note.locator("summary").click()
+    expect(note.locator(".problems li")).to_contain_text("/days expected a value of type array")
+    screenshot(page, "13-run-fixing-the-answer.png")
+    expect(page.locator("#run-status")).to_have_text("Succeeded", timeout=20_000)
+    expect(page.locator("#warnings")).to_contain_text("OUTPUT_SCHEMA_REPAIR_CONVERGED")
+    screenshot(page, "14-run-repaired.png")
