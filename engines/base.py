@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import tempfile
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -68,13 +69,23 @@ def json_lines(text: str) -> list[dict[str, Any]]:
 
 
 def write_if_changed(path: Path, content: str) -> None:
-    """Write atomically, and only when different: homes are shared by concurrent runs."""
+    """Write atomically, and only when different: homes are shared by concurrent runs.
+
+    An engine home is writable by the agent (R-SB7): the staging file is a fresh one (created
+    exclusively, so never a link planted at its name) and the rename replaces a link at `path`
+    instead of writing through it.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    if path.exists() and path.read_text(encoding="utf-8") == content:
+    if not path.is_symlink() and path.exists() and path.read_text(encoding="utf-8") == content:
         return
-    staging = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    staging.write_text(content, encoding="utf-8")
-    os.replace(staging, path)
+    fd, staging = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(content)
+        os.replace(staging, path)
+    except BaseException:
+        Path(staging).unlink(missing_ok=True)
+        raise
 
 
 def _linked_below(root: Path, path: Path) -> bool:

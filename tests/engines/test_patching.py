@@ -189,3 +189,22 @@ def test_materialize_skill_never_writes_through_links_the_agent_left(tmp_path: P
     target.parent.symlink_to(elsewhere, target_is_directory=True)
     adapter.materialize_skill(request)
     assert list(elsewhere.iterdir()) == []
+
+
+def test_engine_config_files_are_never_written_through_links(tmp_path: Path) -> None:
+    """R-SB7: the agent can write its engine home; a link at the config file or at the old,
+    guessable staging name never makes the service write into the link's target."""
+    import os
+    import threading
+
+    from engines.base import write_if_changed
+
+    victim = tmp_path / "victim.sqlite3"
+    victim.write_text("untouched", encoding="utf-8")
+    config = tmp_path / "home" / "config.toml"
+    config.parent.mkdir()
+    (config.parent / f".config.toml.{os.getpid()}.{threading.get_ident()}.tmp").symlink_to(victim)
+    config.symlink_to(victim)
+    write_if_changed(config, "model = 'x'\n")
+    assert victim.read_text(encoding="utf-8") == "untouched"
+    assert not config.is_symlink() and config.read_text(encoding="utf-8") == "model = 'x'\n"
