@@ -4,13 +4,13 @@ The embedded default needs no server: SQLite in WAL mode under SKILLRUNNER_DATA_
 django-q2 ORM broker. DATABASE_URL and REDIS_URL scale the same code out (R-OP2).
 """
 
-import sys
 from pathlib import Path
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
 from engines.registry import ENGINE_NAMES
+from skillrunner.startup import read_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -26,18 +26,9 @@ def _positive_int(name: str, default: int) -> int:
 
 DATA_DIR = Path(env.str("SKILLRUNNER_DATA_DIR", default=str(BASE_DIR / "data"))).resolve()
 DEBUG = env.bool("DEBUG", default=False)
-SECRET_KEY = env.str("SECRET_KEY", default="")
-if not SECRET_KEY:
-    # A per-installation key kept with the data, so `make run` works out of the box
-    # while nothing secret is ever committed.
-    DATA_DIR.mkdir(parents=True, exist_ok=True)
-    _key_file = DATA_DIR / "secret_key"
-    if not _key_file.exists():
-        from django.core.management.utils import get_random_secret_key
-
-        _key_file.write_text(get_random_secret_key())
-        _key_file.chmod(0o600)
-    SECRET_KEY = _key_file.read_text().strip()
+# Without SECRET_KEY, the per-installation key kept with the data (so `make run` works out of
+# the box while nothing secret is ever committed); skillrunner.startup creates it, not this import.
+SECRET_KEY = env.str("SECRET_KEY", default="") or read_secret_key(DATA_DIR)
 
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
@@ -92,17 +83,22 @@ TEMPLATES = [
     },
 ]
 
+# Seconds a database connection of `manage.py worker` is kept (it sets this on its connections).
+SKILLRUNNER_WORKER_CONN_MAX_AGE = 60
 DATABASE_URL = env.str("DATABASE_URL", default="")
 if DATABASE_URL:
     DATABASES = {"default": env.db_url_config(DATABASE_URL)}
     if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
         raise ImproperlyConfigured("DATABASE_URL must point at PostgreSQL (postgres://...)")
-    # Persistent connections only in `manage.py worker`, whose processes and threads live long.
-    # daphne runs each request's sync code in a thread of its own, where a kept connection is
-    # never reused, only left open until the thread is collected: 50 concurrent requests left 64
-    # open and a few such bursts exhausted max_connections ("too many clients", 500s); Django
-    # advises against persistent connections under ASGI. `?conn_max_age=N` overrides both.
-    DATABASES["default"].setdefault("CONN_MAX_AGE", 60 if sys.argv[1:2] == ["worker"] else 0)
+    # Persistent connections only in `manage.py worker`, whose processes and threads live long
+    # (it switches them on itself). daphne runs each request's sync code in a thread of its own,
+    # where a kept connection is never reused, only left open until the thread is collected: 50
+    # concurrent requests left 64 open and a few such bursts exhausted max_connections ("too many
+    # clients", 500s); Django advises against persistent connections under ASGI.
+    # `?conn_max_age=N` overrides both.
+    if "CONN_MAX_AGE" in DATABASES["default"]:
+        SKILLRUNNER_WORKER_CONN_MAX_AGE = DATABASES["default"]["CONN_MAX_AGE"]
+    DATABASES["default"].setdefault("CONN_MAX_AGE", 0)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 else:
     DATABASES = {
@@ -118,7 +114,7 @@ else:
             },
             # As for PostgreSQL: the worker keeps its connections (django-q2's ORM broker closes
             # and reopens a connection at every poll otherwise), the web process does not.
-            "CONN_MAX_AGE": 60 if sys.argv[1:2] == ["worker"] else 0,
+            "CONN_MAX_AGE": 0,
         }
     }
 
@@ -167,7 +163,6 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "staticfiles"
-STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise expects it; assets come from finders
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},

@@ -21,6 +21,14 @@ OUTSIDE_READS = OutsideReadGuard(REPO)
 OUTSIDE_READS.install()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def installation() -> None:
+    """The explicit startup step `serve` and `worker` take too: importing settings creates nothing."""
+    from skillrunner.startup import prepare_installation
+
+    prepare_installation()
+
+
 def pytest_sessionfinish(session, exitstatus):
     """A read outside the checkout fails the run even if the code that tried swallowed the error."""
     if OUTSIDE_READS.violations:

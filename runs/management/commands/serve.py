@@ -7,6 +7,8 @@ import time
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
+from skillrunner.startup import prepare_installation
+
 
 class Command(BaseCommand):
     help = "Migrate, load bundled skills, then serve web (daphne) and worker together until SIGINT/SIGTERM."
@@ -16,6 +18,7 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
 
     def handle(self, *args, host: str, port: int, **options):
+        prepare_installation()  # before the children start: they read the key it creates
         call_command("migrate", interactive=False, verbosity=0)
         call_command("createcachetable", verbosity=0)
         call_command("load_skills")

@@ -1,0 +1,60 @@
+"""The explicit startup step of an installation: `serve`, `worker` and the test suite call it
+before anything else, so importing the settings writes nothing.
+
+It creates the data directory (private to the service user) and, when no SECRET_KEY is
+configured, the per-installation key kept with the data.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+SECRET_KEY_FILE = "secret_key"
+
+
+def read_secret_key(data_dir: Path) -> str:
+    """The installation's generated key, or "" before `prepare_installation` created it."""
+    try:
+        return (data_dir / SECRET_KEY_FILE).read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return ""
+
+
+def _private_dir(path: Path) -> None:
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+
+def _create_secret_key(path: Path) -> str:
+    """Write a new key atomically with mode 0600; if another process got there first, keep its key."""
+    staging = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+    fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(secrets.token_urlsafe(50))
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(staging, path)  # never replaces: the first key written stays the key
+        except FileExistsError:
+            pass
+    finally:
+        staging.unlink(missing_ok=True)
+    return path.read_text(encoding="utf-8").strip()
+
+
+def prepare_installation() -> None:
+    """Create what the settings point at; idempotent and safe to run in several processes."""
+    data_dir = Path(settings.DATA_DIR)
+    _private_dir(data_dir)
+    _private_dir(Path(settings.STATIC_ROOT))  # whitenoise expects it; the assets come from the finders
+    try:
+        configured = bool(settings.SECRET_KEY)
+    except ImproperlyConfigured:  # empty: Django refuses to hand it out
+        configured = False
+    if not configured:
+        settings.SECRET_KEY = read_secret_key(data_dir) or _create_secret_key(data_dir / SECRET_KEY_FILE)
