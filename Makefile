@@ -23,7 +23,7 @@ $(VENV)/.installed-test: $(VENV)/.installed-service
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $@
 
-run: venv
+run: venv engines
 	$(PY) manage.py serve --port $(PORT)
 
 engines: $(ENGINE_CLI_DIR)/node_modules/.installed

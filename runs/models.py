@@ -178,5 +178,19 @@ class DispatchLock(models.Model):
     id = models.PositiveSmallIntegerField(primary_key=True, default=1)
 
 
+class WorkerCluster(models.Model):
+    """A running `manage.py worker` that finished its start-up recovery (R-LC13, R-OP7): written
+    once recovery is done and its cluster runs, renewed while the cluster lives, deleted at stop."""
+
+    token = models.CharField(max_length=32, primary_key=True)
+    host = models.CharField(max_length=255)
+    pid = models.PositiveIntegerField()
+    recovered_at = models.DateTimeField()
+    heartbeat_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.pid}:{self.token}"
+
+
 # Registered with the runs app from their own module, next to the code that sends them.
 from .notifications.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint  # noqa: E402,F401

@@ -17,13 +17,17 @@ from engines.process import kill_process_group
 
 from . import services
 from .execution import stale_claim_seconds
-from .models import InteractiveProfile, RecoveryState, Run, RunStatus
+from .models import InteractiveProfile, RecoveryState, Run, RunStatus, WorkerCluster
 from .notifications.email import claim_due_questions
 from .notifications.services import offer_due_deliveries
 
 logger = logging.getLogger(__name__)
 
 INTERRUPTED = "ORCHESTRATOR_RESTART_INTERRUPTED"
+# A worker renews its presence this often; one silent for WORKER_STALE_SECONDS no longer counts
+# (on another machine that is the only sign of its death; on this one its pid tells at once).
+WORKER_HEARTBEAT_SECONDS = 2.0
+WORKER_STALE_SECONDS = 10.0
 
 
 def _parse_claim(claimed_by: str) -> tuple[str, int | None, str]:
@@ -113,6 +117,41 @@ def recover_on_worker_start() -> None:
                 recovery_state=RecoveryState.FAILED_RECONCILED,
             )
     services.dispatch_queued_runs()
+
+
+def record_worker_recovered(token: str) -> None:
+    """After recover_on_worker_start and the cluster's start: this worker now counts for /readyz.
+    Rows that dead workers left behind go at the same time."""
+    now = timezone.now()
+    host = socket.gethostname()
+    for cluster in WorkerCluster.objects.exclude(token=token):
+        if not _worker_is_alive(cluster, now - timedelta(hours=1)):
+            cluster.delete()
+    WorkerCluster.objects.update_or_create(
+        token=token, defaults={"host": host, "pid": os.getpid(), "recovered_at": now, "heartbeat_at": now}
+    )
+
+
+def renew_worker_heartbeat(token: str) -> bool:
+    """False when this worker has no row (not recorded yet, or removed as dead by a peer)."""
+    return WorkerCluster.objects.filter(token=token).update(heartbeat_at=timezone.now()) == 1
+
+
+def forget_worker(token: str) -> None:
+    WorkerCluster.objects.filter(token=token).delete()
+
+
+def a_recovered_worker_is_alive() -> bool:
+    """R-OP7: some worker finished its start-up recovery and lives now; what a dead one left
+    behind never counts."""
+    stale_before = timezone.now() - timedelta(seconds=WORKER_STALE_SECONDS)
+    return any(_worker_is_alive(cluster, stale_before) for cluster in WorkerCluster.objects.all())
+
+
+def _worker_is_alive(cluster: WorkerCluster, stale_before) -> bool:
+    if cluster.heartbeat_at < stale_before:
+        return False
+    return cluster.host != socket.gethostname() or _pid_alive(cluster.pid)
 
 
 def release_own_claims(token: str) -> None:

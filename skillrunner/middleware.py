@@ -1,4 +1,8 @@
-"""Request-level guards: oversized bodies refused with 413; errors under /v1/ always JSON."""
+"""Request-level guards: oversized bodies refused with 413; errors under /v1/ always JSON.
+
+The size check reads Content-Length before Django parses or stores any of the body. It cannot
+stop the body from arriving: daphne (Twisted) has no body limit and receives the whole request
+before the application sees it, so a reverse proxy in front must cap bodies where that matters."""
 
 from __future__ import annotations
 
@@ -7,6 +11,9 @@ from django.http import JsonResponse
 
 
 class RequestSizeLimitMiddleware:
+    """413 REQUEST_TOO_LARGE for an announced body over the limit (a chunked body, which has no
+    Content-Length, is left to the limits of the parsers that read it)."""
+
     def __init__(self, get_response):
         self.get_response = get_response
 

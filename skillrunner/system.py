@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from django.db import connection
 from django.http import HttpResponse, JsonResponse
-from django.utils import timezone
 from django.views.decorators.http import require_safe
-from django_q.status import Stat
+
+from runs.supervision import a_recovered_worker_is_alive
 
 
 @require_safe
@@ -24,7 +22,8 @@ def healthz(request) -> JsonResponse:
 
 @require_safe
 def readyz(request) -> JsonResponse:
-    """Ready when the database answers and a worker cluster reported in recently."""
+    """Ready when the database answers and a worker that lives now has finished its start-up
+    recovery (R-OP7, R-LC13)."""
     checks = {}
     try:
         with connection.cursor() as cursor:
@@ -33,8 +32,8 @@ def readyz(request) -> JsonResponse:
     except Exception as exc:  # any driver error means not ready
         checks["database"] = f"error: {type(exc).__name__}"
     try:
-        fresh = [s for s in Stat.get_all() if s.timestamp and s.timestamp > timezone.now() - timedelta(seconds=30)]
-        checks["worker"] = "ok" if fresh else "no recent worker heartbeat"
+        ready_worker = a_recovered_worker_is_alive()
+        checks["worker"] = "ok" if ready_worker else "no live worker has finished its start-up recovery"
     except Exception as exc:
         checks["worker"] = f"error: {type(exc).__name__}"
     ready = all(value == "ok" for value in checks.values())

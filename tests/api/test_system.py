@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
 from datetime import timedelta
-from types import SimpleNamespace
 
 import pytest
 from django.utils import timezone
@@ -39,7 +41,7 @@ def test_healthz(api):
 
 
 def test_readyz_without_a_worker_is_not_ready(api):
-    """Readiness = database + a recent worker heartbeat; none runs in this test."""
+    """Readiness = database + a live worker that finished its start-up recovery; none runs here."""
     response = api.get("/v1/system/readyz")
     assert response.status_code == 503
     body = response.json()
@@ -48,18 +50,63 @@ def test_readyz_without_a_worker_is_not_ready(api):
     assert body["checks"]["worker"] != "ok"
 
 
-def test_readyz_with_a_fresh_worker_heartbeat_is_ready(api, monkeypatch):
-    fresh = SimpleNamespace(timestamp=timezone.now() - timedelta(seconds=2))
-    monkeypatch.setattr("django_q.status.Stat.get_all", staticmethod(lambda *a, **k: [fresh]))
+def _worker(*, host: str | None = None, pid: int | None = None, beat_age: float = 1.0):
+    from runs.models import WorkerCluster
+
+    now = timezone.now()
+    return WorkerCluster.objects.create(
+        token=f"t{WorkerCluster.objects.count()}",
+        host=host or socket.gethostname(),
+        pid=pid or os.getpid(),
+        recovered_at=now - timedelta(seconds=beat_age),
+        heartbeat_at=now - timedelta(seconds=beat_age),
+    )
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+def test_readyz_with_a_live_recovered_worker_is_ready(api):
+    _worker()
     response = api.get("/v1/system/readyz")
     assert response.status_code == 200, response.content
-    assert response.json()["status"] == "ready"
+    assert response.json() == {"status": "ready", "checks": {"database": "ok", "worker": "ok"}}
 
 
-def test_readyz_with_a_stale_heartbeat_is_not_ready(api, monkeypatch):
-    stale = SimpleNamespace(timestamp=timezone.now() - timedelta(minutes=10))
-    monkeypatch.setattr("django_q.status.Stat.get_all", staticmethod(lambda *a, **k: [stale]))
+def test_readyz_with_a_fresh_worker_on_another_machine_is_ready(api):
+    _worker(host="another-machine", pid=_dead_pid())
+    assert api.get("/v1/system/readyz").status_code == 200
+
+
+def test_readyz_with_a_stale_heartbeat_is_not_ready(api):
+    _worker(beat_age=60)
     assert api.get("/v1/system/readyz").status_code == 503
+
+
+def test_readyz_ignores_the_fresh_heartbeat_of_a_dead_worker(api):
+    """R-OP7: a worker killed a second ago left a fresh heartbeat; its process is gone, so it
+    never counts (on this machine the pid tells)."""
+    _worker(pid=_dead_pid(), beat_age=0)
+    response = api.get("/v1/system/readyz")
+    assert response.status_code == 503
+    assert response.json()["checks"]["worker"] == "no live worker has finished its start-up recovery"
+
+
+def test_a_recovering_worker_clears_what_dead_workers_left(db):
+    from runs import supervision
+    from runs.models import WorkerCluster
+
+    _worker(pid=_dead_pid())
+    _worker(host="gone-machine", beat_age=7200)
+    alive_elsewhere = _worker(host="another-machine")
+    supervision.record_worker_recovered("mine")
+    assert set(WorkerCluster.objects.values_list("token", flat=True)) == {"mine", alive_elsewhere.token}
+    assert supervision.a_recovered_worker_is_alive()
+    supervision.forget_worker("mine")
+    assert not WorkerCluster.objects.filter(token="mine").exists()
 
 
 def test_engine_list(api, engines):

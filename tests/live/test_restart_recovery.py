@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -32,6 +34,16 @@ def _pid_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def _readyz(live) -> int | None:
+    try:
+        with urllib.request.urlopen(live.url + "/v1/system/readyz", timeout=5) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+    except OSError:
+        return None  # the web server is not listening yet
 
 
 def _create(live, token, skill="haiku-writer", **extra):
@@ -96,19 +108,17 @@ def test_waiting_resumable_run_survives_restart_and_stays_answerable(live):
     request_id = _create(live, token, skill="trip-planner", input={}, runtime_options={"execution_mode": "interactive"})
     live.wait_for_status(token, request_id, {"waiting_user"})
 
+    assert _readyz(live) == 200
     live.kill(live.workers[0], signal.SIGKILL)
+    # R-OP7: the heartbeat the killed worker left a moment ago never counts.
+    assert _readyz(live) == 503
     live.kill(live.web, signal.SIGKILL)
     live.start_web()
     live.start_worker()
-    live.wait_until(lambda: live._ping() == 204, 30, "the web server to come back")
-    status = live.wait_until(
-        lambda: (
-            (s := live.request("GET", f"/v1/jobs/{request_id}", token)[1]).get("recovery_state") == "recovered_waiting"
-            and s
-        ),
-        30,
-        "the waiting run to be recovered",
-    )
+    # The first 200 comes only after the new worker's start-up recovery.
+    live.wait_until(lambda: _readyz(live) == 200, 60, "the restarted service to be ready", interval=0.02)
+    status = live.request("GET", f"/v1/jobs/{request_id}", token)[1]
+    assert status["recovery_state"] == "recovered_waiting", status
     assert status["status"] == "waiting_user" and status["pending_interaction_id"] == 1
 
     code, body = live.request(
