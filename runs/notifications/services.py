@@ -160,7 +160,12 @@ def retry_delay(attempts_made: int) -> float | None:
     return waits[-1] * unit
 
 
-def _claim(delivery_pk: int) -> WebhookDelivery | None:
+# What an attempt says until its sender records the answer: if the sender dies, it stays so.
+UNFINISHED_ATTEMPT = "no answer recorded: the sender stopped (worker died or was killed) during the attempt"
+
+
+def _claim(delivery_pk: int) -> tuple[WebhookDelivery, WebhookAttempt] | None:
+    """Lease a due delivery and log its attempt as started, in one transaction."""
     with transaction.atomic():
         now = timezone.now()
         delivery = (
@@ -177,8 +182,12 @@ def _claim(delivery_pk: int) -> WebhookDelivery | None:
         ):
             return None
         delivery.leased_until = now + timedelta(seconds=lease_seconds())
-        delivery.save(update_fields=["leased_until"])
-    return delivery
+        delivery.attempt_count += 1
+        delivery.save(update_fields=["leased_until", "attempt_count"])
+        attempt = WebhookAttempt.objects.create(
+            delivery=delivery, number=delivery.attempt_count, started_at=now, duration_ms=0, error=UNFINISHED_ATTEMPT
+        )
+    return delivery, attempt
 
 
 def _send(delivery: WebhookDelivery) -> transport.Answer:
@@ -203,21 +212,16 @@ def attempt_delivery(delivery_pk: int) -> WebhookDelivery | None:
     Network errors, timeouts and 5xx are retried on the schedule; any other answer is final
     (a 4xx will not change by sending the same body again).
     """
-    delivery = _claim(delivery_pk)
-    if delivery is None:
+    claimed = _claim(delivery_pk)
+    if claimed is None:
         return None
-    started_at = timezone.now()
+    delivery, attempt = claimed
     answer = _send(delivery)
     with transaction.atomic():
-        delivery.attempt_count += 1
-        WebhookAttempt.objects.create(
-            delivery=delivery,
-            number=delivery.attempt_count,
-            started_at=started_at,
-            duration_ms=answer.duration_ms,
-            status_code=answer.status_code,
-            error=answer.error,
-        )
+        attempt.duration_ms = answer.duration_ms
+        attempt.status_code = answer.status_code
+        attempt.error = answer.error
+        attempt.save(update_fields=["duration_ms", "status_code", "error"])
         delivery.last_status_code = answer.status_code
         delivery.last_error = answer.error
         delivery.leased_until = None
