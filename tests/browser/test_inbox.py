@@ -1,0 +1,129 @@
+"""The inbox and its live badge in real Chromium (R-NT4): two runs answered from the inbox, the
+nav count and tab title following another tab's run as it starts asking, and the browser
+notification, asked for with a click, announcing a question while the tab is hidden."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from .conftest import log_in, screenshot
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
+
+PLAN = {"destination": "Oslo", "days": [{"day": 1, "activities": ["Fjord walk"]}], "plan_file": "artifacts/plan.md"}
+
+# Lets a test hide the tab (headless Chromium never does) and records the notifications shown.
+PAGE_HOOKS = """
+window.__hidden = false;
+window.__notifications = [];
+Object.defineProperty(document, "visibilityState", { get: () => (window.__hidden ? "hidden" : "visible") });
+const RealNotification = window.Notification;
+window.Notification = class extends RealNotification {
+  constructor(title, options) {
+    super(title, options);
+    window.__notifications.push({ title, body: options && options.body });
+  }
+};
+"""
+
+
+def ask_then_plan(live, prompt: str, options: list[str]) -> None:
+    ask = {"ask_user": {"interaction_id": 1, "kind": "choose_one", "prompt": prompt, "options": options}}
+    live.engine.script(
+        {"message": json.dumps(ask)},
+        {"message": json.dumps({**PLAN, "__SKILL_DONE__": True}), "files": {"artifacts/plan.md": "# Oslo\n"}},
+    )
+
+
+def nav_count(page):
+    return page.get_by_role("navigation", name="Main").locator("#inbox-count")
+
+
+def test_inbox_answers_two_runs_in_place(live, new_page):
+    ask_then_plan(live, "Which city first?", ["Oslo", "Lisbon"])
+    token = live.token("alice")
+    first = live.start_trip("alice")
+    live.service.wait_for_status(token, first, {"waiting_user"})
+    second = live.start_trip("alice")
+    live.service.wait_for_status(token, second, {"waiting_user"})
+
+    page = new_page()
+    log_in(page, "alice")
+    expect(nav_count(page)).to_have_text("2")
+    page.get_by_role("navigation", name="Main").get_by_role("link", name=re.compile("Inbox")).click()
+    expect(page.get_by_role("heading", name="Inbox")).to_be_visible()
+    cards = page.locator("#questions .question")
+    expect(cards).to_have_count(2)
+    expect(cards.nth(0).locator(".question-run")).to_have_attribute("href", f"/runs/{first}/")  # oldest first
+    expect(page).to_have_title("(2) Inbox · Skill Runner")
+    screenshot(page, "inbox-two-questions.png")
+
+    cards.nth(0).get_by_role("button", name="Lisbon").click()
+    expect(cards.nth(0)).to_contain_text("Answered. The run goes on.")
+    second_card = page.locator(f'#questions .question[data-key="{second}:1"]')
+    second_card.get_by_label("Your answer").fill("Oslo, in spring")
+    second_card.get_by_label("Your answer").press("Enter")
+    expect(page.locator("#inbox-empty")).to_be_visible(timeout=20_000)
+    expect(nav_count(page)).to_be_hidden()
+    expect(page).to_have_title("Inbox · Skill Runner")
+    screenshot(page, "inbox-all-answered.png")
+
+    live.service.wait_for_status(token, first, {"succeeded"})
+    live.service.wait_for_status(token, second, {"succeeded"})
+    answers = [
+        live.service.request("GET", f"/v1/jobs/{rid}/interaction/history", token)[1]["interactions"][0]["response"]
+        for rid in (first, second)
+    ]
+    assert answers == ["Lisbon", "Oslo, in spring"]
+
+
+def test_badge_follows_another_tabs_run_and_notifies_while_hidden(live, new_page):
+    ask_then_plan(live, "Sea or mountains?", ["Sea", "Mountains"])
+    watcher = new_page()
+    watcher.context.add_init_script(PAGE_HOOKS)
+    watcher.context.grant_permissions(["notifications"], origin=live.url)
+    log_in(watcher, "bob")
+    expect(nav_count(watcher)).to_be_hidden()
+    expect(watcher).to_have_title("Runs · Skill Runner")
+
+    # The user's other tab starts a run from the form; this tab is in the background meanwhile.
+    watcher.evaluate("window.__hidden = true")
+    other_tab = watcher.context.new_page()
+    other_tab.goto("/runs/new/trip-planner/")
+    other_tab.get_by_label("Traveller").fill("Bob")
+    other_tab.get_by_role("button", name="Start run").click()
+    expect(other_tab.locator(".entry.question")).to_contain_text("Sea or mountains?", timeout=20_000)
+
+    expect(nav_count(watcher)).to_have_text("1")
+    expect(watcher).to_have_title("(1) Runs · Skill Runner")
+    expect(watcher.get_by_role("link", name="Inbox, 1 question waiting")).to_be_visible()
+    notifications = watcher.evaluate("window.__notifications")
+    assert notifications == [{"title": "Trip planner asks", "body": "Sea or mountains?"}]
+    watcher.evaluate("window.__hidden = false")
+    screenshot(watcher, "inbox-badge-live.png")
+
+    # Answered from that tab: the badge goes back to nothing, and a visible tab is not notified.
+    other_tab.get_by_role("button", name="Sea").click()
+    expect(nav_count(watcher)).to_be_hidden(timeout=20_000)
+    expect(watcher).to_have_title("Runs · Skill Runner")
+    assert len(watcher.evaluate("window.__notifications")) == 1
+
+
+def test_notifications_are_asked_for_with_a_click(live, new_page):
+    page = new_page()
+    log_in(page, "root")
+    page.goto("/inbox/")
+    button = page.get_by_role("button", name="Notify me on this device")
+    expect(button).to_be_visible()
+    assert page.evaluate("Notification.permission") == "default"  # nothing asked on page load
+    screenshot(page, "inbox-notification-prompt.png")
+
+    page.context.grant_permissions(["notifications"], origin=live.url)
+    button.click()
+    expect(button).to_be_hidden()
+    expect(page.locator("#notify-state")).to_contain_text("This device will show a notification")
+    screenshot(page, "inbox-notifications-on.png")
