@@ -7,6 +7,7 @@ from typing import Any, BinaryIO
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from engines.registry import get_adapter
 from skillrunner.archives import ArchiveError, extract_zip
@@ -110,6 +111,7 @@ def _complete_from_cache(run: Run, source: Run, result: dict[str, Any], *, new: 
     leaves the queue so."""
     run.cache_hit = True
     run.session_handle = ""
+    run.started_at = timezone.now()  # it starts and ends at once
     transition(run, RunStatus.SUCCEEDED, new=new, result=result, cache_hit=True, cached_from=str(source.pk))
 
 

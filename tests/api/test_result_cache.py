@@ -155,6 +155,10 @@ def test_uploaded_files_are_part_of_the_key(api, install_skill, fake_codex):
     assert run_with("one two\n")["cache_hit"] is False
     again = run_with("one two\n")
     assert again["cache_hit"] is True and again["status"] == "succeeded"
+    status = api.get(f"/v1/jobs/{again['request_id']}").json()
+    assert status["cache_hit"] is True and status["status"] == "succeeded"
+    kinds = [e["kind"] for e in api.get(f"/v1/jobs/{again['request_id']}/events/history").json()["events"]]
+    assert kinds[-3:] == ["input_uploaded", "result", "status"]
     assert api.get(f"/v1/jobs/{again['request_id']}/result").json()["result"]["data"] == {"lines": 1, "words": 2}
     assert run_with("three four\n")["cache_hit"] is False
     assert len(fake_codex.invocations()) == 2
