@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.db.models import QuerySet
+from django.db.models import OuterRef, QuerySet, Subquery, Sum, Value
+from django.db.models.functions import Coalesce
 from django.template.defaultfilters import truncatechars
 
 from skillrunner.readonly_admin import ReadOnlyAdmin, ReadOnlyInline
 
-from .models import Interaction, Run, RunEvent
+from .models import Interaction, Run, RunEvent, TurnUsage
 
 SHORT_TEXT = 80
 # The fields an auditor reads first; everything else (worker bookkeeping) is folded away below.
@@ -75,6 +76,51 @@ class RunEventInline(ReadOnlyInline):
         return super().get_queryset(request).select_related("run")
 
 
+class TurnUsageInline(ReadOnlyInline):
+    model = TurnUsage
+    fields = (
+        "attempt_number",
+        "input_tokens",
+        "cached_input_tokens",
+        "output_tokens",
+        "reasoning_tokens",
+        "cost_usd",
+        "duration_ms",
+        "created_at",
+    )
+
+
+def _run_total(expression) -> Subquery:
+    """A per-run total over its turns as a subquery: joins for filters and search cannot double it."""
+    turns = TurnUsage.objects.filter(run=OuterRef("pk")).values("run").annotate(total=Sum(expression))
+    return Subquery(turns.values("total"))
+
+
+class TokenUseFilter(admin.SimpleListFilter):
+    """R-AC4: runs by total tokens (input + output) reported by their engine."""
+
+    title = "token use"
+    parameter_name = "tokens"
+    BANDS = {
+        "none": (None, None),
+        "lt10k": (0, 10_000),
+        "10k-100k": (10_000, 100_000),
+        "gte100k": (100_000, None),
+    }
+
+    def lookups(self, request, model_admin):
+        return [("none", "none reported"), ("lt10k", "< 10k"), ("10k-100k", "10k – 100k"), ("gte100k", "≥ 100k")]
+
+    def queryset(self, request, queryset):
+        if self.value() not in self.BANDS:
+            return queryset
+        if self.value() == "none":
+            return queryset.filter(total_tokens__isnull=True)
+        low, high = self.BANDS[self.value()]
+        queryset = queryset.filter(total_tokens__gte=low)
+        return queryset if high is None else queryset.filter(total_tokens__lt=high)
+
+
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdmin):
     list_display = (
@@ -86,10 +132,13 @@ class RunAdmin(ReadOnlyAdmin):
         "status",
         "attempt_number",
         "interaction_count",
+        "tokens",
+        "cost",
         "created_at",
     )
     list_select_related = ("skill", "owner")
     list_filter = (
+        TokenUseFilter,
         "status",
         "engine",
         "skill",
@@ -101,7 +150,26 @@ class RunAdmin(ReadOnlyAdmin):
     search_fields = ("request_id", "owner__username", "interactions__prompt", "interactions__response")
     date_hierarchy = "created_at"
     show_full_result_count = False
-    inlines = [InteractionInline, RunEventInline]
+    inlines = [TurnUsageInline, InteractionInline, RunEventInline]
+
+    def get_queryset(self, request) -> QuerySet[Run]:
+        tokens = Coalesce("input_tokens", Value(0)) + Coalesce("output_tokens", Value(0))
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                total_tokens=_run_total(tokens),
+                total_cost=_run_total("cost_usd"),
+            )
+        )
+
+    @admin.display(description="tokens", ordering="total_tokens")
+    def tokens(self, run: Run) -> int | None:
+        return run.total_tokens
+
+    @admin.display(description="cost (USD)", ordering="total_cost")
+    def cost(self, run: Run) -> str:
+        return "—" if run.total_cost is None else f"{run.total_cost:.4f}"
 
     def get_fieldsets(self, request, obj=None):
         shown = {name for _, options in RUN_FIELDSETS for name in options["fields"]}

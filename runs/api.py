@@ -30,9 +30,12 @@ from .serializers import (
     RunStatusOutput,
     StateChangeOutput,
     UploadOutput,
+    UsageOutput,
+    UsageQuery,
 )
 from .streaming import event_stream
 from .throttles import REPLY_SCOPE
+from .usage import aggregate
 
 
 class RunPagination(PageNumberPagination):
@@ -276,3 +279,23 @@ class EventStreamView(APIView):
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"
         return response
+
+
+class UsageView(APIView):
+    """GET /v1/usage (R-AC4): token, cost and duration totals of the caller's turns, grouped."""
+
+    @extend_schema(parameters=[UsageQuery], responses=UsageOutput)
+    def get(self, request):
+        query = UsageQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        since, until, group_by = (query.validated_data.get(key) for key in ("since", "until", "group_by"))
+        turns = selectors.usage_visible_to(request.user)
+        if since is not None:
+            turns = turns.filter(created_at__gte=since)
+        if until is not None:
+            turns = turns.filter(created_at__lt=until)
+        return Response(
+            UsageOutput(
+                {"group_by": group_by, "since": since, "until": until, "groups": aggregate(turns, group_by)}
+            ).data
+        )

@@ -31,6 +31,7 @@ from engines.types import (
 from skillrunner.logging import redact, redact_values
 
 from . import runfiles, services
+from .activity import ActivitySink
 from .engine_settings import configured_secrets, engine_config
 from .inputs import resolve_file_inputs
 from .models import InteractiveProfile, Run, RunStatus
@@ -51,7 +52,8 @@ def worker_id() -> str:
 
 
 class ClaimControl:
-    """TurnControl for a claimed attempt: records the pid, renews the heartbeat, notices cancels."""
+    """TurnControl for a claimed attempt: records the pid, renews the heartbeat, notices cancels,
+    turns live activity into events (R-AC1) and times the turn (R-AC4)."""
 
     def __init__(self, request_id, attempt_number: int, worker: str):
         self.request_id = request_id
@@ -60,9 +62,19 @@ class ClaimControl:
         self._last_check = 0.0
         self._last_beat = time.monotonic()
         self._lost = False
+        self._started = time.monotonic()
+        self.activity = ActivitySink(request_id, attempt_number, worker)
 
     def on_spawn(self, pid: int) -> None:
         services.record_engine_pid(self.request_id, self.attempt_number, self.worker, pid)
+
+    def on_activity(self, item: dict) -> None:
+        self.activity.put(item)
+
+    def end_turn(self) -> int:
+        """The turn's process is done: write the remaining activity; returns the duration in ms."""
+        self.activity.close()
+        return round((time.monotonic() - self._started) * 1000)
 
     def should_abort(self) -> bool:
         now = time.monotonic()
@@ -166,8 +178,11 @@ def _without_secrets(turn: TurnResult) -> TurnResult:
     )
 
 
-def _finish_turn(run: Run, worker: str, prompt: str, turn: TurnResult, live: LiveSession | None = None) -> Run | None:
+def _finish_turn(
+    run: Run, worker: str, prompt: str, turn: TurnResult, control: ClaimControl, live: LiveSession | None = None
+) -> Run | None:
     """Decide the turn and record it; ``live`` is the resident process a sticky run continues in."""
+    duration_ms = control.end_turn()  # activity events come before the turn's outcome
     _save_logs(run.records_dir, run.attempt_number, prompt, turn)
     turn = _without_secrets(turn)
     if turn.failure_reason == FAILURE_ABORTED:
@@ -199,7 +214,9 @@ def _finish_turn(run: Run, worker: str, prompt: str, turn: TurnResult, live: Liv
         can_continue=can_continue,
     )
     decision = review(decision, budget, output_schema=output_schema, run_dir=run.run_dir, mode=run.execution_mode)
-    return retry_while_database_away(services.complete_turn, run.pk, run.attempt_number, worker, turn, decision)
+    return retry_while_database_away(
+        services.complete_turn, run.pk, run.attempt_number, worker, turn, decision, duration_ms
+    )
 
 
 def run_claimed_turn(request_id: str, attempt_number: int) -> None:
@@ -222,8 +239,9 @@ def run_claimed_turn(request_id: str, attempt_number: int) -> None:
                 worker,
             )
             return
-        turn = adapter.run_turn(request, config, ClaimControl(run.pk, attempt_number, worker))
-        _finish_turn(run, worker, request.prompt, turn)
+        control = ClaimControl(run.pk, attempt_number, worker)
+        turn = adapter.run_turn(request, config, control)
+        _finish_turn(run, worker, request.prompt, turn, control)
     except Exception as exc:  # an orchestrator bug must still end the run with a cause
         logger.exception("turn %s/%s crashed", request_id, attempt_number)
         retry_while_database_away(
@@ -259,7 +277,7 @@ def _drive_live_session(run: Run, session: LiveSession, request: TurnRequest, wo
         while True:
             control = ClaimControl(run.pk, run.attempt_number, worker)
             turn = session.send(prompt, control, request.hard_timeout_seconds)
-            updated = _finish_turn(run, worker, prompt, turn, live=session)
+            updated = _finish_turn(run, worker, prompt, turn, control, live=session)
             if updated is not None and updated.status == RunStatus.RUNNING:
                 run = updated  # a repair round (R-RP1): the same process gets the repair prompt
             elif updated is not None and updated.status == RunStatus.WAITING_USER:

@@ -192,5 +192,26 @@ class WorkerCluster(models.Model):
         return f"{self.host}:{self.pid}:{self.token}"
 
 
+class TurnUsage(models.Model):
+    """Tokens, cost and duration of one turn (R-AC4): counts as the engine reported them, null
+    where it reported nothing; the duration is measured by the worker."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="turn_usage")
+    attempt_number = models.PositiveIntegerField()
+    input_tokens = models.BigIntegerField(null=True, blank=True, help_text="all input, cached included")
+    cached_input_tokens = models.BigIntegerField(null=True, blank=True)
+    output_tokens = models.BigIntegerField(null=True, blank=True)
+    reasoning_tokens = models.BigIntegerField(null=True, blank=True)
+    cost_usd = models.FloatField(null=True, blank=True)
+    duration_ms = models.BigIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["run", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.run_id} turn {self.attempt_number}"
+
+
 # Registered with the runs app from their own module, next to the code that sends them.
 from .notifications.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint  # noqa: E402,F401

@@ -10,14 +10,20 @@ from django.db.models import F, QuerySet
 from skillrunner.errors import NotFound
 
 from . import runfiles
-from .models import Interaction, Run, RunEvent
+from .models import Interaction, Run, RunEvent, TurnUsage
 
 EVENT_PAGE_LIMIT = 500
 
 
 def runs_visible_to(user) -> QuerySet[Run]:
-    runs = Run.objects.select_related("skill", "skill_version", "owner")
+    runs = Run.objects.select_related("skill", "skill_version", "owner").prefetch_related("turn_usage")
     return runs if user.is_staff else runs.filter(owner=user)
+
+
+def usage_visible_to(user) -> QuerySet[TurnUsage]:
+    """Turn usage of the user's own runs; staff see everyone's (R-AC4)."""
+    turns = TurnUsage.objects.all()
+    return turns if user.is_staff else turns.filter(run__owner=user)
 
 
 def run_for(user, request_id: Any) -> Run:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from .models import Run
+from .usage import GROUPS, run_usage
 
 
 class RunCreateInput(serializers.Serializer):
@@ -33,12 +35,51 @@ class CodedMessage(serializers.Serializer):
     message = serializers.CharField()
 
 
+class UsageFigures(serializers.Serializer):
+    """R-AC4: null where the engine reported nothing (the duration is measured by the worker)."""
+
+    input_tokens = serializers.IntegerField(allow_null=True, help_text="all input tokens, cached included")
+    cached_input_tokens = serializers.IntegerField(allow_null=True)
+    output_tokens = serializers.IntegerField(allow_null=True)
+    reasoning_tokens = serializers.IntegerField(allow_null=True)
+    cost_usd = serializers.FloatField(allow_null=True)
+    duration_ms = serializers.IntegerField(allow_null=True)
+
+
+class TurnUsageOutput(UsageFigures):
+    attempt = serializers.IntegerField()
+
+
+class RunUsageOutput(UsageFigures):
+    turns = TurnUsageOutput(many=True)
+
+
+class UsageQuery(serializers.Serializer):
+    since = serializers.DateTimeField(required=False, help_text="turns finished at or after (ISO 8601)")
+    until = serializers.DateTimeField(required=False, help_text="turns finished before (ISO 8601)")
+    group_by = serializers.ChoiceField(choices=list(GROUPS), default="day")
+
+
+class UsageGroupOutput(UsageFigures):
+    group = serializers.CharField(help_text="skill id, engine, username or day (YYYY-MM-DD)")
+    runs = serializers.IntegerField()
+    turns = serializers.IntegerField()
+
+
+class UsageOutput(serializers.Serializer):
+    group_by = serializers.CharField()
+    since = serializers.DateTimeField(allow_null=True)
+    until = serializers.DateTimeField(allow_null=True)
+    groups = UsageGroupOutput(many=True)
+
+
 class RunStatusOutput(serializers.ModelSerializer):
     skill_id = serializers.CharField(source="skill.skill_id")
     skill_version = serializers.CharField(source="skill_version.version")
     error = CodedMessage(allow_null=True)
     warnings = CodedMessage(many=True)
     awaiting_upload = serializers.BooleanField()
+    usage = serializers.SerializerMethodField()
 
     class Meta:
         model = Run
@@ -65,7 +106,12 @@ class RunStatusOutput(serializers.ModelSerializer):
             "wait_deadline_at",
             "awaiting_upload",
             "cache_hit",
+            "usage",
         ]
+
+    @extend_schema_field(RunUsageOutput)
+    def get_usage(self, run: Run) -> dict:
+        return run_usage(run)
 
 
 class UploadOutput(serializers.Serializer):

@@ -17,9 +17,10 @@ from skillrunner.api_errors import exception_handler
 from skillrunner.errors import ApplicationError, NotFound
 from skills.selectors import current_version, installed_skills
 
-from . import inbox, selectors, services
+from . import inbox, runfiles, selectors, services
 from .forms import INPUT, PARAMETER, NewRunForm, RunFilterForm
 from .models import Run
+from .preview import previewable, render_preview
 
 RUNS_PER_PAGE = 25
 
@@ -76,6 +77,27 @@ def new_run(request: HttpRequest, skill_id: str) -> HttpResponse:
         else:
             return redirect("ui:run-detail", request_id=run.pk)
     return render(request, "runs/new_run.html", {"form": form, "version": version})
+
+
+@login_required
+def artifact_preview(request: HttpRequest, request_id: str, path: str) -> HttpResponse:
+    """A Markdown or text artifact as a sanitised HTML fragment for the run page (R-AC5)."""
+    try:
+        run = selectors.run_for(request.user, request_id)
+    except NotFound:
+        raise Http404("no such run") from None
+    relative = path.removeprefix("artifacts/")
+    if not previewable(relative):
+        raise Http404("no preview for this kind of file")
+    handle = runfiles.open_file(run.run_dir, f"artifacts/{relative}")
+    if handle is None:
+        raise Http404("no such artifact")
+    with handle:
+        fragment = render_preview(relative, handle)
+    response = HttpResponse(fragment, content_type="text/html; charset=utf-8")
+    # A fragment for the page's script only: nothing in it may run or load anything.
+    response["Content-Security-Policy"] = "default-src 'none'; style-src 'self'"
+    return response
 
 
 @login_required

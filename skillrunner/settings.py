@@ -189,6 +189,8 @@ SKILLRUNNER_MAX_HARD_TIMEOUT = _positive_int("SKILLRUNNER_MAX_HARD_TIMEOUT", 6 *
 SKILLRUNNER_DEFAULT_SESSION_TIMEOUT = _positive_int("SKILLRUNNER_DEFAULT_SESSION_TIMEOUT", 1200)
 SKILLRUNNER_KILL_GRACE_SECONDS = env.float("SKILLRUNNER_KILL_GRACE_SECONDS", default=5.0)
 SKILLRUNNER_HEARTBEAT_SECONDS = env.float("SKILLRUNNER_HEARTBEAT_SECONDS", default=10.0)
+# Live activity events one turn may write before a single activity_truncated event (R-AC2).
+SKILLRUNNER_ACTIVITY_MAX_EVENTS = _positive_int("SKILLRUNNER_ACTIVITY_MAX_EVENTS", 500)
 # Output repair (R-RP1): the most rounds a run may ask for in max_repair_rounds; 0 switches repair off.
 SKILLRUNNER_MAX_REPAIR_ROUNDS = env.int("SKILLRUNNER_MAX_REPAIR_ROUNDS", default=5)
 if SKILLRUNNER_MAX_REPAIR_ROUNDS < 0:

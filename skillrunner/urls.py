@@ -37,6 +37,7 @@ api_v1 = [
     path(f"{job}/events", jobs.EventStreamView.as_view(), name="job-events"),
     path("v1/webhooks", webhooks.WebhookListCreateView.as_view(), name="webhook-list"),
     path("v1/webhooks/<str:webhook_id>", webhooks.WebhookDetailView.as_view(), name="webhook-detail"),
+    path("v1/usage", jobs.UsageView.as_view(), name="usage"),
     path("v1/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("v1/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
 ]

@@ -16,6 +16,7 @@ from ..events import append_event
 from ..models import DispatchLock, InteractiveProfile, Run, RunStatus
 from ..outcome import TurnDecision
 from ..repair import REPAIRING
+from ..usage import record_turn_usage
 from .interactions import open_wait
 from .lifecycle import locked, transition
 
@@ -85,13 +86,19 @@ def sticky_wait_state(request_id, attempt_number: int, worker_id: str, *, beat: 
 
 
 def complete_turn(
-    request_id, attempt_number: int, worker_id: str, turn: TurnResult, decision: TurnDecision
+    request_id,
+    attempt_number: int,
+    worker_id: str,
+    turn: TurnResult,
+    decision: TurnDecision,
+    duration_ms: int | None = None,
 ) -> Run | None:
     """Apply a decided turn; a turn whose claim was lost meanwhile (canceled) changes nothing."""
     with transaction.atomic():
         run = locked(request_id)
         if run.status != RunStatus.RUNNING or run.attempt_number != attempt_number or run.claimed_by != worker_id:
             return None
+        record_turn_usage(run, attempt_number, turn.usage, duration_ms)
         if turn.session_handle:
             run.session_handle = turn.session_handle
         if run.interactive_profile != InteractiveProfile.STICKY_PROCESS:

@@ -39,7 +39,10 @@
     socket: null,
     retryMs: RETRY_FIRST_MS,
     warnings: new Set(),
+    turns: new Map(), // attempt -> the turn's activity block (R-AC5)
+    usage: null,
   };
+  const PREVIEWABLE = /\.(md|markdown|txt|text|log|csv|tsv|json|ya?ml|toml|xml)$/i;
 
   function node(tag, className, text) {
     const element = document.createElement(tag);
@@ -148,7 +151,18 @@
   }
 
   const renderers = {
-    status: showStatus,
+    status(event) {
+      showStatus(event);
+      if (event.payload.to !== "running") {
+        stopRunningTools();
+        if (event.seq > state.liveFromSeq) refreshUsage();
+      }
+    },
+    activity: showActivity,
+    activity_truncated(event) {
+      const item = addStep(turnBlock(event), "truncated");
+      item.textContent = "More activity happened than is shown here (limit " + event.payload.limit + "); the full output is in the logs.";
+    },
     assistant_message(event) {
       const item = addEntry(event.seq, "assistant", "Assistant", messageBody(event.payload.text));
       item.dataset.text = (event.payload.text || "").trim();
@@ -179,6 +193,192 @@
     },
   };
 
+  // --- live activity (R-AC1, R-AC5) ------------------------------------------------------------
+  // One folded-out block per turn; a new turn folds the earlier ones. Tool rows update in place.
+
+  function turnBlock(event) {
+    const attempt = event.payload.attempt;
+    let turn = state.turns.get(attempt);
+    if (turn) return turn;
+    state.turns.forEach((earlier) => {
+      earlier.details.open = false;
+    });
+    const details = node("details", "activity");
+    details.open = true;
+    const summary = node("summary");
+    summary.appendChild(node("span", "activity-title", "Agent activity, turn " + attempt));
+    const count = node("span", "activity-count");
+    const usage = node("span", "activity-usage");
+    summary.appendChild(count);
+    summary.appendChild(usage);
+    const list = node("ol", "timeline");
+    details.appendChild(summary);
+    details.appendChild(list);
+    addEntry(event.seq, "activity-entry", null, details);
+    turn = { details: details, list: list, count: count, usage: usage, steps: 0, tools: new Map(), plan: null };
+    state.turns.set(attempt, turn);
+    labelTurns();
+    return turn;
+  }
+
+  function addStep(turn, className) {
+    const item = node("li", "step " + className);
+    turn.list.appendChild(item);
+    turn.steps += 1;
+    turn.count.textContent = turn.steps + (turn.steps === 1 ? " step" : " steps");
+    if (turn.details.open) item.scrollIntoView({ block: "nearest" });
+    return item;
+  }
+
+  function oneLine(kindLabel, text) {
+    // Reasoning and messages: one line, the whole text one click away.
+    const details = node("details", "one-line-details");
+    const summary = node("summary");
+    summary.appendChild(node("span", "kind", kindLabel));
+    summary.appendChild(node("span", "one-line", (text || "").replace(/\s+/g, " ")));
+    details.appendChild(summary);
+    details.appendChild(node("p", "full-text", text));
+    return details;
+  }
+
+  function formatDuration(ms) {
+    if (ms === null || ms === undefined) return "";
+    return ms < 1000 ? ms + " ms" : (ms / 1000).toFixed(ms < 10000 ? 1 : 0) + " s";
+  }
+
+  const MARKS = { running: "…", ok: "✓", failed: "✗", stopped: "■" };
+  const MARK_LABELS = { running: "running", ok: "succeeded", failed: "failed", stopped: "stopped" };
+
+  function setMark(row, status) {
+    row.item.classList.remove("running", "ok", "failed", "stopped");
+    row.item.classList.add(status);
+    row.mark.textContent = MARKS[status];
+    row.mark.setAttribute("aria-label", MARK_LABELS[status]);
+    row.mark.title = MARK_LABELS[status];
+  }
+
+  function showTool(turn, payload) {
+    let row = turn.tools.get(payload.id);
+    if (!row) {
+      const item = addStep(turn, "tool");
+      row = { item: item, mark: node("span", "mark"), duration: node("span", "duration") };
+      const line = node("div", "tool-line");
+      line.appendChild(row.mark);
+      line.appendChild(node("span", "tool-name", payload.name || "tool"));
+      line.appendChild(node("code", "tool-command", payload.command || ""));
+      line.appendChild(row.duration);
+      item.appendChild(line);
+      turn.tools.set(payload.id, row);
+      setMark(row, "running");
+    }
+    if (payload.phase !== "finished") return;
+    setMark(row, payload.status === "failed" || (payload.exit_code !== null && payload.exit_code !== undefined && payload.exit_code !== 0) ? "failed" : "ok");
+    row.duration.textContent = formatDuration(payload.duration_ms);
+    if (payload.output) {
+      const output = node("details", "tool-output");
+      const label = "Output" + (payload.exit_code !== null && payload.exit_code !== undefined ? " (exit " + payload.exit_code + ")" : "");
+      output.appendChild(node("summary", null, label));
+      output.appendChild(node("pre", null, payload.output));
+      row.item.appendChild(output);
+    }
+  }
+
+  function showPlan(turn, payload) {
+    // A plan is updated as the agent works: one row per turn, redrawn.
+    if (!turn.plan) turn.plan = addStep(turn, "plan");
+    const items = payload.items || [];
+    const done = items.filter((entry) => entry.done).length;
+    turn.plan.textContent = "";
+    const details = node("details");
+    details.appendChild(node("summary", null, "Plan (" + done + "/" + items.length + " done)"));
+    const list = node("ul", "plan-items");
+    items.forEach((entry) => list.appendChild(node("li", entry.done ? "done" : "todo", entry.text)));
+    details.appendChild(list);
+    turn.plan.appendChild(details);
+  }
+
+  function showActivity(event) {
+    const payload = event.payload;
+    const turn = turnBlock(event);
+    if (payload.type === "tool") {
+      showTool(turn, payload);
+    } else if (payload.type === "reasoning") {
+      addStep(turn, "reasoning").appendChild(oneLine("Thinking", payload.text));
+    } else if (payload.type === "message") {
+      addStep(turn, "message").appendChild(oneLine("Said", payload.text));
+    } else if (payload.type === "file_change") {
+      const item = addStep(turn, "files");
+      item.appendChild(node("span", "kind", "Changed"));
+      item.appendChild(node("span", "paths", (payload.paths || []).join(", ")));
+    } else if (payload.type === "plan") {
+      showPlan(turn, payload);
+    }
+  }
+
+  function stopRunningTools() {
+    // The turn ended: a tool that never reported back was stopped with it.
+    state.turns.forEach((turn) => {
+      turn.tools.forEach((row) => {
+        if (row.item.classList.contains("running")) setMark(row, "stopped");
+      });
+    });
+  }
+
+  // --- usage (R-AC4) ----------------------------------------------------------------------------
+
+  function formatNumber(value) {
+    return value === null || value === undefined ? "—" : value.toLocaleString();
+  }
+
+  function usageCells(row, figures) {
+    [
+      formatNumber(figures.input_tokens),
+      formatNumber(figures.cached_input_tokens),
+      formatNumber(figures.output_tokens),
+      formatNumber(figures.reasoning_tokens),
+      figures.cost_usd === null || figures.cost_usd === undefined ? "—" : "$" + figures.cost_usd.toFixed(4),
+      formatDuration(figures.duration_ms) || "—",
+    ].forEach((text) => row.appendChild(node("td", null, text)));
+  }
+
+  function labelTurns() {
+    // Each turn's block shows its own usage once the turn has ended.
+    ((state.usage && state.usage.turns) || []).forEach((turn) => {
+      const block = state.turns.get(turn.attempt);
+      if (!block) return;
+      const tokens = (turn.input_tokens || 0) + (turn.output_tokens || 0);
+      block.usage.textContent = [tokens ? tokens.toLocaleString() + " tokens" : "", formatDuration(turn.duration_ms)].filter(Boolean).join(" · ");
+    });
+  }
+
+  function showUsage(usage) {
+    if (!usage || !usage.turns || !usage.turns.length) return;
+    state.usage = usage;
+    labelTurns();
+    const rows = el("usage-rows");
+    rows.textContent = "";
+    usage.turns.forEach((turn) => {
+      const row = node("tr");
+      row.appendChild(node("th", null, String(turn.attempt)));
+      usageCells(row, turn);
+      rows.appendChild(row);
+    });
+    if (usage.turns.length > 1) {
+      const total = node("tr", "total");
+      total.appendChild(node("th", null, "All"));
+      usageCells(total, usage);
+      rows.appendChild(total);
+    }
+    el("usage-section").hidden = false;
+  }
+
+  function refreshUsage() {
+    fetch(page.dataset.statusUrl, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then((response) => (response.ok ? response.json() : null))
+      .then((body) => body && showUsage(body.usage))
+      .catch(() => {}); // usage is a nicety: the conversation goes on without it
+  }
+
   // --- status, warnings, result ---------------------------------------------------------------
 
   function setStatus(status, repairRound) {
@@ -208,20 +408,105 @@
     return link;
   }
 
+  function isObject(value) {
+    return value !== null && typeof value === "object" && !Array.isArray(value);
+  }
+
+  const MAX_DEPTH = 6;
+
+  // The result for people: objects as key/value tables, lists of records as tables, other lists
+  // as bullet lists. Everything is text nodes: nothing the agent wrote is ever parsed as HTML.
+  function renderValue(value, depth) {
+    if (value === null || value === undefined) return node("span", "null", "—");
+    if (depth > MAX_DEPTH) return node("code", null, JSON.stringify(value));
+    if (Array.isArray(value)) {
+      if (!value.length) return node("span", "null", "(none)");
+      if (value.every(isObject)) return recordTable(value, depth);
+      const list = node("ul", "value-list");
+      value.forEach((entry) => {
+        const item = node("li");
+        item.appendChild(renderValue(entry, depth + 1));
+        list.appendChild(item);
+      });
+      return list;
+    }
+    if (isObject(value)) {
+      const table = node("table", "kv");
+      const body = node("tbody");
+      Object.keys(value).forEach((key) => {
+        const row = node("tr");
+        row.appendChild(node("th", null, key));
+        const cell = node("td");
+        cell.appendChild(renderValue(value[key], depth + 1));
+        row.appendChild(cell);
+        body.appendChild(row);
+      });
+      table.appendChild(body);
+      return table;
+    }
+    return node("span", "scalar", String(value));
+  }
+
+  function recordTable(records, depth) {
+    const columns = [];
+    records.forEach((record) => Object.keys(record).forEach((key) => columns.includes(key) || columns.push(key)));
+    const wrap = node("div", "table-wrap");
+    const table = node("table", "records");
+    const head = node("tr");
+    columns.forEach((key) => head.appendChild(node("th", null, key)));
+    const thead = node("thead");
+    thead.appendChild(head);
+    table.appendChild(thead);
+    const body = node("tbody");
+    records.forEach((record) => {
+      const row = node("tr");
+      columns.forEach((key) => {
+        const cell = node("td");
+        cell.appendChild(renderValue(record[key], depth + 1));
+        row.appendChild(cell);
+      });
+      body.appendChild(row);
+    });
+    table.appendChild(body);
+    wrap.appendChild(table);
+    return wrap;
+  }
+
+  function artifactItem(path) {
+    const item = node("li", "artifact");
+    item.appendChild(artifactLink(path));
+    if (!PREVIEWABLE.test(path)) return item;
+    // Markdown and text are previewed inline, rendered and sanitised by the server.
+    const preview = node("div", "artifact-preview");
+    preview.setAttribute("aria-label", "Preview of " + path);
+    item.appendChild(preview);
+    const relative = path.replace(/^artifacts\//, "");
+    fetch(page.dataset.previewBase + relative.split("/").map(encodeURIComponent).join("/"), { credentials: "same-origin" })
+      .then((response) => (response.ok ? response.text() : ""))
+      .then((html) => {
+        preview.innerHTML = html; // a fragment sanitised server-side (runs/preview.py)
+        preview.hidden = !html;
+      })
+      .catch(() => {
+        preview.hidden = true;
+      });
+    return item;
+  }
+
   function showResult(result) {
     const summary = el("result-summary");
     summary.textContent = "";
     summary.appendChild(node("span", "badge status-" + (result.status === "success" ? "succeeded" : result.status), result.status));
     if (result.error) summary.appendChild(document.createTextNode(" " + result.error.message + " (" + result.error.code + ")"));
+    const hasData = result.data !== null && result.data !== undefined;
+    const view = el("result-view");
+    view.textContent = "";
+    if (hasData) view.appendChild(renderValue(result.data, 0));
     el("result-json").textContent = JSON.stringify(result.data, null, 2);
-    el("result-json").hidden = result.data === null || result.data === undefined;
+    el("result-raw").hidden = !hasData;
     const list = el("artifacts");
     list.textContent = "";
-    (result.artifacts || []).forEach((path) => {
-      const item = node("li");
-      item.appendChild(artifactLink(path));
-      list.appendChild(item);
-    });
+    (result.artifacts || []).forEach((path) => list.appendChild(artifactItem(path)));
     el("artifacts-block").hidden = !(result.artifacts || []).length;
     (result.validation_warnings || []).forEach(addWarning);
     el("result-section").hidden = false;
@@ -315,6 +600,7 @@
     if (message.type === "snapshot") {
       if (state.liveFromSeq === Infinity) state.liveFromSeq = message.last_seq;
       setStatus(message.run.status, message.run.status === "running" ? message.run.repair_round : 0);
+      showUsage(message.run.usage);
       (message.run.warnings || []).forEach(addWarning);
     } else if (message.type === "event") {
       if (message.seq <= state.lastSeq) return;

@@ -276,3 +276,67 @@ def test_a_repair_round_shows_as_fixing_the_answer(live, new_page):
     expect(page.locator("#run-status")).to_have_text("Succeeded", timeout=20_000)
     expect(page.locator("#warnings")).to_contain_text("OUTPUT_SCHEMA_REPAIR_CONVERGED")
     screenshot(page, "14-run-repaired.png")
+
+
+REPORT_MD = (
+    "# Oslo weekend\n\n| day | plan |\n|---|---|\n| 1 | fjord walk |\n\n"
+    "<script>window.__pwned = true</script>\n\n![tracker](https://example.invalid/t.png)\n\n"
+    "[safe link](https://example.org) and [bad link](javascript:alert(1))\n"
+)
+
+
+def test_activity_timeline_fills_while_the_turn_runs(live, new_page, tmp_path):
+    """R-AC1/R-AC5: reasoning and tool calls appear live while the engine runs (the last tool
+    holds the turn open until the test releases it); then the result as a table, the Markdown
+    artifact rendered safely, per-turn usage; and the same page at phone width."""
+    release = tmp_path / "release"
+    live.engine.script(
+        {
+            "reasoning": "The traveller wants Oslo; plan one day.",
+            "tools": 3,
+            "wait_for": str(release),
+            "files": {"artifacts/plan.md": REPORT_MD},
+            "message": json.dumps({**PLAN, "__SKILL_DONE__": True}),
+            "usage": {"input_tokens": 1200, "cached_input_tokens": 200, "output_tokens": 80},
+        }
+    )
+    page = new_page()
+    log_in(page, "alice")
+    request_id = live.start_trip("alice")
+    page.goto(f"/runs/{request_id}/")
+    timeline = page.locator("details.activity .timeline")
+    expect(timeline.locator(".step.tool.ok")).to_have_count(4, timeout=20_000)  # the file write + 3 commands
+    running = timeline.locator(".step.tool.running")
+    expect(running).to_have_count(1)
+    expect(running).to_contain_text("wait for the release file")
+    expect(timeline.locator(".step.reasoning")).to_contain_text("The traveller wants Oslo")
+    expect(page.locator("#run-status")).to_have_text("Running")
+    assert live.run_status("alice", request_id) == "running"  # the turn really is still going
+    timeline.locator(".step.tool.ok").nth(1).get_by_text("Output").click()
+    expect(timeline.locator(".step.tool.ok").nth(1).locator("pre")).to_have_text("step 0\n")
+    screenshot(page, "20-activity-running.png")
+
+    release.touch()
+    expect(page.locator("#run-status")).to_have_text("Succeeded", timeout=20_000)
+    expect(timeline.locator(".step.tool.running")).to_have_count(0)
+    expect(page.locator("#result-view table.kv")).to_contain_text("Oslo")
+    expect(page.locator("#result-view table.records")).to_contain_text("Fjord walk")
+    preview = page.locator(".artifact-preview")
+    expect(preview.get_by_role("heading", name="Oslo weekend")).to_be_visible()
+    expect(preview.locator("table")).to_contain_text("fjord walk")
+    assert preview.locator("script, img").count() == 0
+    assert preview.locator("a[href^='javascript']").count() == 0
+    expect(preview.get_by_role("link", name="safe link")).to_have_attribute("rel", "noopener noreferrer nofollow")
+    assert page.evaluate("window.__pwned === undefined")
+    expect(page.locator("#usage-rows")).to_contain_text("1,200")
+    expect(page.locator("details.activity .activity-usage")).to_contain_text("1,280 tokens")
+    page.get_by_text("Raw JSON").click()
+    expect(page.locator("#result-json")).to_contain_text('"destination": "Oslo"')
+    screenshot(page, "21-activity-finished.png")
+
+    phone = new_page(viewport={"width": 390, "height": 844})
+    log_in(phone, "alice")
+    phone.goto(f"/runs/{request_id}/")
+    expect(phone.locator(".artifact-preview h1")).to_have_text("Oslo weekend")
+    assert phone.evaluate("document.documentElement.scrollWidth") <= 390
+    screenshot(phone, "22-activity-phone.png")

@@ -14,6 +14,11 @@ step repeats). A step may hold:
   stderr    text written to stderr
   no_thread omit thread.started (no session id)
   echo_env  write the environment to this file (isolation tests)
+  reasoning a reasoning item's text, printed first
+  tools     number of shell tool calls to print (item.started + item.completed each)
+  flood_mb  megabytes of plain noise lines to print (output volume tests)
+  wait_for  a file path: after the tool calls, a last tool call runs until it exists (at most 30 s)
+  usage     the turn.completed usage object (default input 1, output 1)
 Each invocation is appended to invocations.jsonl beside the script.
 """
 
@@ -51,6 +56,29 @@ def _parse(argv: list[str]) -> tuple[str | None, str]:
     if positional[:1] == ["resume"]:
         thread, positional = positional[1], positional[2:]
     return thread, (positional[0] if positional else "")
+
+
+def _activity(step: dict) -> None:
+    """Live activity for the R-AC1/R-AC2 tests: reasoning, tool calls, noise, a wait point."""
+    if step.get("reasoning"):
+        _emit({"type": "item.completed", "item": {"id": "rs", "type": "reasoning", "text": step["reasoning"]}})
+    for index in range(int(step.get("tools", 0))):
+        item = {"id": f"cmd_{index}", "type": "command_execution", "command": f"echo step {index}"}
+        _emit({"type": "item.started", "item": {**item, "aggregated_output": "", "status": "in_progress"}})
+        done = {**item, "aggregated_output": f"step {index}\n", "exit_code": 0, "status": "completed"}
+        _emit({"type": "item.completed", "item": done})
+    line = ("noise " * 200)[:1023] + "\n"
+    for _ in range(int(float(step.get("flood_mb", 0)) * 1024)):
+        sys.stdout.write(line)
+    sys.stdout.flush()
+    if step.get("wait_for"):
+        item = {"id": "cmd_wait", "type": "command_execution", "command": "wait for the release file"}
+        _emit({"type": "item.started", "item": {**item, "aggregated_output": "", "status": "in_progress"}})
+        deadline = time.monotonic() + 30
+        while not os.path.exists(step["wait_for"]) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        done = {**item, "aggregated_output": "released\n", "exit_code": 0, "status": "completed"}
+        _emit({"type": "item.completed", "item": done})
 
 
 def main(script_path: str, argv: list[str]) -> int:
@@ -119,6 +147,7 @@ def main(script_path: str, argv: list[str]) -> int:
             link.unlink()
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(target)
+    _activity(step)
     if step.get("sleep"):
         time.sleep(float(step["sleep"]))
     if step.get("fail"):
@@ -126,7 +155,7 @@ def main(script_path: str, argv: list[str]) -> int:
         return 1
     if "message" in step:
         _emit({"type": "item.completed", "item": {"id": "item_1", "type": "agent_message", "text": step["message"]}})
-    _emit({"type": "turn.completed", "usage": {"input_tokens": 1, "output_tokens": 1}})
+    _emit({"type": "turn.completed", "usage": step.get("usage") or {"input_tokens": 1, "output_tokens": 1}})
     return int(step.get("exit", 0))
 
 
