@@ -79,6 +79,10 @@ def bench_config(name: str, root: Path, engine: Path, args: argparse.Namespace, 
         result["latency"] = samples.values
         print(f"[{name}] latency samples done", flush=True)
 
+        with profiler.phase(target, "activity") if profiler else _null():
+            result["latency"]["activity_ws"] = scenarios.activity_latency(target, args.activity)
+        print(f"[{name}] activity samples: {len(result['latency']['activity_ws'])}", flush=True)
+
         result["burst"] = []
         with profiler.phase(target, "burst") if profiler else _null():
             for _ in range(args.bursts):
@@ -134,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
         help="auto-run latency samples per configuration (half polled, half on the websocket)",
     )
     parser.add_argument("--interactive", type=int, default=60, help="interactive-run latency samples per configuration")
+    parser.add_argument(
+        "--activity", type=int, default=10, help="runs printing 20 activity lines each (stdout line -> websocket)"
+    )
     parser.add_argument("--bursts", type=int, default=3, help="repetitions of (e)")
     parser.add_argument("--burst-size", type=int, default=50)
     parser.add_argument("--waiting", type=int, default=1000, help="runs parked in waiting_user for (f); 0 skips")
@@ -145,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the data directories (logs) for inspection")
     args = parser.parse_args(argv)
     if args.quick:
-        args.auto, args.interactive, args.bursts, args.waiting, args.floor = 10, 6, 1, 100, 50
+        args.auto, args.interactive, args.bursts, args.waiting, args.floor, args.activity = 10, 6, 1, 100, 50, 3
     configs = [name.strip() for name in args.configs.split(",") if name.strip()]
     unknown = [name for name in configs if name not in CONFIGS]
     if unknown:

@@ -6,7 +6,9 @@ turn.completed). It appends `start <epoch>` and `exit <epoch>` lines to `.bench-
 working directory, which is the run directory, so the benchmark reads each run's engine times
 from `<data dir>/runs/<request_id>/.bench-times`. Two `date` forks per turn are all it costs.
 
-Skills it plays: haiku-writer (auto: writes artifacts/haiku.md, answers the JSON) and
+Skills it plays: haiku-writer (auto: writes artifacts/haiku.md, answers the JSON; when the
+prompt holds ``activity-bench`` it first prints ACTIVITY_LINES tool-start lines, each stamped
+with the epoch time it was printed, for the stdout line -> websocket latency, R-AC3) and
 trip-planner (interactive: the first turn asks and exits; a `resume <thread>` turn writes
 artifacts/plan.md and answers with the done marker). The thread id is the run directory's name.
 """
@@ -19,6 +21,10 @@ import time
 from pathlib import Path
 
 TIMES_FILE = ".bench-times"
+ACTIVITY_MARK = "activity-bench"
+ACTIVITY_LINES = 20
+ACTIVITY_GAP_SECONDS = 0.05
+ACTIVITY_SETTLE_SECONDS = 0.5  # before the first line: the client's socket connects meanwhile
 
 HAIKU_MESSAGE = '{\\"topic\\": \\"bench\\", \\"haiku\\": [\\"one\\", \\"two\\", \\"three\\"], \\"haiku_file\\": \\"artifacts/haiku.md\\"}'
 ASK_MESSAGE = '{\\"ask_user\\": {\\"interaction_id\\": 1, \\"kind\\": \\"open_text\\", \\"prompt\\": \\"Where do you want to go, and in which season?\\"}}'
@@ -54,6 +60,16 @@ if [ -d .codex/skills/trip-planner ]; then
     printf '%s\\n' '{{"type":"item.completed","item":{{"id":"item_1","type":"agent_message","text":"{PLAN_MESSAGE}"}}}}'
   fi
 else
+  case "$*" in
+    *{ACTIVITY_MARK}*)
+      printf '%s\\n' '{{"type":"thread.started","thread_id":"'"${{PWD##*/}}"'"}}' '{{"type":"turn.started"}}'
+      sleep {ACTIVITY_SETTLE_SECONDS}
+      for i in $(seq 1 {ACTIVITY_LINES}); do
+        printf '{{"type":"item.started","item":{{"id":"cmd_%s","type":"command_execution","command":"stamp %s","aggregated_output":"","status":"in_progress"}}}}\\n' "$i" "$(date +%s.%N)"
+        sleep {ACTIVITY_GAP_SECONDS}
+      done
+      ;;
+  esac
   printf '%s\\n' one two three > artifacts/haiku.md
   printf '%s\\n' '{{"type":"thread.started","thread_id":"'"${{PWD##*/}}"'"}}' '{{"type":"turn.started"}}'
   printf '%s\\n' '{{"type":"item.completed","item":{{"id":"item_0","type":"agent_message","text":"{HAIKU_MESSAGE}"}}}}'

@@ -20,7 +20,7 @@ from typing import Any
 from tests.support.live_service import LiveService
 from tests.support.wsclient import Closed, WebSocket
 
-from .engine import read_times
+from .engine import ACTIVITY_LINES, ACTIVITY_MARK, read_times
 from .httpclient import Api
 from .system import cpu_seconds, memory_mib, processes_running
 
@@ -263,6 +263,48 @@ def latencies(target: Target, auto_samples: int, interactive_samples: int, warmu
         interactive_sample(target, api, ("poll", "ws")[index % 2], samples)
     api.close()
     return samples
+
+
+# --- R-AC3: engine stdout line -> activity event on the websocket ------------------------------
+
+
+def activity_latency(target: Target, runs: int) -> list[float]:
+    """Seconds from the bench engine printing a tool-start line (stamped with the time it was
+    printed) to its `activity` event arriving on a websocket client, one run at a time. Lines
+    printed before the socket's snapshot arrived are replayed history, not live: not counted."""
+    api = target.api()
+    delays: list[float] = []
+    try:
+        for _ in range(runs):
+            body = auto_job()
+            body["input"]["topic"] = f"{ACTIVITY_MARK} {uuid.uuid4().hex}"
+            request_id, _, _ = _create(api, body)
+            ws = target.socket(request_id)
+            try:
+                live_from = None
+                seen = 0
+                deadline = time.monotonic() + WAIT_TIMEOUT
+                while seen < ACTIVITY_LINES and time.monotonic() < deadline:
+                    message = ws.recv(max(0.1, deadline - time.monotonic()))
+                    now = time.time()
+                    if message.get("type") == "snapshot":
+                        live_from = now
+                        continue
+                    payload = message.get("payload") or {}
+                    if message.get("kind") != "activity" or payload.get("type") != "tool":
+                        continue
+                    seen += 1
+                    printed = float(payload["command"].split()[1])
+                    if live_from is not None and printed >= live_from:
+                        delays.append(now - printed)
+            finally:
+                ws.close()
+            if seen < ACTIVITY_LINES:
+                raise BenchError(f"run {request_id}: {seen} of {ACTIVITY_LINES} activity events arrived")
+            poll_until(api, request_id, TERMINAL)
+    finally:
+        api.close()
+    return delays
 
 
 # --- (e): throughput --------------------------------------------------------------------------

@@ -161,3 +161,61 @@ def test_real_engine_resumed_turn_that_asks_again_waits_again(
     last = [r for r in model_server.requests if r.step_index is not None][-1]
     assert {"Kyoto, one day", "autumn"} <= set(last.user_texts)  # one conversation throughout
     run.join(timeout=60)
+
+
+# The model's tool call blocks (bounded, 30 s) until the test drops this file in the run dir.
+HOLD_TOOL = {"shell": "timeout 30 sh -c 'until [ -f release.flag ]; do sleep 0.05; done'; echo released"}
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_real_engine_tool_call_reaches_the_websocket_while_the_turn_runs(
+    engine, api, trip, real_engine, model_server, background_runs
+):
+    """R-AC1 with a real CLI: the `tool` `started` activity event reaches a websocket client while
+    the engine still runs the tool — the tool only ends when the test, having received the event,
+    releases it. The final answer follows, and the turn's usage is in the status."""
+    from asgiref.sync import sync_to_async
+
+    from runs.models import Run
+    from tests.ui.conftest import run_async, run_socket, token_headers
+
+    real_engine(engine)
+    model_server.set_script([HOLD_TOOL, {"text": PLAIN_QUESTION}])
+    run = background_runs(engine=engine)
+    run_dir = Run.objects.get(pk=run.request_id).run_dir
+
+    async def scenario() -> tuple[list[dict], str, list[dict]]:
+        socket = run_socket(run.request_id, token_headers(api))
+        assert (await socket.connect())[0]
+        assert (await socket.receive_json_from(10))["type"] == "snapshot"
+        before = []
+        for _ in range(200):  # bounded: the engine prints a handful of events before the tool
+            message = await socket.receive_json_from(120)
+            before.append(message)
+            payload = message.get("payload") or {}
+            if message.get("kind") == "activity" and payload.get("type") == "tool":
+                break
+        status_then = await sync_to_async(lambda: Run.objects.get(pk=run.request_id).status)()
+        (run_dir / "release.flag").touch()
+        after = []
+        for _ in range(200):
+            message = await socket.receive_json_from(120)
+            after.append(message)
+            if message.get("kind") == "status" and message["payload"]["to"] != "running":
+                break
+        await socket.disconnect()
+        return before, status_then, after
+
+    before, status_then, after = run_async(scenario)
+    started = before[-1]["payload"]
+    assert (started["type"], started["phase"], started["attempt"]) == ("tool", "started", 1), before
+    assert "release.flag" in started["command"]
+    assert status_then == "running"
+    assert "assistant_message" not in [m.get("kind") for m in before]
+    finished = [m["payload"] for m in after if m.get("kind") == "activity" and m["payload"].get("phase") == "finished"]
+    assert finished and finished[0]["id"] == started["id"] and "released" in finished[0]["output"]
+    assert after[-1]["payload"]["to"] == "waiting_user", after
+    usage = status_of(api, run.request_id)["usage"]
+    assert usage["turns"][0]["attempt"] == 1 and usage["input_tokens"] and usage["output_tokens"]
+    assert api.post(f"/v1/jobs/{run.request_id}/cancel").json()["accepted"] is True
+    run.join(timeout=60)
