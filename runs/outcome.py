@@ -17,6 +17,7 @@ from typing import Any
 
 from jsonschema import ValidationError, validators
 
+from engines.prompt import REPAIR_PROBLEMS_LISTED
 from engines.types import FAILURE_SPAWN, FAILURE_TIMEOUT, TurnResult
 
 from . import runfiles
@@ -124,9 +125,7 @@ EXCERPT_CHARS = 120
 
 def excerpt(value: Any) -> str:
     """A short, single-line rendering of what the agent gave, for messages and repair prompts."""
-    text = value if isinstance(value, str) and not value.lstrip().startswith(("{", "[")) else None
-    text = json.dumps(value, ensure_ascii=False) if text is None else json.dumps(text, ensure_ascii=False)
-    text = " ".join(text.split())
+    text = " ".join(json.dumps(value, ensure_ascii=False).split())
     return text if len(text) <= EXCERPT_CHARS else text[: EXCERPT_CHARS - 1] + "…"
 
 
@@ -174,10 +173,11 @@ def _problems_of(error: ValidationError) -> list[dict[str, str]]:
 def schema_problems(data: Any, schema: dict[str, Any]) -> list[dict[str, str]]:
     """Every way ``data`` fails ``schema``, each once, in document order."""
     validator = validators.validator_for(schema)(schema)
-    problems: list[dict[str, str]] = []
+    problems: dict[tuple[str, ...], dict[str, str]] = {}  # keyed to drop repeats, in order
     for error in sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path]):
-        problems += [problem for problem in _problems_of(error) if problem not in problems]
-    return problems
+        for problem in _problems_of(error):
+            problems.setdefault(tuple(problem.values()), problem)
+    return list(problems.values())
 
 
 @dataclass
@@ -201,7 +201,12 @@ def _validate_output(
         ), []
     problems = schema_problems(data, schema)
     if problems:
-        listed = "; ".join(f"{p['pointer'] or '(root)'}: expected {p['expected']}, got {p['got']}" for p in problems)
+        listed = "; ".join(
+            f"{p['pointer'] or '(root)'}: expected {p['expected']}, got {p['got']}"
+            for p in problems[:REPAIR_PROBLEMS_LISTED]
+        )
+        if len(problems) > REPAIR_PROBLEMS_LISTED:
+            listed += f"; … and {len(problems) - REPAIR_PROBLEMS_LISTED} more"
         return Validation(
             _error("OUTPUT_SCHEMA_INVALID", "output does not match the skill's output schema: " + listed), problems
         ), []

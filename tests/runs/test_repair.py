@@ -244,3 +244,12 @@ def test_the_last_round_failing_exhausts_the_repair_with_the_original_code(run_d
     assert decision.error["code"] == "OUTPUT_SCHEMA_INVALID"
     assert [w["code"] for w in decision.warnings] == [WARNING_EXHAUSTED]
     assert decision.result_envelope()["status"] == "failed"
+
+
+def test_a_huge_wrong_answer_stays_cheap_and_its_error_message_short(run_dir):
+    """R-FS2: thousands of wrong items cost linear work and a bounded message."""
+    decision = _decide(run_dir, {**GOOD, "haiku": list(range(2000))})
+    assert decision.error["code"] == "OUTPUT_SCHEMA_INVALID"
+    assert len(decision.problems) == 2001  # every item, and maxItems
+    assert "… and 1981 more" in decision.error["message"]
+    assert len(decision.error["message"]) < 5000
