@@ -12,6 +12,7 @@ import threading
 
 import pytest
 
+from tests.interactive.conftest import client_for
 from tests.interactive.helpers import processes_in, wait_until
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
@@ -48,6 +49,26 @@ def _finished(api, engine: str, **options) -> tuple[str, dict]:
     assert created.status_code == 200, created.content
     request_id = created.json()["request_id"]
     return request_id, api.get(f"/v1/jobs/{request_id}").json()
+
+
+def _start_in_background(api, body: dict):
+    """POST a run from a thread of its own (own client, own connection): with django-q2 inline the
+    POST runs every turn of the run, while the test replies or cancels beside it."""
+    from django.db import connection
+
+    from runs.models import Run
+
+    client = client_for(api.user)
+
+    def post() -> None:
+        try:
+            client.post("/v1/jobs", body, format="json")
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=post, daemon=True)
+    thread.start()
+    return thread, wait_until(lambda: Run.objects.first(), 30, "the run to be created")
 
 
 def _logs(api, request_id: str) -> str:
@@ -105,18 +126,7 @@ def test_real_engine_repair_round_is_canceled(engine, api, real_engine, model_se
         }
     )
 
-    def post() -> None:
-        from django.db import connection
-
-        try:
-            api.post("/v1/jobs", _body(engine), format="json")
-        finally:
-            connection.close()
-
-    # With django-q2 inline the POST runs every round: it goes beside the cancelling client.
-    posted = threading.Thread(target=post, daemon=True)
-    posted.start()
-    run = wait_until(lambda: Run.objects.first(), 30, "the run to be created")
+    posted, run = _start_in_background(api, _body(engine))
     wait_until(
         lambda: (r := Run.objects.get(pk=run.pk)).attempt_number == 2 and r.status == "running" and r.engine_pid,
         90,
@@ -130,3 +140,59 @@ def test_real_engine_repair_round_is_canceled(engine, api, real_engine, model_se
     assert (status["status"], status["error"]["code"]) == ("canceled", "CANCELED_BY_USER"), asked
     assert status["repair_round"] == 1, asked
     assert wait_until(lambda: not processes_in(run.run_dir), 10, "the engine to be gone")
+
+
+PLAN = {
+    "destination": "Kyoto",
+    "days": [{"day": 1, "activities": ["Fushimi Inari at dawn"]}],
+    "plan_file": "artifacts/plan.md",
+}
+
+
+@pytest.mark.parametrize("engine", ["codex", "claude"])
+def test_real_engine_interactive_question_waits_and_a_done_answer_is_repaired(
+    engine, api, install_skill, real_engine, model_server
+):
+    """R-RP1 in interactive runs: invalid JSON without the done marker is a question (it waits, no
+    repair); with the marker it is repaired in the same session."""
+    install_skill("trip-planner")
+    real_engine(engine)
+    model_server.set_script(
+        [
+            {"text": json.dumps({**PLAN, "days": "one day"})},
+            {"shell": "printf '# Kyoto\\n' > artifacts/plan.md"},
+            {"text": json.dumps({**PLAN, "days": "one day", "__SKILL_DONE__": True})},
+            {"text": json.dumps({**PLAN, "__SKILL_DONE__": True})},
+        ]
+    )
+    body = {
+        **_body(engine),
+        "skill_id": "trip-planner",
+        "input": {},
+        "runtime_options": {"execution_mode": "interactive"},
+    }
+    posted, run = _start_in_background(api, body)
+    status = wait_until(
+        lambda: (s := api.get(f"/v1/jobs/{run.pk}").json())["status"] in ("waiting_user", "failed", "succeeded") and s,
+        90,
+        "the first turn to end",
+    )
+    assert status["status"] == "waiting_user", (status, _logs(api, str(run.pk)))
+    assert status["repair_rounds"] == 0
+    reply = api.post(
+        f"/v1/jobs/{run.pk}/interaction/reply", {"interaction_id": 1, "response": "one day"}, format="json"
+    )
+    assert reply.status_code == 200, reply.content
+    status = wait_until(
+        lambda: (
+            (s := api.get(f"/v1/jobs/{run.pk}").json())["status"] in ("failed", "succeeded", "waiting_user")
+            and s["attempt_number"] == 3
+            and s
+        ),
+        90,
+        "the repair round to end",
+    )
+    assert status["status"] == "succeeded", (status, _logs(api, str(run.pk)))
+    assert (status["repair_rounds"], status["interaction_count"]) == (1, 1)
+    assert api.get(f"/v1/jobs/{run.pk}/result").json()["result"]["repair_level"] == "reprompt"
+    posted.join(timeout=30)
