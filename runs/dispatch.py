@@ -61,15 +61,9 @@ def enqueue_turn(request_id, attempt_number: int) -> None:
     )
 
 
-def enqueue_delivery(delivery_pk: int, timeout: float) -> None:
-    """A webhook delivery task, killed by the cluster if it outlives `timeout` (its lease)."""
-    _enqueue_once(
-        ("webhook", delivery_pk),
-        DELIVERY_TASK,
-        delivery_pk,
-        task_name=f"webhook-{delivery_pk}",
-        timeout=max(1, int(timeout)),
-    )
+def enqueue_delivery(delivery_pk: int) -> None:
+    """A webhook delivery task: it hands the attempt to a sender thread and returns at once."""
+    _enqueue_once(("webhook", delivery_pk), DELIVERY_TASK, delivery_pk, task_name=f"webhook-{delivery_pk}")
 
 
 def enqueue_question_email(interaction_pk: int) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .execution import run_claimed_turn
 from .notifications import email
-from .notifications.services import attempt_delivery
+from .notifications.sender import sender
 
 
 def execute_turn(request_id: str, attempt_number: int) -> None:
@@ -12,7 +12,7 @@ def execute_turn(request_id: str, attempt_number: int) -> None:
 
 
 def send_webhook(delivery_pk: int) -> None:
-    attempt_delivery(delivery_pk)
+    sender.submit(delivery_pk)
 
 
 def send_question_email(interaction_pk: int) -> None:

@@ -119,7 +119,7 @@ def _record(run: Run, endpoints) -> list[WebhookDelivery]:
 def offer(delivery_pk: int) -> None:
     """Hand a delivery to the cluster; if the broker is away, the supervisor offers it later."""
     try:
-        enqueue_delivery(delivery_pk, lease_seconds())
+        enqueue_delivery(delivery_pk)
     except Exception:
         logger.warning("could not enqueue webhook delivery %s; the supervisor will retry", delivery_pk, exc_info=True)
 

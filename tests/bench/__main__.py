@@ -42,6 +42,8 @@ BENCH_ENV = {
     "DJANGO_SETTINGS_MODULE": "skillrunner.settings",
     "SKILLRUNNER_RATE_RUN_CREATE": "100000/min",
     "SKILLRUNNER_RATE_REPLY": "100000/min",
+    # (g) delivers webhooks to a receiver in this process, on 127.0.0.1 (R-NT2 refuses it otherwise).
+    "SKILLRUNNER_WEBHOOK_ALLOW_PRIVATE": "true",
 }
 OVERALL_TIMEOUT = 20 * 60
 
@@ -78,6 +80,9 @@ def bench_config(name: str, root: Path, engine: Path, args: argparse.Namespace, 
             samples = scenarios.latencies(target, args.auto, args.interactive)
         result["latency"] = samples.values
         print(f"[{name}] latency samples done", flush=True)
+        if args.webhooks:
+            result["latency"].update(scenarios.webhook_latencies(target, args.webhooks).values)
+            print(f"[{name}] webhook samples done", flush=True)
 
         with profiler.phase(target, "activity") if profiler else _null():
             result["latency"]["activity_ws"] = scenarios.activity_latency(target, args.activity)
@@ -141,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--activity", type=int, default=10, help="runs printing 20 activity lines each (stdout line -> websocket)"
     )
+    parser.add_argument("--webhooks", type=int, default=30, help="interactive runs timed for (g) webhook delivery")
     parser.add_argument("--bursts", type=int, default=3, help="repetitions of (e)")
     parser.add_argument("--burst-size", type=int, default=50)
     parser.add_argument("--waiting", type=int, default=1000, help="runs parked in waiting_user for (f); 0 skips")

@@ -25,6 +25,8 @@ LATENCY_ROWS = [
     ("reply_to_done_ws", "reply POST -> succeeded seen, websocket", None, None),
     ("a_interactive", "interactive POST returned -> engine started", None, None),
     ("activity_ws", "engine stdout line -> activity event on websocket (R-AC3)", "activity", None),
+    ("webhook_waiting", "(g) run.waiting_user committed -> webhook received", None, None),
+    ("webhook_succeeded", "(g) run.succeeded committed -> webhook received", None, None),
 ]
 # The same turns split at the worker's own event times (server clock = client clock here).
 BREAKDOWN_ROWS = [

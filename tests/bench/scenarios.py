@@ -307,6 +307,45 @@ def activity_latency(target: Target, runs: int) -> list[float]:
     return delays
 
 
+# --- (g): webhooks ---------------------------------------------------------------------------
+
+
+def webhook_latencies(target: Target, runs: int) -> Samples:
+    """R-NT1: status event committed (its server time) -> signed delivery received here, for
+    run.waiting_user and, after the reply, run.succeeded; one interactive run at a time."""
+    from tests.support.webhook_receiver import WebhookReceiver
+
+    api = target.api()
+    samples = Samples()
+    with WebhookReceiver() as receiver:
+        status, hook = api.post("/v1/webhooks", {"url": receiver.url, "events": ["run.waiting_user", "run.succeeded"]})
+        if status != 201:
+            raise BenchError(f"webhook registration answered {status}: {hook}")
+        try:
+            for _ in range(runs):
+                request_id, _, _ = _create(api, INTERACTIVE_JOB)
+                arrived = _delivery(receiver, request_id, "run.waiting_user")
+                api.post(f"/v1/jobs/{request_id}/interaction/reply", {"interaction_id": 1, "response": "Lisbon"})
+                finished = _delivery(receiver, request_id, "run.succeeded")
+                committed = {to: at for kind, to, at in _event_times(api, request_id) if kind == "status"}
+                samples.add("webhook_waiting", arrived - committed["waiting_user"])
+                samples.add("webhook_succeeded", finished - committed["succeeded"])
+        finally:
+            api.request("DELETE", f"/v1/webhooks/{hook['id']}")
+            api.close()
+    return samples
+
+
+def _delivery(receiver, request_id: str, event: str) -> float:
+    deadline = time.monotonic() + WAIT_TIMEOUT
+    while time.monotonic() < deadline:
+        for item in list(receiver.received):
+            if item.json["request_id"] == request_id and item.json["event"] == event:
+                return item.at
+        time.sleep(0.002)
+    raise BenchError(f"no {event} delivery for {request_id} within {WAIT_TIMEOUT}s")
+
+
 # --- (e): throughput --------------------------------------------------------------------------
 
 
