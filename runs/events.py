@@ -19,7 +19,7 @@ def group_name(request_id) -> str:
 
 
 def user_group_name(user_id) -> str:
-    """Listeners to all of one user's runs: the inbox badge (R-NT4)."""
+    """Listeners to the status changes of all of one user's runs: the inbox badge (R-NT4)."""
     return f"user-{user_id}"
 
 
@@ -28,20 +28,23 @@ def append_event(run: Run, kind: str, payload: dict[str, Any]) -> RunEvent:
     run.last_event_seq += 1
     event = RunEvent.objects.create(run=run, seq=run.last_event_seq, kind=kind, payload=payload)
     Run.objects.filter(pk=run.pk).update(last_event_seq=run.last_event_seq)
-    transaction.on_commit(lambda: notify_run_changed(run.pk, run.owner_id))
+    owner_id = run.owner_id if kind == "status" else None
+    transaction.on_commit(lambda: notify_run_changed(run.pk, owner_id))
     return event
 
 
-def notify_run_changed(request_id, owner_id) -> None:
+def notify_run_changed(request_id, owner_id=None) -> None:
     """Wake listeners in other processes. Best effort: they also re-read the table now and then.
 
+    `owner_id` is given for a status change, which also wakes the owner's user-level listeners.
     Without a cross-process layer each web process watches the event table itself (runs.live).
     """
     layer = get_channel_layer()
     if layer is None or isinstance(layer, InMemoryChannelLayer):
         return
     try:
-        for group in (group_name(request_id), user_group_name(owner_id)):
-            async_to_sync(layer.group_send)(group, {"type": "run.changed"})
+        async_to_sync(layer.group_send)(group_name(request_id), {"type": "run.changed"})
+        if owner_id is not None:
+            async_to_sync(layer.group_send)(user_group_name(owner_id), {"type": "run.changed"})
     except Exception:  # a broken channel layer must never fail a state change
         logger.warning("could not publish run change for %s", request_id, exc_info=True)

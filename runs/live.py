@@ -35,10 +35,12 @@ def _latest_event_id() -> int:
     return RunEvent.objects.aggregate(latest=Max("id"))["latest"] or 0
 
 
-def _events_since(last_id: int) -> list[tuple[int, object, int]]:
+def _events_since(last_id: int) -> list[tuple[int, object, int, str]]:
     try:
         return list(
-            RunEvent.objects.filter(id__gt=last_id).order_by("id").values_list("id", "run_id", "run__owner_id")[:1000]
+            RunEvent.objects.filter(id__gt=last_id)
+            .order_by("id")
+            .values_list("id", "run_id", "run__owner_id", "kind")[:1000]
         )
     except Exception:
         connection.close()  # reconnect on the next call, after the database comes back
@@ -72,8 +74,9 @@ class EventTableWatcher:
             if not rows:
                 continue
             last_id = rows[-1][0]
-            changed = dict.fromkeys(group_name(run_id) for _, run_id, _ in rows)
-            changed.update(dict.fromkeys(user_group_name(owner_id) for _, _, owner_id in rows))
+            changed = dict.fromkeys(group_name(run_id) for _, run_id, _, _ in rows)
+            # A user's listeners (the inbox) care about status changes only.
+            changed.update(dict.fromkeys(user_group_name(owner) for _, _, owner, kind in rows if kind == "status"))
             for group in changed:
                 await layer.group_send(group, {"type": "run.changed"})
 
