@@ -3,12 +3,12 @@ and the delivery connects to the very address that was checked."""
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 
 from runs.notifications import destinations
 from runs.notifications.destinations import DestinationError
+
+from .helpers import fake_dns
 
 REFUSED_LITERALS = [
     "http://127.0.0.1/hook",
@@ -29,27 +29,6 @@ REFUSED_LITERALS = [
     "http://[::ffff:a9fe:a9fe]/hook",  # IPv4-mapped metadata
     "http://[2002:7f00:1::1]/hook",  # 6to4 wrapping 127.0.0.1
 ]
-
-
-def fake_dns(monkeypatch, answers: dict[str, list[str] | None]) -> list[str]:
-    """Replace the resolver at its boundary for the names in `answers` (None: no such name);
-    returns the names looked up. Anything else (IP literals) goes to the real resolver."""
-    asked: list[str] = []
-    real = socket.getaddrinfo
-
-    def getaddrinfo(host, port, *args, **kwargs):
-        if host not in answers:
-            return real(host, port, *args, **kwargs)
-        asked.append(host)
-        if answers[host] is None:
-            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
-        return [
-            (socket.AF_INET6 if ":" in ip else socket.AF_INET, socket.SOCK_STREAM, 6, "", (ip, port))
-            for ip in answers[host]
-        ]
-
-    monkeypatch.setattr("runs.notifications.destinations.socket.getaddrinfo", getaddrinfo)
-    return asked
 
 
 @pytest.mark.parametrize("url", REFUSED_LITERALS)

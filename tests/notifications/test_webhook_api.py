@@ -6,6 +6,8 @@ import pytest
 
 from tests.api.helpers import create_job, error_code, job_body
 
+from .helpers import fake_dns
+
 pytestmark = pytest.mark.django_db
 
 HOOK = "https://hooks.example.com/skillrunner"
@@ -14,10 +16,7 @@ HOOK = "https://hooks.example.com/skillrunner"
 @pytest.fixture
 def public_dns(monkeypatch):
     """hooks.example.com resolves to a public address (the resolver is the boundary we fake)."""
-    monkeypatch.setattr(
-        "runs.notifications.destinations.socket.getaddrinfo",
-        lambda host, port, **kw: [(2, 1, 6, "", ("93.184.215.14", port))],
-    )
+    fake_dns(monkeypatch, {"hooks.example.com": ["93.184.215.14"]})
 
 
 def test_create_answers_201_with_the_secret_once(api, public_dns):
