@@ -48,7 +48,7 @@ lint: test-venv
 	$(VENV)/bin/ruff format --check .
 
 bench: test-venv
-	$(PY) -m tests.bench
+	$(PY) -m bench
 
 clean:
 	rm -rf $(VENV) $(ENGINE_CLI_DIR)/node_modules data test-output

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from rest_framework.test import APIClient
 
+from tests.support.clients import client_for
 from tests.support.fake_codex import FakeCodex
 from tests.support.outside_reads import OutsideReadGuard
 
@@ -44,17 +45,6 @@ def isolated_data_dir(settings, tmp_path):
     return settings.DATA_DIR
 
 
-def _client_for(user) -> APIClient:
-    from accounts.models import ApiToken
-
-    _, key = ApiToken.issue(user)
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
-    client.token_key = key
-    client.user = user
-    return client
-
-
 @pytest.fixture
 def alice(db, django_user_model):
     return django_user_model.objects.create_user("alice", password="alice-password-123")
@@ -72,17 +62,17 @@ def admin_user(db, django_user_model):
 
 @pytest.fixture
 def api(alice) -> APIClient:
-    return _client_for(alice)
+    return client_for(alice)
 
 
 @pytest.fixture
 def bob_api(bob) -> APIClient:
-    return _client_for(bob)
+    return client_for(bob)
 
 
 @pytest.fixture
 def staff_api(admin_user) -> APIClient:
-    return _client_for(admin_user)
+    return client_for(admin_user)
 
 
 @pytest.fixture
@@ -100,13 +90,48 @@ def install_skill(db):
 
 
 @pytest.fixture
-def fake_codex(settings, tmp_path) -> FakeCodex:
+def configure_engine(settings):
+    """`configure_engine(engine, binary=…, base_url=…, api_key=…, model=…)`: an operator's
+    settings for one engine, for this test only (R-EN4, R-EN8)."""
+
+    def configure(engine: str, **values: str) -> None:
+        engines = {name: dict(conf) for name, conf in settings.SKILLRUNNER_ENGINES.items()}
+        engines[engine].update(values)
+        settings.SKILLRUNNER_ENGINES = engines
+
+    return configure
+
+
+@pytest.fixture
+def real_engine(configure_engine, settings, model_server):
+    """`real_engine(engine)` points the service's engine at the directory's scripted model server,
+    as an operator would; no engine process outlives the test."""
+    from tests.support.engine_env import SERVICE_MODELS, require_engine
+    from tests.support.processes import kill_all, processes_in
+
+    def configure(engine: str) -> None:
+        configure_engine(
+            engine,
+            binary=str(require_engine(engine)),
+            base_url=model_server.url + ("/v1" if engine == "codex" else ""),
+            api_key="test-key-not-secret",
+            model=SERVICE_MODELS[engine],
+        )
+        settings.SKILLRUNNER_KILL_GRACE_SECONDS = 1.0
+
+    yield configure
+    runs = Path(settings.DATA_DIR) / "runs"
+    if runs.is_dir():
+        for run_dir in runs.iterdir():
+            kill_all(processes_in(run_dir))
+
+
+@pytest.fixture
+def fake_codex(configure_engine, tmp_path) -> FakeCodex:
     root = tmp_path / "fake-codex"
     root.mkdir()
     fake = FakeCodex(root)
-    engines = {name: dict(conf) for name, conf in settings.SKILLRUNNER_ENGINES.items()}
-    engines["codex"]["binary"] = str(fake.binary)
-    settings.SKILLRUNNER_ENGINES = engines
+    configure_engine("codex", binary=str(fake.binary))
     return fake
 
 

@@ -43,13 +43,11 @@ os.execv(sys.executable, [sys.executable, {str(FAKE_CODEX)!r}, {str(fake.script_
 
 
 @pytest.fixture
-def probing_codex(fake_codex, settings, tmp_path) -> ProbingCodex:
+def probing_codex(fake_codex, configure_engine, tmp_path) -> ProbingCodex:
     root = tmp_path / "probing-codex"
     root.mkdir()
     probe = ProbingCodex(fake_codex, root)
-    engines = {name: dict(conf) for name, conf in settings.SKILLRUNNER_ENGINES.items()}
-    engines["codex"]["binary"] = str(probe.binary)
-    settings.SKILLRUNNER_ENGINES = engines
+    configure_engine("codex", binary=str(probe.binary))
     yield probe
     for spawn in probe.spawns():  # never leave a test's sleepers behind, whatever it asserted
         if process_alive(spawn["child"]):

@@ -12,6 +12,11 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+# Shared helpers, re-exported to this suite.
+from tests.support.clients import job_body as job_body
+from tests.support.processes import process_alive as process_alive
+from tests.support.processes import process_group_alive as process_group_alive
+
 HAIKU_DATA = {"topic": "sea", "haiku": ["waves fold", "into the grey", "morning"], "haiku_file": "artifacts/haiku.md"}
 HAIKU_TEXT = "waves fold\ninto the grey\nmorning\n"
 
@@ -21,26 +26,6 @@ def haiku_step(**extra: Any) -> dict[str, Any]:
     step: dict[str, Any] = {"files": {"artifacts/haiku.md": HAIKU_TEXT}, "message": json.dumps(HAIKU_DATA)}
     step.update(extra)
     return step
-
-
-def job_body(
-    skill_id: str = "haiku-writer",
-    *,
-    engine: str = "codex",
-    input: Any = None,
-    parameter: Any = None,
-    runtime_options: Any = None,
-    **extra: Any,
-) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "skill_id": skill_id,
-        "engine": engine,
-        "input": {"topic": "sea"} if input is None and skill_id == "haiku-writer" else (input or {}),
-        "parameter": parameter or {},
-        "runtime_options": runtime_options or {},
-    }
-    body.update(extra)
-    return body
 
 
 def create_job(client, skill_id: str = "haiku-writer", **kwargs: Any) -> dict[str, Any]:
@@ -108,31 +93,6 @@ def tree_state(root: Path) -> dict[str, str]:
         else:
             state[relative] = hashlib.sha256(path.read_bytes()).hexdigest()
     return state
-
-
-def process_alive(pid: int) -> bool:
-    """Whether `pid` is a live process; zombies (exited, not yet reaped) count as gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
-    except FileNotFoundError:
-        return False
-    return fields[0] not in ("Z", "X")
-
-
-def process_group_alive(pgid: int) -> bool:
-    """Whether any live (non-zombie) process is still in group `pgid`."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            return True
-    return False
 
 
 def wait_until(predicate, timeout: float = 5.0, interval: float = 0.02) -> bool:

@@ -165,12 +165,10 @@ def test_result_is_409_while_running(api, install_skill, fake_codex, manual_disp
     assert api.get(f"/v1/jobs/{rid}/result").status_code == 200
 
 
-def test_logs_show_prompt_and_output_with_secrets_redacted(api, install_skill, fake_codex, settings):
+def test_logs_show_prompt_and_output_with_secrets_redacted(api, install_skill, fake_codex, configure_engine):
     """SPEC §8 /logs: prompt, stdout, stderr, with the configured engine key and key-like strings redacted."""
     secret = "zq-provider-credential-7781-abcdef"
-    engines = {name: dict(conf) for name, conf in settings.SKILLRUNNER_ENGINES.items()}
-    engines["codex"]["api_key"] = secret
-    settings.SKILLRUNNER_ENGINES = engines
+    configure_engine("codex", api_key=secret)
     install_skill("haiku-writer")
     fake_codex.script(
         haiku_step(stderr=f"debug: using credential {secret}\nOPENAI_API_KEY=sk-live-0123456789abcdefghij\n")

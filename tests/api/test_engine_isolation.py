@@ -99,11 +99,9 @@ def test_engine_environment_is_an_allow_list(env_run, monkeypatch):
     assert unexpected == set(), unexpected
 
 
-def test_configured_engine_key_is_passed(api, install_skill, fake_codex, settings, tmp_path):
+def test_configured_engine_key_is_passed(api, install_skill, fake_codex, configure_engine, tmp_path):
     """R-EN5/R-EN8: the key the operator configured for codex does reach codex."""
-    engines = {name: dict(conf) for name, conf in settings.SKILLRUNNER_ENGINES.items()}
-    engines["codex"]["api_key"] = "operator-configured-codex-key-42"
-    settings.SKILLRUNNER_ENGINES = engines
+    configure_engine("codex", api_key="operator-configured-codex-key-42")
     install_skill("haiku-writer")
     dump = tmp_path / "env.json"
     fake_codex.script(haiku_step(echo_env=str(dump)))
@@ -112,11 +110,9 @@ def test_configured_engine_key_is_passed(api, install_skill, fake_codex, setting
     assert "operator-configured-codex-key-42" in env.values()
 
 
-def test_provider_endpoint_goes_to_the_codex_home_config(api, install_skill, fake_codex, settings, tmp_path):
+def test_provider_endpoint_goes_to_the_codex_home_config(api, install_skill, fake_codex, configure_engine, tmp_path):
     """R-EN8: a base URL becomes a model_providers entry in the engine's own config.toml."""
-    engines = {name: dict(conf) for name, conf in settings.SKILLRUNNER_ENGINES.items()}
-    engines["codex"].update(api_key="provider-key-99", base_url="http://127.0.0.1:9/v1")
-    settings.SKILLRUNNER_ENGINES = engines
+    configure_engine("codex", api_key="provider-key-99", base_url="http://127.0.0.1:9/v1")
     install_skill("haiku-writer")
     dump = tmp_path / "env.json"
     fake_codex.script(haiku_step(echo_env=str(dump)))

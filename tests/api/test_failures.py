@@ -136,7 +136,7 @@ def test_hard_timeout_kills_the_whole_process_group(api, probing_codex, settings
     assert not process_alive(spawn["child"]), "a child of the engine survived the timeout"
 
 
-def test_engine_ignoring_sigterm_is_killed_after_the_grace_period(api, settings, tmp_path):
+def test_engine_ignoring_sigterm_is_killed_after_the_grace_period(api, settings, tmp_path, configure_engine):
     """R-LC12: SIGTERM first, SIGKILL after SKILLRUNNER_KILL_GRACE_SECONDS; an engine that ignores
     SIGTERM cannot outlive its timeout by more than the grace."""
     from .helpers import write_executable
@@ -152,9 +152,7 @@ echo '{{"type":"thread.started","thread_id":"t-1"}}'
 sleep 60
 """,
     )
-    engines = {name: dict(conf) for name, conf in settings.SKILLRUNNER_ENGINES.items()}
-    engines["codex"]["binary"] = str(binary)
-    settings.SKILLRUNNER_ENGINES = engines
+    configure_engine("codex", binary=str(binary))
     settings.SKILLRUNNER_KILL_GRACE_SECONDS = 0.5
     started = time.monotonic()
     rid = create_job(api, runtime_options={"hard_timeout_seconds": 1})["request_id"]
@@ -165,21 +163,17 @@ sleep 60
     assert not process_group_alive(pgid)
 
 
-def test_missing_binary_fails_engine_spawn_failed(api, fake_codex, settings, tmp_path):
-    engines = {name: dict(conf) for name, conf in settings.SKILLRUNNER_ENGINES.items()}
-    engines["codex"]["binary"] = str(tmp_path / "no" / "such" / "codex")
-    settings.SKILLRUNNER_ENGINES = engines
+def test_missing_binary_fails_engine_spawn_failed(api, fake_codex, configure_engine, tmp_path):
+    configure_engine("codex", binary=str(tmp_path / "no" / "such" / "codex"))
     rid = create_job(api)["request_id"]
     _assert_failed(api, rid, "ENGINE_SPAWN_FAILED")
 
 
-def test_non_executable_binary_fails_engine_spawn_failed(api, settings, tmp_path):
+def test_non_executable_binary_fails_engine_spawn_failed(api, configure_engine, tmp_path):
     binary = tmp_path / "codex"
     binary.write_text("#!/bin/sh\nexit 0\n")
     binary.chmod(0o644)
-    engines = {name: dict(conf) for name, conf in settings.SKILLRUNNER_ENGINES.items()}
-    engines["codex"]["binary"] = str(binary)
-    settings.SKILLRUNNER_ENGINES = engines
+    configure_engine("codex", binary=str(binary))
     _assert_failed(api, create_job(api)["request_id"], "ENGINE_SPAWN_FAILED")
 
 

@@ -97,23 +97,19 @@ def test_another_model_parameter_or_execution_option_is_a_miss(api, haiku_engine
     assert _hit(api, {**BODY, "runtime_options": {"session_timeout_sec": 99}}) is True
 
 
-def test_the_effective_model_is_what_counts(api, haiku_engine, settings):
-    engines = {name: dict(conf) for name, conf in settings.SKILLRUNNER_ENGINES.items()}
-    engines["codex"]["model"] = "model-default"
-    settings.SKILLRUNNER_ENGINES = engines
+def test_the_effective_model_is_what_counts(api, haiku_engine, configure_engine):
+    configure_engine("codex", model="model-default")
     api.post("/v1/jobs", BODY, format="json")
     assert _hit(api, {**BODY, "model": "model-default"}) is True
 
 
-def test_another_provider_base_url_is_a_miss(api, haiku_engine, settings):
+def test_another_provider_base_url_is_a_miss(api, haiku_engine, configure_engine):
     api.post("/v1/jobs", BODY, format="json")
-    engines = {name: dict(conf) for name, conf in settings.SKILLRUNNER_ENGINES.items()}
-    engines["codex"]["base_url"] = "http://127.0.0.1:9/v1"
-    settings.SKILLRUNNER_ENGINES = engines
+    configure_engine("codex", base_url="http://127.0.0.1:9/v1")
     assert _hit(api, BODY) is False
 
 
-def test_another_cli_version_is_a_miss(api, haiku_engine, settings, tmp_path):
+def test_another_cli_version_is_a_miss(api, haiku_engine, configure_engine, tmp_path):
     """An upgraded engine CLI (same path or not) may answer differently."""
     api.post("/v1/jobs", BODY, format="json")
     upgraded = tmp_path / "codex-upgraded"
@@ -121,9 +117,7 @@ def test_another_cli_version_is_a_miss(api, haiku_engine, settings, tmp_path):
         f'#!/bin/sh\n[ "$1" = "--version" ] && {{ echo "codex-cli 9.9.9"; exit 0; }}\nexec "{haiku_engine.binary}" "$@"\n'
     )
     upgraded.chmod(0o755)
-    engines = {name: dict(conf) for name, conf in settings.SKILLRUNNER_ENGINES.items()}
-    engines["codex"]["binary"] = str(upgraded)
-    settings.SKILLRUNNER_ENGINES = engines
+    configure_engine("codex", binary=str(upgraded))
     assert _hit(api, BODY) is False
     assert len(haiku_engine.invocations()) == 2
 

@@ -18,14 +18,11 @@ ENGINES = {"codex", "gemini", "iflow", "claude"}
 
 
 @pytest.fixture
-def engines(settings, fake_codex, tmp_path):
+def engines(configure_engine, fake_codex, tmp_path):
     """codex = the scripted stand-in (version 0.0.0-fake); the others point at missing binaries."""
-    conf = {name: dict(value) for name, value in settings.SKILLRUNNER_ENGINES.items()}
     for name in ("gemini", "iflow", "claude"):
-        conf[name]["binary"] = str(tmp_path / "missing" / name)
-    conf["codex"]["model"] = "gpt-operator-default"
-    settings.SKILLRUNNER_ENGINES = conf
-    return conf
+        configure_engine(name, binary=str(tmp_path / "missing" / name))
+    configure_engine("codex", model="gpt-operator-default")
 
 
 def test_ping_is_204_without_body(api):

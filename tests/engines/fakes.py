@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from engines.types import ArtifactSpec, EngineConfig, ExecutionMode, SkillMaterial, TurnRequest
+from tests.support.processes import process_alive
 
 
 class FakeControl:
@@ -90,20 +91,10 @@ def make_config(tmp_path: Path, binary: str | Path, **kwargs: object) -> EngineC
     return EngineConfig(binary=str(binary), home=tmp_path / "engine-home", kill_grace_seconds=1.0, **kwargs)  # type: ignore[arg-type]
 
 
-def process_gone(pid: int) -> bool:
-    """True when ``pid`` no longer runs (a zombie waiting for its reaper counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
-            state = handle.read().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return True
-    return state in ("Z", "X")
-
-
 def wait_gone(pids: list[int], timeout: float = 5.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if all(process_gone(pid) for pid in pids):
+        if all(not process_alive(pid) for pid in pids):
             return True
         time.sleep(0.05)
-    return all(process_gone(pid) for pid in pids)
+    return all(not process_alive(pid) for pid in pids)

@@ -16,17 +16,10 @@ import pytest
 from tests.scaleout.deployment import wait_until
 from tests.scaleout.fixtures import QUESTION
 from tests.scaleout.invariants import assert_event_log_sound, check_all
+from tests.support.processes import process_alive
 from tests.support.wsclient import Closed, WebSocket
 
 pytestmark = [pytest.mark.scaleout, pytest.mark.timeout(150)]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
 
 
 def _engine_start(d, request_id: str) -> dict:
@@ -52,7 +45,7 @@ def test_worker_killed_mid_turn_is_reaped_by_the_surviving_worker(deployments):
     failed = d.wait_status("alice", long, {"failed", "succeeded", "canceled"}, timeout=30)
     assert failed["status"] == "failed" and failed["error"]["code"] == "ORCHESTRATOR_RESTART_INTERRUPTED", failed
     assert failed["recovery_state"] == "failed_reconciled"
-    wait_until(lambda: not _alive(engine["pid"]), 20, "the orphaned engine to be killed")
+    wait_until(lambda: not process_alive(engine["pid"]), 20, "the orphaned engine to be killed")
 
     later = [d.create("bob", "haiku-writer", input={"topic": f"after {i}"}) for i in range(3)]
     runs = check_all(d)
@@ -128,14 +121,14 @@ def test_everything_killed_at_once_with_runs_in_every_state(deployments):
 
     d.kill_worker(0)
     d.kill_web(0)
-    assert _alive(engine["pid"]), "the engine runs in its own session and outlives its worker"
+    assert process_alive(engine["pid"]), "the engine runs in its own session and outlives its worker"
     d.start_web(0)
     d.wait_web(0)
     d.wait_worker(d.start_worker())
 
     failed = d.wait_status("bob", running, {"failed", "succeeded", "canceled"}, timeout=30)
     assert failed["status"] == "failed" and failed["error"]["code"] == "ORCHESTRATOR_RESTART_INTERRUPTED", failed
-    wait_until(lambda: not _alive(engine["pid"]), 20, "the orphaned engine to be killed")
+    wait_until(lambda: not process_alive(engine["pid"]), 20, "the orphaned engine to be killed")
     for request_id in queued:
         assert d.wait_status("bob", request_id, {"succeeded", "failed"}, timeout=30)["status"] == "succeeded"
 

@@ -7,22 +7,12 @@ import threading
 from pathlib import Path
 
 import pytest
-from rest_framework.test import APIClient
 
+from tests.support.clients import client_for
 from tests.support.engine_env import engine_binary
 from tests.support.scripted_model_server import ScriptedModelServer
 
-from .helpers import job_body, kill_all, processes_in, wait_until
-
-
-def client_for(user) -> APIClient:
-    """A client of its own (own token), safe to use from another thread."""
-    from accounts.models import ApiToken
-
-    _, key = ApiToken.issue(user)
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
-    return client
+from .helpers import interactive_job, kill_all, processes_in, wait_until
 
 
 @pytest.fixture
@@ -45,14 +35,12 @@ def model_server():
 
 
 @pytest.fixture
-def claude(settings, model_server):
+def claude(settings, model_server, configure_engine):
     """Points the service's claude engine at the scripted model server, as an operator would."""
     binary = engine_binary("claude")
     if not binary.exists():
         pytest.fail(f"claude CLI not installed at {binary}; run `make engines`", pytrace=False)
-    engines = {name: dict(conf) for name, conf in settings.SKILLRUNNER_ENGINES.items()}
-    engines["claude"].update(binary=str(binary), base_url=model_server.url, api_key="test-key-not-secret", model="")
-    settings.SKILLRUNNER_ENGINES = engines
+    configure_engine("claude", binary=str(binary), base_url=model_server.url, api_key="test-key-not-secret", model="")
     settings.SKILLRUNNER_KILL_GRACE_SECONDS = 1.0
     yield model_server
     runs = Path(settings.DATA_DIR) / "runs"
@@ -105,7 +93,7 @@ def background_runs(alice):
     started: list[BackgroundRun] = []
 
     def start(skill_id: str = "trip-planner", **kwargs) -> BackgroundRun:
-        run = BackgroundRun(alice, job_body(skill_id, **kwargs))
+        run = BackgroundRun(alice, interactive_job(skill_id, **kwargs))
         started.append(run)
         return run
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-from pathlib import Path
 from typing import Any
 
-from tests.support.live_service import wait_until  # noqa: F401  (re-exported to this suite)
+from tests.support.clients import job_body
+
+# Shared helpers, re-exported to this suite.
+from tests.support.live_service import wait_until as wait_until
+from tests.support.processes import kill_all as kill_all
+from tests.support.processes import process_alive as process_alive
+from tests.support.processes import processes_in as processes_in
 
 INTERACTIVE = {"execution_mode": "interactive"}
 AUTO_FRESH = {"no_cache": True}  # auto by default; never answered from the result cache
@@ -59,27 +62,16 @@ def haiku_done(*, marker: bool = False, **extra: Any) -> dict[str, Any]:
 # --- API ----------------------------------------------------------------------------------------
 
 
-def job_body(
-    skill_id: str = "trip-planner",
-    *,
-    engine: str = "codex",
-    input: Any = None,
-    runtime_options: dict[str, Any] | None = None,
+def interactive_job(
+    skill_id: str = "trip-planner", *, runtime_options: dict[str, Any] | None = None, **kwargs: Any
 ) -> dict[str, Any]:
-    if input is None:
-        input = {"topic": "sea"} if skill_id == "haiku-writer" else {}
-    return {
-        "skill_id": skill_id,
-        "engine": engine,
-        "input": input,
-        "parameter": {},
-        "runtime_options": INTERACTIVE if runtime_options is None else runtime_options,
-    }
+    """A job body for this suite: interactive unless told otherwise."""
+    return job_body(skill_id, runtime_options=INTERACTIVE if runtime_options is None else runtime_options, **kwargs)
 
 
 def start(client, skill_id: str = "trip-planner", **kwargs: Any) -> str:
     """POST /v1/jobs (turns run inline in these tests) and return the request id."""
-    response = client.post("/v1/jobs", job_body(skill_id, **kwargs), format="json")
+    response = client.post("/v1/jobs", interactive_job(skill_id, **kwargs), format="json")
     assert response.status_code == 200, response.content
     return response.json()["request_id"]
 
@@ -144,40 +136,3 @@ def assert_events_consistent(events: list[dict[str, Any]]) -> None:
         if event["kind"] == "status":
             assert event["payload"]["from"] == previous, (event, previous)
             previous = event["payload"]["to"]
-
-
-# --- processes and waiting ----------------------------------------------------------------------
-
-
-def process_alive(pid: int) -> bool:
-    """A live process (zombies count as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            state = handle.read().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state not in ("Z", "X")
-
-
-def processes_in(directory: Path) -> list[int]:
-    """Live processes whose working directory is `directory` (an engine runs in its run dir)."""
-    target = str(Path(directory).resolve())
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cwd = os.readlink(f"/proc/{entry}/cwd")
-        except OSError:
-            continue
-        if cwd == target and process_alive(int(entry)):
-            found.append(int(entry))
-    return sorted(found)
-
-
-def kill_all(pids: list[int]) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass

@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import BUNDLED_SKILLS
 
-from .helpers import AUTO_FRESH, INTERACTIVE, ask, error_code, haiku_done, job_body, plan_done, start, status_of
+from .helpers import AUTO_FRESH, INTERACTIVE, ask, error_code, haiku_done, interactive_job, plan_done, start, status_of
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 
@@ -35,7 +35,7 @@ def test_execution_mode_missing_runs_as_auto(api, haiku, fake_codex):
     """Seed scenario: 未显式提供执行模式 — no execution_mode means auto, with auto's behaviour
     unchanged: the run completes without a marker and has no interactive state."""
     fake_codex.script(haiku_done())
-    response = api.post("/v1/jobs", job_body("haiku-writer", runtime_options=AUTO_FRESH), format="json")
+    response = api.post("/v1/jobs", interactive_job("haiku-writer", runtime_options=AUTO_FRESH), format="json")
     assert response.status_code == 200
     assert set(response.json()) == {"request_id", "cache_hit", "status"}
     status = status_of(api, response.json()["request_id"])
@@ -58,7 +58,7 @@ def test_requested_mode_allowed_by_skill_is_accepted(api, haiku, fake_codex):
     for mode in ("auto", "interactive"):
         response = api.post(
             "/v1/jobs",
-            job_body("haiku-writer", runtime_options={"execution_mode": mode, "no_cache": True}),
+            interactive_job("haiku-writer", runtime_options={"execution_mode": mode, "no_cache": True}),
             format="json",
         )
         assert response.status_code == 200, response.content
@@ -69,12 +69,14 @@ def test_requested_mode_not_allowed_by_skill_is_400(api, trip, install_skill):
     """Seed scenario: 请求模式不被 Skill 允许 — 400 SKILL_EXECUTION_MODE_UNSUPPORTED and no run:
     trip-planner is interactive only, so auto (explicit or by default) is refused."""
     for options in ({"execution_mode": "auto"}, {}):
-        response = api.post("/v1/jobs", job_body(runtime_options=options), format="json")
+        response = api.post("/v1/jobs", interactive_job(runtime_options=options), format="json")
         assert response.status_code == 400, response.content
         assert error_code(response) == "SKILL_EXECUTION_MODE_UNSUPPORTED"
     install_skill("word-count")
     response = api.post(
-        "/v1/jobs", job_body("word-count", input={"document": "a.txt"}, runtime_options=INTERACTIVE), format="json"
+        "/v1/jobs",
+        interactive_job("word-count", input={"document": "a.txt"}, runtime_options=INTERACTIVE),
+        format="json",
     )
     assert response.status_code == 400 and error_code(response) == "SKILL_EXECUTION_MODE_UNSUPPORTED"
     assert _run_count() == 0
@@ -93,7 +95,7 @@ def test_engine_in_effective_engines_is_accepted(api, install_skill, tmp_path, f
 def test_engine_listed_in_unsupported_engines_is_400(api, install_skill, tmp_path):
     """Seed scenario: 请求命中显式不支持引擎 — 400 SKILL_ENGINE_UNSUPPORTED, no run created."""
     install_skill("trip-planner", root=_trip_planner_with(tmp_path, unsupported_engines=["gemini"]))
-    response = api.post("/v1/jobs", job_body(engine="gemini"), format="json")
+    response = api.post("/v1/jobs", interactive_job(engine="gemini"), format="json")
     assert response.status_code == 400, response.content
     assert error_code(response) == "SKILL_ENGINE_UNSUPPORTED"
     assert _run_count() == 0
@@ -105,7 +107,7 @@ def test_engine_outside_declared_engines_is_400(api, install_skill, tmp_path):
     `unsupported_engines` may not overlap, R-SK2, so the deny-list case is the previous test.)"""
     install_skill("trip-planner", root=_trip_planner_with(tmp_path, engines=["codex", "claude"]))
     for engine in ("gemini", "iflow"):
-        response = api.post("/v1/jobs", job_body(engine=engine), format="json")
+        response = api.post("/v1/jobs", interactive_job(engine=engine), format="json")
         assert response.status_code == 400, response.content
         assert error_code(response) == "SKILL_ENGINE_UNSUPPORTED"
         assert response.json()["detail"]["effective_engines"] == ["codex", "claude"]

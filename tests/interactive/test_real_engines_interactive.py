@@ -8,18 +8,13 @@ The ask_user + done-marker case is in tests/real_engines/test_service_real_engin
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-
-from tests.support.engine_env import engine_binary
 
 from .helpers import (
     PLAN,
     history_of,
-    kill_all,
     pending_of,
-    processes_in,
     result_of,
     status_of,
     wait_until,
@@ -29,34 +24,8 @@ from .helpers import (
 pytestmark = [pytest.mark.real_engine, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 
 ENGINES = ("codex", "gemini", "claude")
-MODELS = {"codex": "gpt-5.5", "gemini": "gemini-2.5-flash", "claude": ""}
 PLAIN_QUESTION = "Before I plan anything: which city would you like to visit, and how many days do you have?"
 WRITE_PLAN = {"shell": "printf '# Kyoto\\n\\nDay 1: Fushimi Inari at dawn\\n' > artifacts/plan.md"}
-
-
-@pytest.fixture
-def real_engine(settings, model_server):
-    """Points one engine of the service at the scripted model server, as an operator would."""
-
-    def configure(engine: str) -> None:
-        binary = engine_binary(engine)
-        if not binary.exists():
-            pytest.fail(f"{engine} CLI not installed at {binary}; run `make engines`", pytrace=False)
-        engines = {name: dict(conf) for name, conf in settings.SKILLRUNNER_ENGINES.items()}
-        engines[engine].update(
-            binary=str(binary),
-            base_url=model_server.url + ("/v1" if engine == "codex" else ""),
-            api_key="test-key-not-secret",
-            model=MODELS[engine],
-        )
-        settings.SKILLRUNNER_ENGINES = engines
-        settings.SKILLRUNNER_KILL_GRACE_SECONDS = 1.0
-
-    yield configure
-    runs = Path(settings.DATA_DIR) / "runs"
-    if runs.is_dir():  # whatever a test asserted, no engine process outlives it
-        for run_dir in runs.iterdir():
-            kill_all(processes_in(run_dir))
 
 
 def _logs(api, request_id: str) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import urllib.error
 import urllib.request
@@ -12,6 +11,7 @@ import pytest
 
 from tests.support.fake_codex import FakeCodex
 from tests.support.live_service import LiveService
+from tests.support.processes import process_alive
 
 pytestmark = [pytest.mark.timeout(180)]
 
@@ -26,14 +26,6 @@ def live(tmp_path):
     service.fake = fake
     yield service
     service.stop()
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def _readyz(live) -> int | None:
@@ -61,16 +53,16 @@ def test_worker_killed_mid_turn_fails_run_and_kills_orphan_engine(live):
     request_id = _create(live, token)
     live.wait_for_status(token, request_id, {"running"})
     engine = live.wait_until(lambda: live.fake.invocations(), 20, "the engine to start")[0]
-    assert _pid_alive(engine["pid"])
+    assert process_alive(engine["pid"])
 
     live.kill(live.workers[0], signal.SIGKILL)  # the whole cluster dies; the engine is in its own group
-    assert _pid_alive(engine["pid"]), "the engine should outlive its worker until recovery reaps it"
+    assert process_alive(engine["pid"]), "the engine should outlive its worker until recovery reaps it"
     live.start_worker()
 
     status = live.wait_for_status(token, request_id, {"failed"}, timeout=60)
     assert status["error"]["code"] == "ORCHESTRATOR_RESTART_INTERRUPTED"
     assert status["recovery_state"] == "failed_reconciled"
-    live.wait_until(lambda: not _pid_alive(engine["pid"]), 20, "the orphan engine process to be killed")
+    live.wait_until(lambda: not process_alive(engine["pid"]), 20, "the orphan engine process to be killed")
     assert len(live.fake.invocations()) == 1, "an interrupted turn must never be run again"
 
 

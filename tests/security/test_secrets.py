@@ -30,11 +30,9 @@ PLAN = {"days": [{"day": 1, "activities": ["walk"]}], "plan_file": "artifacts/pl
 
 
 @pytest.fixture
-def keyed(settings, fake_codex):
-    engines = {name: dict(conf) for name, conf in settings.SKILLRUNNER_ENGINES.items()}
+def keyed(configure_engine, fake_codex):
     for name, key in KEYS.items():
-        engines[name]["api_key"] = key
-    settings.SKILLRUNNER_ENGINES = engines
+        configure_engine(name, api_key=key)
     return fake_codex
 
 

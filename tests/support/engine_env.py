@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CLI_DIR = REPO_ROOT / "engines" / "cli"
 BIN_DIR = CLI_DIR / "node_modules" / ".bin"
@@ -472,3 +474,18 @@ class ResidentCli:
 
     def __exit__(self, *exc: Any) -> None:
         self.close(timeout=5)
+
+
+# Models the scripted server serves without extra side calls (CODEX_MODEL, GEMINI_MODEL above).
+SERVICE_MODELS = {"codex": CODEX_MODEL, "gemini": GEMINI_MODEL, "claude": ""}
+
+
+def require_engine(engine: str) -> Path:
+    """The pinned CLI binary; a missing one FAILS the test (``make test`` installs them)."""
+    binary = engine_binary(engine)
+    if not binary.exists():
+        pytest.fail(
+            f"{engine} CLI not installed at {binary}; run `make engines` (npm ci in engines/cli)",
+            pytrace=False,
+        )
+    return binary

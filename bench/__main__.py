@@ -1,6 +1,6 @@
 """`make bench`: latency, throughput and memory of the live service on both configurations.
 
-    .venv/bin/python -m tests.bench [--configs embedded,scaleout] [--quick] [--profile DIR]
+    .venv/bin/python -m bench [--configs embedded,scaleout] [--quick] [--profile DIR]
 
 Each configuration gets a fresh service (daphne + one `manage.py worker`, started by
 tests.support.live_service) on a fresh database, with the bench engine as SKILLRUNNER_CODEX_BIN.
@@ -133,7 +133,7 @@ class _null:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m tests.bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--configs", default="embedded,scaleout", help="comma-separated: embedded, scaleout")
     parser.add_argument(

@@ -1,4 +1,4 @@
-"""Benchmarks of the live service (`make bench`, i.e. `python -m tests.bench`).
+"""Benchmarks of the live service (`make bench`, i.e. `python -m bench`).
 
 Not tests: nothing here is collected by pytest. The benchmark starts daphne + `manage.py worker`
 through tests.support.live_service, drives the /v1 API over HTTP and the run websocket like an

@@ -1,6 +1,6 @@
 """Wall-clock cProfile of the worker's turn path, in-process, against either database.
 
-    .venv/bin/python -m tests.bench.turnprofile [--database-url postgres://…] [--redis-url redis://…] [--turns 50]
+    .venv/bin/python -m bench.turnprofile [--database-url postgres://…] [--redis-url redis://…] [--turns 50]
 
 Creates auto runs through runs.services (dispatch switched off), then runs
 `run_claimed_turn` for each under cProfile with a wall clock, so waits count: database round
@@ -25,7 +25,7 @@ from pathlib import Path
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m tests.bench.turnprofile",
+        prog="python -m bench.turnprofile",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

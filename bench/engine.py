@@ -34,7 +34,7 @@ PLAN_MESSAGE = (
 )
 
 SCRIPT = f"""#!/bin/sh
-# Skill Runner benchmark engine (tests/bench/engine.py): `codex exec --json`, answered at once.
+# Skill Runner benchmark engine (bench/engine.py): `codex exec --json`, answered at once.
 case "$1" in
   --version) echo "codex-cli 0.0.0-bench"; exit 0 ;;
 esac
