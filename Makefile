@@ -46,6 +46,7 @@ test-suites:
 lint: test-venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 bench: test-venv
 	$(PY) -m bench

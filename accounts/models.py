@@ -17,7 +17,7 @@ def _digest(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-class ApiTokenQuerySet(models.QuerySet):
+class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
     def for_key(self, key: str) -> ApiToken | None:
         """The active token whose key this is, compared in constant time."""
         if not key.startswith(TOKEN_PREFIX) or len(key) < len(TOKEN_PREFIX) + LOOKUP_LENGTH + 16:

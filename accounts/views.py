@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
@@ -15,7 +18,8 @@ from .services import email_questions_enabled, update_notification_settings
 @login_required
 @require_http_methods(["GET", "POST"])
 def settings_page(request: HttpRequest) -> HttpResponse:
-    initial = {"email": request.user.email, "email_questions": email_questions_enabled(request.user)}
+    user = cast(User, request.user)  # login_required
+    initial = {"email": user.email, "email_questions": email_questions_enabled(user)}
     form = NotificationSettingsForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():
         update_notification_settings(request.user, **form.cleaned_data)

@@ -112,11 +112,12 @@ class TokenUseFilter(admin.SimpleListFilter):
         return [("none", "none reported"), ("lt10k", "< 10k"), ("10k-100k", "10k – 100k"), ("gte100k", "≥ 100k")]
 
     def queryset(self, request, queryset):
-        if self.value() not in self.BANDS:
+        value = self.value()
+        if value is None or value not in self.BANDS:
             return queryset
-        if self.value() == "none":
+        if value == "none":
             return queryset.filter(total_tokens__isnull=True)
-        low, high = self.BANDS[self.value()]
+        low, high = self.BANDS[value]
         queryset = queryset.filter(total_tokens__gte=low)
         return queryset if high is None else queryset.filter(total_tokens__lt=high)
 
@@ -165,11 +166,12 @@ class RunAdmin(ReadOnlyAdmin):
 
     @admin.display(description="tokens", ordering="total_tokens")
     def tokens(self, run: Run) -> int | None:
-        return run.total_tokens
+        return run.total_tokens  # type: ignore[attr-defined]  # annotated by get_queryset
 
     @admin.display(description="cost (USD)", ordering="total_cost")
     def cost(self, run: Run) -> str:
-        return "—" if run.total_cost is None else f"{run.total_cost:.4f}"
+        total = run.total_cost  # type: ignore[attr-defined]  # annotated by get_queryset
+        return "—" if total is None else f"{total:.4f}"
 
     def get_fieldsets(self, request, obj=None):
         shown = {name for _, options in RUN_FIELDSETS for name in options["fields"]}

@@ -131,12 +131,14 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
 
     async def tail(self, cursor: int, *, finished: bool) -> None:
         """Send events after `cursor` as they are committed; close once a finished run is drained."""
+        run = self.run
+        assert run is not None  # tailing starts only once connect accepted the run
         try:
-            async with RunChangeWaiter(self.run.pk) as waiter:
+            async with RunChangeWaiter(run.pk) as waiter:
                 while True:
                     async with self.turn:
                         # Subscribed before this read, so an event committed meanwhile wakes the next wait.
-                        events = await database_sync_to_async(selectors.events_after)(self.run, cursor)
+                        events = await database_sync_to_async(selectors.events_after)(run, cursor)
                         for event in events:
                             await self.send_json(event.as_message())
                             cursor = event.seq
@@ -150,7 +152,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         except asyncio.CancelledError:
             raise
         except Exception:
-            logger.exception("run socket for %s stopped", self.run.pk)
+            logger.exception("run socket for %s stopped", run.pk)
             await self.close(code=CLOSE_INTERNAL_ERROR)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
@@ -168,6 +170,8 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         await self.receive_json(message)
 
     async def receive_json(self, content: dict[str, Any], **kwargs: Any) -> None:
+        if self.run is None:
+            return  # refused at connect
         request_id = str(self.run.pk)
         async with self.turn:
             try:

@@ -138,7 +138,7 @@ def build_turn_request(run: Run) -> TurnRequest:
     return TurnRequest(
         run_dir=run_dir,
         prompt=prompt,
-        mode=run.execution_mode,
+        mode=run.options.execution_mode,
         skill=SkillMaterial(skill_id=run.skill.skill_id, source_dir=version.path, artifacts=_artifact_specs(run)),
         hard_timeout_seconds=float(run.options.hard_timeout_seconds),
         model=run.model or None,
@@ -190,7 +190,7 @@ def _finish_turn(
     output_schema = run.skill_version.schemas["output"]
     decide_turn = functools.partial(
         decide,
-        mode=run.execution_mode,
+        mode=run.options.execution_mode,
         turn=turn,
         output_schema=output_schema,
         artifact_specs=run.skill_version.artifacts,
@@ -213,7 +213,9 @@ def _finish_turn(
         max_rounds=run.options.max_repair_rounds,
         can_continue=can_continue,
     )
-    decision = review(decision, budget, output_schema=output_schema, run_dir=run.run_dir, mode=run.execution_mode)
+    decision = review(
+        decision, budget, output_schema=output_schema, run_dir=run.run_dir, mode=run.options.execution_mode
+    )
     return retry_while_database_away(
         services.complete_turn, run.pk, run.attempt_number, worker, turn, decision, duration_ms
     )
@@ -281,9 +283,10 @@ def _drive_live_session(run: Run, session: LiveSession, request: TurnRequest, wo
             if updated is not None and updated.status == RunStatus.RUNNING:
                 run = updated  # a repair round (R-RP1): the same process gets the repair prompt
             elif updated is not None and updated.status == RunStatus.WAITING_USER:
-                run = _await_sticky_reply(updated, worker, session)
-                if run is None:
+                resumed = _await_sticky_reply(updated, worker, session)
+                if resumed is None:
                     return
+                run = resumed
             else:
                 return
             prompt = run.next_prompt

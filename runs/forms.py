@@ -92,8 +92,10 @@ class NewRunForm(PlainLabelForm):
     def __init__(self, version: SkillVersion, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.version = version
-        self.fields["engine"].choices = [(name, name) for name in version.effective_engines]
-        self.fields["execution_mode"].choices = [(mode, mode) for mode in version.execution_modes]
+        engine, execution_mode = self.fields["engine"], self.fields["execution_mode"]
+        assert isinstance(engine, forms.ChoiceField) and isinstance(execution_mode, forms.ChoiceField)
+        engine.choices = [(name, name) for name in version.effective_engines]
+        execution_mode.choices = [(mode, mode) for mode in version.execution_modes]
         input_schema = version.schemas.get(INPUT) or {}
         self.file_names = file_fields(input_schema)
         self.schema_names = {

@@ -8,6 +8,7 @@ from typing import Any
 
 from django.conf import settings
 
+from engines.types import ExecutionMode
 from skillrunner.errors import ApplicationError
 
 BOOL_KEYS = ("interactive_require_user_reply", "interactive_auto_reply", "no_cache")
@@ -18,7 +19,7 @@ DEFAULT_REPAIR_ROUNDS = 2
 
 @dataclass(frozen=True)
 class EffectiveOptions:
-    execution_mode: str
+    execution_mode: ExecutionMode
     interactive_require_user_reply: bool
     session_timeout_sec: int
     hard_timeout_seconds: int

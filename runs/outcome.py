@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -149,15 +149,22 @@ def _problems_of(error: ValidationError) -> list[dict[str, str]]:
     """One schema error as repair problems: JSON pointer, what was expected, what came (R-RP1)."""
     path = list(error.absolute_path)
     instance = error.instance
-    if error.validator == "required" and isinstance(instance, dict):
+    names = error.validator_value
+    if error.validator == "required" and isinstance(instance, dict) and isinstance(names, list):
         return [
             {"pointer": _pointer([*path, name]), "expected": "a value (a required field)", "got": "nothing (missing)"}
-            for name in error.validator_value
+            for name in names
             if name not in instance
         ]
-    if error.validator == "additionalProperties" and error.validator_value is False and isinstance(instance, dict):
-        known = error.schema.get("properties") or {}
-        patterns = error.schema.get("patternProperties") or {}
+    schema = error.schema
+    if (
+        error.validator == "additionalProperties"
+        and error.validator_value is False
+        and isinstance(instance, dict)
+        and isinstance(schema, Mapping)
+    ):
+        known = schema.get("properties") or {}
+        patterns = schema.get("patternProperties") or {}
         return [
             {
                 "pointer": _pointer([*path, name]),

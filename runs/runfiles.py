@@ -28,12 +28,12 @@ the service) is trusted.
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
 
 # An agent can make a tree of any shape; listing one never costs more than this.
 MAX_DEPTH = 32
@@ -100,7 +100,7 @@ def _directory(root: Path, components: Iterable[str], *, create: bool = False) -
         os.close(fd)
 
 
-def open_file(root: Path, path: str) -> BinaryIO | None:
+def open_file(root: Path, path: str) -> io.BufferedReader | None:
     """root/path open for reading if it is a regular, single-link file reached without any link.
 
     None when it is missing, a link at any level, a directory, a FIFO/device/socket, hard-linked,

@@ -156,7 +156,9 @@ class InteractionRecord(serializers.Serializer):
 
 class ResultEnvelope(serializers.Serializer):
     status = serializers.CharField()
-    data = serializers.JSONField(allow_null=True)
+    # The R-OU2 field is named `data`; this serializer only documents the envelope, so shadowing
+    # Serializer.data is harmless here.
+    data = serializers.JSONField(allow_null=True)  # type: ignore[assignment]
     artifacts = serializers.ListField(child=serializers.CharField())
     repair_level = serializers.CharField()
     validation_warnings = CodedMessage(many=True)

@@ -14,7 +14,7 @@ from .models import TERMINAL_STATUSES, Run, RunEvent
 HEARTBEAT_SECONDS = 15.0
 
 
-def _next_batch(request_id, cursor: int) -> tuple[list[RunEvent], str]:
+def _next_batch(request_id, cursor: int) -> tuple[list[RunEvent], str | None]:
     events = list(RunEvent.objects.filter(run_id=request_id, seq__gt=cursor).order_by("seq")[:200])
     status = Run.objects.filter(pk=request_id).values_list("status", flat=True).first()
     return events, status

@@ -13,5 +13,7 @@ REPLY_SCOPE = "interaction_reply"
 def check_rate(user, scope: str) -> None:
     """Count one request of `user` in `scope`; raises Throttled (429) past the configured rate."""
     throttle = ScopedRateThrottle()
-    if not throttle.allow_request(SimpleNamespace(user=user, META={}), SimpleNamespace(throttle_scope=scope)):
+    # Only the attributes ScopedRateThrottle reads, outside a request/view (websocket replies).
+    request, view = SimpleNamespace(user=user, META={}), SimpleNamespace(throttle_scope=scope)
+    if not throttle.allow_request(request, view):  # type: ignore[arg-type]
         raise Throttled(wait=throttle.wait())

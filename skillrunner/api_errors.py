@@ -60,7 +60,9 @@ def exception_handler(exc, context):
         return Response({"detail": {"code": "UNSUPPORTED_MEDIA_TYPE", "message": str(exc.detail)}}, status=415)
     if isinstance(exc, exceptions.Throttled):
         response = drf_exception_handler(exc, context)
-        response.data = {"detail": {"code": "RATE_LIMITED", "message": str(exc.detail), "retry_after": exc.wait}}
+        assert response is not None  # DRF answers every APIException
+        wait = exc.wait  # type: ignore[attr-defined]  # set by Throttled.__init__; the stubs omit it
+        response.data = {"detail": {"code": "RATE_LIMITED", "message": str(exc.detail), "retry_after": wait}}
         return response
     if isinstance(exc, exceptions.MethodNotAllowed):
         return Response({"detail": {"code": "METHOD_NOT_ALLOWED", "message": str(exc.detail)}}, status=405)

@@ -11,7 +11,7 @@ import stat
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
 from engines.registry import CONTROL_NAMES
 
@@ -67,7 +67,7 @@ def _members(archive: zipfile.ZipFile, limits: ArchiveLimits) -> list[zipfile.Zi
     return infos
 
 
-def extract_zip(source: BinaryIO | Path, destination: Path, limits: ArchiveLimits) -> list[str]:
+def extract_zip(source: BinaryIO | IO[bytes] | Path, destination: Path, limits: ArchiveLimits) -> list[str]:
     """Extract into `destination` (which must be empty or missing); returns the file names written."""
     try:
         archive = zipfile.ZipFile(source)

@@ -268,7 +268,8 @@ def load_skill_dir(root: Path, *, legacy: bool = False) -> SkillPackage:
     ):
         raise SkillPackageError("SKILL_MANIFEST_INVALID", "runner.json `max_attempt` must be an integer >= 1")
 
-    declared = manifest.get("schemas") if isinstance(manifest.get("schemas"), dict) else {}
+    named = manifest.get("schemas")
+    declared: dict[str, Any] = named if isinstance(named, dict) else {}
     schemas: dict[str, dict[str, Any]] = {}
     for key in SCHEMA_KEYS:
         schema = _load_schema(root, declared.get(key), key, warnings)

@@ -62,7 +62,7 @@ def resolve(host: str, port: int) -> list[IPAddress]:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:
         raise DestinationError("WEBHOOK_URL_UNRESOLVABLE", f"cannot resolve {host!r}: {exc}") from exc
-    return [ipaddress.ip_address(info[4][0].split("%", 1)[0]) for info in infos]
+    return [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
 
 
 def check(url: str) -> Destination:

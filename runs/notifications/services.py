@@ -7,6 +7,7 @@ and offered again by the supervisor tick when it is due for a retry or its sende
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from datetime import timedelta
@@ -27,7 +28,7 @@ from .signing import DELIVERY_HEADER, EVENT_HEADER, SIGNATURE_HEADER, new_secret
 
 logger = logging.getLogger(__name__)
 
-EVENT_FOR_STATUS = {
+EVENT_FOR_STATUS: dict[str, str] = {
     RunStatus.WAITING_USER: WebhookEvent.WAITING_USER,
     RunStatus.SUCCEEDED: WebhookEvent.SUCCEEDED,
     RunStatus.FAILED: WebhookEvent.FAILED,
@@ -84,7 +85,11 @@ def _payload(run: Run, event: str, delivery_id: str, ts: str) -> dict[str, Any]:
         "ts": ts,
     }
     if event == WebhookEvent.WAITING_USER:
-        pending = run.interactions.filter(interaction_id=run.pending_interaction_id).first()
+        pending = (
+            run.interactions.filter(interaction_id=run.pending_interaction_id).first()
+            if run.pending_interaction_id is not None
+            else None
+        )
         payload["pending"] = pending.payload if pending else None
     else:
         result = run.result or {}
@@ -112,7 +117,7 @@ def _record(run: Run, endpoints) -> list[WebhookDelivery]:
         deliveries.append(delivery)
     WebhookDelivery.objects.bulk_create(deliveries)
     for delivery in deliveries:
-        transaction.on_commit(lambda pk=delivery.pk: offer(pk))
+        transaction.on_commit(functools.partial(offer, delivery.pk))
     return deliveries
 
 
@@ -127,13 +132,13 @@ def offer(delivery_pk: int) -> None:
 def offer_due_deliveries(limit: int = 200) -> int:
     """Supervisor tick: pending deliveries due for a (re)try and not held by a live sender."""
     now = timezone.now()
-    due = (
+    due_query = (
         WebhookDelivery.objects.filter(state=WebhookDelivery.State.PENDING, next_attempt_at__lte=now)
         .filter(Q(leased_until__isnull=True) | Q(leased_until__lt=now))
         .order_by("next_attempt_at")
         .values_list("pk", flat=True)[:limit]
     )
-    due = list(due)
+    due = list(due_query)
     for pk in due:
         offer(pk)  # each delivery is enqueued at most once per re-offer window by this process
     return len(due)
@@ -245,5 +250,5 @@ def redeliver(deliveries) -> int:
         state=WebhookDelivery.State.PENDING, next_attempt_at=timezone.now(), leased_until=None
     )
     for pk in pks:
-        transaction.on_commit(lambda pk=pk: offer(pk))
+        transaction.on_commit(functools.partial(offer, pk))
     return len(pks)

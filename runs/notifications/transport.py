@@ -46,7 +46,7 @@ class _PinnedHTTPSConnection(http.client.HTTPSConnection):
 
     def connect(self) -> None:
         sock = socket.create_connection((self.address, self.port), self.timeout)
-        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
+        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)  # type: ignore[attr-defined]  # HTTPSConnection sets _context; typeshed leaves it out
 
 
 def post(destination: Destination, body: bytes, headers: dict[str, str], timeout: float) -> Answer:

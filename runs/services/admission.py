@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shutil
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO
 
 from django.conf import settings
 from django.db import transaction
@@ -93,7 +93,7 @@ def create_run(
     # Copying cached artifacts may take long: never inside the transaction (R-FS2).
     cached_result = copy_cached_result(source, run.run_dir) if source else None
     with transaction.atomic():
-        if cached_result is not None:
+        if source is not None and cached_result is not None:
             _complete_from_cache(run, source, cached_result, new=True)
         else:
             transition(run, RunStatus.QUEUED, new=True)
@@ -115,7 +115,7 @@ def _complete_from_cache(run: Run, source: Run, result: dict[str, Any], *, new: 
     transition(run, RunStatus.SUCCEEDED, new=new, result=result, cache_hit=True, cached_from=str(source.pk))
 
 
-def attach_upload(run: Run, source: BinaryIO) -> list[str]:
+def attach_upload(run: Run, source: BinaryIO | IO[bytes]) -> list[str]:
     """Input files for a run that waits for them (R-AD5); the run is dispatched once all are there."""
     if not run.awaiting_upload or run.status != RunStatus.QUEUED:
         raise Conflict("UPLOAD_NOT_EXPECTED", "this run does not wait for an upload")
@@ -135,7 +135,7 @@ def attach_upload(run: Run, source: BinaryIO) -> list[str]:
         )
     shutil.rmtree(uploads, ignore_errors=True)
     staging.rename(uploads)
-    key, source, cached_result = "", None, None
+    key, cached, cached_result = "", None, None
     if is_cacheable(run.runtime_options):  # the key covers the uploaded files by content (R-OP9)
         key = cache_key(
             run.skill_version,
@@ -146,8 +146,8 @@ def attach_upload(run: Run, source: BinaryIO) -> list[str]:
             run.runtime_options,
             uploads_digest(run.run_dir),
         )
-        source = cached_run(run.owner, key)
-        cached_result = copy_cached_result(source, run.run_dir) if source else None  # outside the transaction
+        cached = cached_run(run.owner, key)
+        cached_result = copy_cached_result(cached, run.run_dir) if cached else None  # outside the transaction
     with transaction.atomic():
         run = locked(run.pk)
         if not run.awaiting_upload or run.status != RunStatus.QUEUED:
@@ -156,8 +156,8 @@ def attach_upload(run: Run, source: BinaryIO) -> list[str]:
         run.cache_key = key
         run.save(update_fields=["awaiting_upload", "cache_key", "updated_at"])
         append_event(run, "input_uploaded", {"files": sorted(extracted)})
-        if cached_result is not None:
-            _complete_from_cache(run, source, cached_result, new=False)
+        if cached is not None and cached_result is not None:
+            _complete_from_cache(run, cached, cached_result, new=False)
         else:
             transaction.on_commit(dispatch_queued_runs)
     return extracted

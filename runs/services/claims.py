@@ -4,6 +4,7 @@ noticing a claim ended (cancel, reaping), and recording the turn's decided outco
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -44,7 +45,7 @@ def claim_turn(request_id, attempt_number: int, worker_id: str) -> Run | None:
         run.claimed_by = worker_id
         run.heartbeat_at = now
         run.started_at = run.started_at or now
-        repair = {"repair_round": run.repair_round} if run.repair_round else {}
+        repair: dict[str, Any] = {"repair_round": run.repair_round} if run.repair_round else {}
         transition(run, RunStatus.RUNNING, attempt_number=attempt_number, **repair)
     return run
 

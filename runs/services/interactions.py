@@ -67,8 +67,14 @@ def _same_response(a: Any, b: Any) -> bool:
     return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
+def _pending(run: Run) -> Interaction:
+    """The interaction `run` (waiting) waits on."""
+    assert run.pending_interaction_id is not None  # a waiting run always has one
+    return run.interactions.get(interaction_id=run.pending_interaction_id)
+
+
 def _resolve_pending(run: Run, response: Any, *, mode: str, user, idempotency_key: str) -> Interaction:
-    interaction = run.interactions.get(interaction_id=run.pending_interaction_id)
+    interaction = _pending(run)
     interaction.response = response
     interaction.resolution_mode = mode
     interaction.idempotency_key = idempotency_key
@@ -138,7 +144,7 @@ def expire_wait(request_id) -> Run | None:
             return run
         if on_timeout is None:  # a deadline stored under an older rule: the run keeps waiting
             return None
-        pending = run.interactions.get(interaction_id=run.pending_interaction_id)
+        pending = _pending(run)
         policy = pending.payload.get("default_decision_policy") or "engine_judgement"
         run.auto_decision_count += 1
         _resolve_pending(
