@@ -102,7 +102,8 @@ class PrivateServers:
             folder.mkdir()
             if user:
                 shutil.chown(folder, user)
-        as_user = {"user": user} if user else {}
+        # cwd: a directory that user may enter (the checkout may be one it cannot).
+        as_user = {"user": user, "cwd": self.root} if user else {}
         subprocess.run(
             [postgres_bin("initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"],
             check=True,
