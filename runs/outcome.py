@@ -299,6 +299,20 @@ def build_pending(turn: TurnResult, attempt_number: int) -> tuple[dict[str, Any]
     return payload, warnings
 
 
+def _failed(
+    turn: TurnResult, error: dict[str, str], run_dir: Path, warnings: list[dict[str, str]], moves: list[ArtifactMove]
+) -> TurnDecision:
+    """A turn that ends the run failed before its output could count."""
+    return TurnDecision(
+        "failed",
+        error=error,
+        warnings=warnings,
+        artifacts=_artifacts(run_dir, moves),
+        repair_level=turn.repair_level,
+        artifact_moves=moves,
+    )
+
+
 def decide(
     *,
     mode: str,
@@ -321,13 +335,7 @@ def decide(
     warnings = list(turn.warnings)
     failure = engine_failure(turn)
     if failure:
-        return TurnDecision(
-            "failed",
-            error=failure,
-            warnings=warnings,
-            artifacts=list_artifacts(run_dir),
-            repair_level=turn.repair_level,
-        )
+        return _failed(turn, failure, run_dir, warnings, [])
 
     if mode == "auto":  # R-LC1: exit 0 + schema-valid output + artifacts; no marker needed
         return _finish(
@@ -358,27 +366,13 @@ def decide(
             "INTERACTIVE_MAX_ATTEMPT_EXCEEDED",
             f"the skill allows at most {max_attempt} attempts and the task is not done",
         )
-        return TurnDecision(
-            "failed",
-            error=error,
-            warnings=warnings,
-            artifacts=_artifacts(run_dir, moves),
-            repair_level=turn.repair_level,
-            artifact_moves=moves,
-        )
+        return _failed(turn, error, run_dir, warnings, moves)
 
     if needs_session_handle and not turn.session_handle:  # R-EN7
         error = _error(
             "SESSION_RESUME_FAILED", "the engine reported no session id, so the conversation could not be resumed"
         )
-        return TurnDecision(
-            "failed",
-            error=error,
-            warnings=warnings,
-            artifacts=_artifacts(run_dir, moves),
-            repair_level=turn.repair_level,
-            artifact_moves=moves,
-        )
+        return _failed(turn, error, run_dir, warnings, moves)
 
     pending, pending_warnings = build_pending(turn, attempt_number)  # step 5
     return TurnDecision(
