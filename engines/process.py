@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import IO
 
@@ -38,6 +39,7 @@ _ABANDON_SECONDS = 2.0
 logger = logging.getLogger(__name__)
 
 LineHook = Callable[[bytes], None]
+OutputHook = Callable[[bytes], None]
 
 
 class SpawnError(Exception):
@@ -131,7 +133,32 @@ class LineSplitter:
             logger.exception("engine output line reader failed")
 
 
-def _drain(stream: IO[bytes], sink: CappedBuffer | None, on_line: LineHook | None) -> None:
+class Tee:
+    """A CappedBuffer that also hands every byte to ``forward`` (the complete raw output, R-AC2).
+
+    ``forward`` may be swapped between turns (a resident process); a failing one is logged and
+    dropped, never allowed to stop the draining of the pipe.
+    """
+
+    def __init__(self, buffer: CappedBuffer, forward: OutputHook | None = None) -> None:
+        self.buffer = buffer
+        self.forward = forward
+
+    def write(self, data: bytes) -> None:
+        self.buffer.write(data)
+        forward = self.forward
+        if forward is not None:
+            try:
+                forward(data)
+            except Exception:
+                logger.exception("engine output hook failed; the rest of this turn's raw output is not kept")
+                self.forward = None
+
+    def take(self) -> str:
+        return self.buffer.take()
+
+
+def _drain(stream: IO[bytes], sink: Tee | None, on_line: LineHook | None) -> None:
     splitter = LineSplitter(on_line) if sink is not None and on_line is not None else None
     try:
         if sink is None:
@@ -151,7 +178,7 @@ def _drain(stream: IO[bytes], sink: CappedBuffer | None, on_line: LineHook | Non
         stream.close()
 
 
-def _start_reader(stream: IO[bytes], sink: CappedBuffer | None, on_line: LineHook | None = None) -> threading.Thread:
+def _start_reader(stream: IO[bytes], sink: Tee | None, on_line: LineHook | None = None) -> threading.Thread:
     thread = threading.Thread(target=_drain, args=(stream, sink, on_line), daemon=True)
     thread.start()
     return thread
@@ -353,7 +380,8 @@ def run_process(
         proc = spawn(argv, cwd, env)
     except SpawnError as exc:
         return ProcessResult("", "", None, FAILURE_SPAWN, str(exc))
-    out, err = CappedBuffer(), CappedBuffer()
+    out = Tee(CappedBuffer(), partial(control.on_output, "stdout"))
+    err = Tee(CappedBuffer(), partial(control.on_output, "stderr"))
     assert proc.stdout is not None and proc.stderr is not None
     readers = [_start_reader(proc.stdout, out, on_line), _start_reader(proc.stderr, err)]
     control.on_spawn(proc.pid)
@@ -374,7 +402,7 @@ class ResidentProcess:
         self.proc = proc
         self.grace = grace
         self._lines: queue.Queue[bytes] = queue.Queue()
-        self._stderr = CappedBuffer()
+        self._stderr = Tee(CappedBuffer())
         self._line_hook: LineHook | None = None
         assert proc.stdout is not None and proc.stderr is not None
         self._readers = [
@@ -407,7 +435,8 @@ class ResidentProcess:
         on_line: LineHook | None = None,
     ) -> ProcessResult:
         """Send one stdin message and read stdout until the turn's last event."""
-        out = CappedBuffer()
+        out = Tee(CappedBuffer(), partial(control.on_output, "stdout"))
+        self._stderr.forward = partial(control.on_output, "stderr")
         self._line_hook = on_line
         done = threading.Event()
 
@@ -435,6 +464,7 @@ class ResidentProcess:
             _finish_readers(self.proc, self._readers)
             pump()
         self._line_hook = None
+        self._stderr.forward = None
         return ProcessResult(
             out.take(), self._stderr.take(), self.proc.returncode, failure, _describe(failure, hard_timeout), self.pid
         )

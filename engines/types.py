@@ -79,6 +79,11 @@ class TurnControl(Protocol):
         """Polled while the engine runs; True kills the process group (cancel, lost claim)."""
         ...
 
+    def on_output(self, stream: str, chunk: bytes) -> None:
+        """Raw engine output as it arrives (``stream`` is "stdout" or "stderr"), complete, on a
+        reader thread; the TurnResult keeps only a capped copy (R-AC2)."""
+        ...
+
     def on_activity(self, item: dict[str, Any]) -> None:
         """One activity item (engines/activity.py) read from the output while the turn runs.
 

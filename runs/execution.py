@@ -13,6 +13,7 @@ import os
 import socket
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connection
@@ -51,11 +52,36 @@ def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{token}"
 
 
+def _raw_log(logs: Path, attempt_number: int, stream: str) -> Path:
+    return logs / f"attempt-{attempt_number}.{stream}.raw"
+
+
+class RawOutput:
+    """A turn's complete engine output, written to disk as it arrives (R-AC2): the turn result
+    keeps only a capped copy. `_save_logs` turns it into the redacted log and removes it."""
+
+    def __init__(self, logs: Path, attempt_number: int) -> None:
+        self._logs = logs
+        self._attempt_number = attempt_number
+        self._files: dict[str, BinaryIO] = {}  # one writer thread per stream
+
+    def write(self, stream: str, chunk: bytes) -> None:
+        handle = self._files.get(stream)
+        if handle is None:
+            self._logs.mkdir(parents=True, exist_ok=True)
+            handle = self._files[stream] = open(_raw_log(self._logs, self._attempt_number, stream), "wb")
+        handle.write(chunk)
+
+    def close(self) -> None:
+        for handle in self._files.values():
+            handle.close()
+
+
 class ClaimControl:
     """TurnControl for a claimed attempt: records the pid, renews the heartbeat, notices cancels,
-    turns live activity into events (R-AC1) and times the turn (R-AC4)."""
+    turns live activity into events (R-AC1), keeps the raw output (R-AC2) and times the turn (R-AC4)."""
 
-    def __init__(self, request_id, attempt_number: int, worker: str):
+    def __init__(self, request_id, attempt_number: int, worker: str, logs: Path):
         self.request_id = request_id
         self.attempt_number = attempt_number
         self.worker = worker
@@ -64,6 +90,7 @@ class ClaimControl:
         self._lost = False
         self._started = time.monotonic()
         self.activity = ActivitySink(request_id, attempt_number, worker)
+        self.raw = RawOutput(logs, attempt_number)
 
     def on_spawn(self, pid: int) -> None:
         services.record_engine_pid(self.request_id, self.attempt_number, self.worker, pid)
@@ -71,9 +98,13 @@ class ClaimControl:
     def on_activity(self, item: dict) -> None:
         self.activity.put(item)
 
+    def on_output(self, stream: str, chunk: bytes) -> None:
+        self.raw.write(stream, chunk)
+
     def end_turn(self) -> int:
         """The turn's process is done: write the remaining activity; returns the duration in ms."""
         self.activity.close()
+        self.raw.close()
         return round((time.monotonic() - self._started) * 1000)
 
     def should_abort(self) -> bool:
@@ -147,11 +178,21 @@ def build_turn_request(run: Run) -> TurnRequest:
 
 
 def _save_logs(records_dir: Path, attempt_number: int, prompt: str, turn: TurnResult) -> None:
+    """The turn's prompt and complete output, redacted; the raw output file becomes the log."""
     logs = records_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     secrets = configured_secrets()
     for name, text in (("prompt", prompt), ("stdout", turn.stdout), ("stderr", turn.stderr)):
-        (logs / f"attempt-{attempt_number}.{name}.txt").write_text(redact(text or "", secrets), encoding="utf-8")
+        target = logs / f"attempt-{attempt_number}.{name}.txt"
+        raw = _raw_log(logs, attempt_number, name)
+        if not raw.exists():
+            target.write_text(redact(text or "", secrets), encoding="utf-8")
+            continue
+        # Line by line: output of any size is redacted without holding it in memory.
+        with open(raw, "rb") as source, open(target, "w", encoding="utf-8") as log:
+            for line in source:
+                log.write(redact(line.decode("utf-8", errors="replace"), secrets))
+        raw.unlink()
 
 
 def _without_secrets(turn: TurnResult) -> TurnResult:
@@ -236,12 +277,14 @@ def run_claimed_turn(request_id: str, attempt_number: int) -> None:
         if run.interactive_profile == InteractiveProfile.STICKY_PROCESS:
             _drive_live_session(
                 run,
-                adapter.open_live_session(request, config, ClaimControl(run.pk, attempt_number, worker)),
+                adapter.open_live_session(
+                    request, config, ClaimControl(run.pk, attempt_number, worker, run.records_dir / "logs")
+                ),
                 request,
                 worker,
             )
             return
-        control = ClaimControl(run.pk, attempt_number, worker)
+        control = ClaimControl(run.pk, attempt_number, worker, run.records_dir / "logs")
         turn = adapter.run_turn(request, config, control)
         _finish_turn(run, worker, request.prompt, turn, control)
     except Exception as exc:  # an orchestrator bug must still end the run with a cause
@@ -277,7 +320,7 @@ def _drive_live_session(run: Run, session: LiveSession, request: TurnRequest, wo
     prompt = request.prompt
     try:
         while True:
-            control = ClaimControl(run.pk, run.attempt_number, worker)
+            control = ClaimControl(run.pk, run.attempt_number, worker, run.records_dir / "logs")
             turn = session.send(prompt, control, request.hard_timeout_seconds)
             updated = _finish_turn(run, worker, prompt, turn, control, live=session)
             if updated is not None and updated.status == RunStatus.RUNNING:

@@ -17,6 +17,7 @@ class FakeControl:
     def __init__(self, abort_after: float | None = None) -> None:
         self.pids: list[int] = []
         self.activity: list[dict] = []
+        self.output: dict[str, bytes] = {}
         self._abort_at = None if abort_after is None else time.monotonic() + abort_after
 
     def on_spawn(self, pid: int) -> None:
@@ -24,6 +25,9 @@ class FakeControl:
 
     def on_activity(self, item: dict) -> None:
         self.activity.append(item)
+
+    def on_output(self, stream: str, chunk: bytes) -> None:
+        self.output[stream] = self.output.get(stream, b"") + chunk
 
     def should_abort(self) -> bool:
         return self._abort_at is not None and time.monotonic() >= self._abort_at

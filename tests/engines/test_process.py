@@ -268,6 +268,7 @@ def test_activity_arrives_while_the_engine_still_runs(tmp_path: Path) -> None:
     ]
     assert control.activity[1]["output"] == "a\n" and control.activity[1]["exit_code"] == 0
     assert result.usage["input_tokens"] == 3 and result.usage["cached_input_tokens"] is None
+    assert control.output["stdout"].decode() == result.stdout  # every raw byte reached the control too
 
 
 def test_line_splitter_skips_overlong_lines_and_survives_a_failing_reader() -> None:
