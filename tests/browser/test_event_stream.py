@@ -25,6 +25,9 @@ EVENT_KINDS = [
     "interaction_pending",
     "interaction_reply",
     "recovered",
+    "repair",
+    "activity",
+    "activity_truncated",
 ]
 
 FOLLOW_WITH_EVENT_SOURCE = """
