@@ -10,6 +10,7 @@ from typing import Any
 
 from django import forms
 from django.core.files.uploadedfile import UploadedFile
+from django.utils.html import escape
 
 from runs.inputs import file_fields
 from runs.models import RunStatus
@@ -29,6 +30,12 @@ def _schema_type(spec: dict[str, Any]) -> str | None:
     return declared
 
 
+def _help_text(spec: dict[str, Any]) -> str:
+    """The schema's description, escaped here because Django's field template renders help
+    text as safe HTML and a skill package is untrusted (R-FS4)."""
+    return escape(str(spec.get("description") or ""))
+
+
 def _label(name: str, spec: dict[str, Any]) -> str:
     return str(spec.get("title") or name.replace("_", " ").replace("-", " ").capitalize())
 
@@ -44,7 +51,7 @@ def schema_field(name: str, spec: dict[str, Any], *, required: bool) -> forms.Fi
     """One form field for one schema property; types the form cannot express take JSON."""
     common: dict[str, Any] = {
         "label": _label(name, spec),
-        "help_text": spec.get("description", ""),
+        "help_text": _help_text(spec),
         "required": required,
     }
     if "enum" in spec:
@@ -112,7 +119,7 @@ class NewRunForm(PlainLabelForm):
                 continue
             if name in files:
                 field: forms.Field = forms.FileField(
-                    label=_label(name, spec), help_text=spec.get("description", ""), required=name in required
+                    label=_label(name, spec), help_text=_help_text(spec), required=name in required
                 )
                 if spec.get("extensions"):
                     field.widget.attrs["accept"] = ",".join(spec["extensions"])

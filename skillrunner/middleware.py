@@ -1,4 +1,5 @@
-"""Request-level guards: oversized bodies refused with 413; errors under /v1/ always JSON.
+"""Request-level guards: oversized bodies refused with 413; errors under /v1/ always JSON; a
+Content-Security-Policy on every response.
 
 The size check reads Content-Length before Django parses or stores any of the body. It cannot
 stop the body from arriving: daphne (Twisted) has no body limit and receives the whole request
@@ -66,3 +67,30 @@ class ApiJsonErrorsMiddleware:
 
 def _is_json(response) -> bool:
     return response.get("Content-Type", "").split(";")[0].strip() == "application/json"
+
+
+# Scripts only from our own static files, never inline (R-FS3): text an agent or a skill package
+# wrote cannot run even if some template forgot to escape it. Inline styles stay allowed (the
+# API docs page has a <style> block); they cannot run code.
+CONTENT_SECURITY_POLICY = "; ".join(
+    [
+        "default-src 'self'",
+        "script-src 'self'",
+        "style-src 'self' 'unsafe-inline'",
+        "img-src 'self' data:",
+        "object-src 'none'",
+        "base-uri 'none'",
+        "form-action 'self'",
+        "frame-ancestors 'none'",
+    ]
+)
+
+
+class ContentSecurityPolicyMiddleware:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        response.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+        return response

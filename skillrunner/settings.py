@@ -53,6 +53,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "skillrunner.middleware.ContentSecurityPolicyMiddleware",
     "skillrunner.middleware.ApiJsonErrorsMiddleware",
     "skillrunner.middleware.RequestSizeLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",

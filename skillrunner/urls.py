@@ -1,6 +1,6 @@
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from accounts import views as account_views
 from runs import api as jobs
@@ -39,7 +39,7 @@ api_v1 = [
     path("v1/webhooks/<str:webhook_id>", webhooks.WebhookDetailView.as_view(), name="webhook-detail"),
     path("v1/usage", jobs.UsageView.as_view(), name="usage"),
     path("v1/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("v1/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+    path("v1/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="docs"),
 ]
 
 urlpatterns = [
