@@ -174,16 +174,28 @@ class EngineAdapter(ABC):
 
         return read
 
+    def skill_model(self, settings: dict[str, Any]) -> str | None:
+        """The model a skill's own engine config names (R-SK9); engines keep it under different keys."""
+        model = settings.get("model")
+        return model if isinstance(model, str) and model else None
+
+    def default_model(self, config: EngineConfig) -> str | None:
+        """Without a model of the run's own: the skill's, else the operator's (R-SK9)."""
+        return self.skill_model(config.skill_settings) or config.default_model
+
     def model_args(self, request: TurnRequest, config: EngineConfig) -> list[str]:
-        model = request.model or config.default_model
+        model = request.model or self.default_model(config)
         return [self.model_flag, model] if model else []
 
-    def environment(self, config: EngineConfig) -> dict[str, str]:
-        """Allow-listed server variables, then operator extras, then the enforced engine ones."""
+    def environment(self, config: EngineConfig, request: TurnRequest | None = None) -> dict[str, str]:
+        """Allow-listed server variables, then operator extras, then the enforced engine ones; the
+        request's PATH entries (a skill's dependency environment, R-SK7) go first."""
         env = {key: os.environ[key] for key in PASSTHROUGH_ENV if key in os.environ}
         env.setdefault("PATH", os.defpath)
         env.setdefault("LANG", "C.UTF-8")
         env.update(config.extra_env)
+        if request is not None and request.path_prefix:
+            env["PATH"] = os.pathsep.join([*(str(p) for p in request.path_prefix), env["PATH"]])
         env["HOME"] = str(self.home_dir(config))
         env["TMPDIR"] = str(self.tmp_dir(config))
         env["NO_COLOR"] = "1"  # plain output is what the parsers read
@@ -292,7 +304,7 @@ class EngineAdapter(ABC):
         proc = run_process(
             argv,
             cwd=Path(request.run_dir),
-            env=self.environment(config),
+            env=self.environment(config, request),
             control=control,
             hard_timeout=request.hard_timeout_seconds,
             grace=config.kill_grace_seconds,

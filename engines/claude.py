@@ -8,11 +8,12 @@ event, and the process stays alive for the reply (R-LC7). Permissions: Claude Co
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from .activity import Activity, ActivityParser, compact_json, text_of, usage_report
-from .base import EngineAdapter, EngineOutput, json_lines
+from .base import EngineAdapter, EngineOutput, json_lines, write_if_changed
 from .process import ResidentProcess, SpawnError, spawn
 from .types import FAILURE_PROCESS_LOST, EngineConfig, ExecutionMode, TurnControl, TurnRequest, TurnResult
 
@@ -166,6 +167,11 @@ class ClaudeAdapter(EngineAdapter):
     def activity_parser(self) -> ClaudeActivity:
         return ClaudeActivity()
 
+    def prepare_home(self, config: EngineConfig) -> None:
+        super().prepare_home(config)
+        if config.skill_settings:  # the skill's defaults (R-SK9); the operator's travel in the environment
+            write_if_changed(Path(config.home) / "settings.json", json.dumps(config.skill_settings, indent=2) + "\n")
+
     def extract(self, stdout: str, stderr: str) -> EngineOutput:
         output = EngineOutput()
         result: dict[str, Any] | None = None
@@ -193,7 +199,8 @@ class ClaudeAdapter(EngineAdapter):
         try:
             argv = self.prepare_turn(request, config)
             process = ResidentProcess(
-                spawn(argv, Path(request.run_dir), self.environment(config), stdin_pipe=True), config.kill_grace_seconds
+                spawn(argv, Path(request.run_dir), self.environment(config, request), stdin_pipe=True),
+                config.kill_grace_seconds,
             )
         except (OSError, SpawnError) as exc:
             return ClaudeLiveSession(self, request.mode, [], None, f"could not start claude: {exc}")

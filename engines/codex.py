@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
+import tomli_w
+
 from .activity import Activity, ActivityParser, compact_json, usage_report
 from .base import EngineAdapter, EngineOutput, argv_prompt, json_lines, write_if_changed
 from .process import SpawnError, run_quick
+from .skill_config import deep_merge
 from .types import EngineConfig, TurnRequest
 
 FULL_AUTO = "--full-auto"
@@ -39,10 +41,6 @@ def choose_auto_flag(path: str, env: dict[str, str], cwd: Path) -> str:
     except SpawnError:
         return YOLO
     return BYPASS if _lists_flag(help_text, BYPASS) else YOLO
-
-
-def _toml(value: str) -> str:
-    return json.dumps(value)  # a JSON string is a valid TOML basic string
 
 
 def _tool_name_and_command(item: dict[str, Any]) -> tuple[str, str] | None:
@@ -140,26 +138,25 @@ class CodexAdapter(EngineAdapter):
 
     def prepare_home(self, config: EngineConfig) -> None:
         super().prepare_home(config)
-        lines = [
-            "# Written by Skill Runner for every run of this engine home; edits are overwritten.",
-            "check_for_update_on_startup = false",
-        ]
+        operator: dict[str, Any] = {"check_for_update_on_startup": False, "analytics": {"enabled": False}}
         if config.base_url:
             # A custom provider speaks plain HTTP+SSE (the built-in one tries WebSockets first),
             # and few retries keep a dead endpoint from eating the whole hard timeout (R-EN8).
-            lines += [
-                f"model_provider = {_toml(PROVIDER_ID)}",
-                "",
-                f"[model_providers.{PROVIDER_ID}]",
-                f"name = {_toml(PROVIDER_ID)}",
-                f"base_url = {_toml(config.base_url)}",
-                'wire_api = "responses"',
-                f"env_key = {_toml(PROVIDER_KEY_VAR)}",
-                "request_max_retries = 1",
-                "stream_max_retries = 1",
-            ]
-        lines += ["", "[analytics]", "enabled = false"]
-        write_if_changed(Path(config.home) / "config.toml", "\n".join(lines) + "\n")
+            operator["model_provider"] = PROVIDER_ID
+            operator["model_providers"] = {
+                PROVIDER_ID: {
+                    "name": PROVIDER_ID,
+                    "base_url": config.base_url,
+                    "wire_api": "responses",
+                    "env_key": PROVIDER_KEY_VAR,
+                    "request_max_retries": 1,
+                    "stream_max_retries": 1,
+                }
+            }
+        # The skill's defaults (model, reasoning effort, ...) beneath the operator's (R-SK9).
+        settings = deep_merge(config.skill_settings, operator)
+        header = "# Written by Skill Runner for every run of this engine home; edits are overwritten.\n"
+        write_if_changed(Path(config.home) / "config.toml", header + tomli_w.dumps(settings))
 
     def activity_parser(self) -> CodexActivity:
         return CodexActivity()

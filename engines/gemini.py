@@ -12,6 +12,7 @@ from typing import Any
 
 from .activity import Activity, ActivityParser, compact_json, usage_report
 from .base import EngineAdapter, EngineOutput, argv_prompt, json_lines, write_if_changed
+from .skill_config import deep_merge
 from .types import EngineConfig, TurnRequest
 
 # Tools whose parameters name the file they write (reported as file changes too).
@@ -89,6 +90,11 @@ class GeminiAdapter(EngineAdapter):
         argv += [*self.auto_flags(config), "--output-format", "stream-json", *self.model_args(request, config)]
         return argv + ["-p", argv_prompt(request.prompt)]
 
+    def skill_model(self, settings: dict[str, Any]) -> str | None:
+        model = settings.get("model")
+        name = model.get("name") if isinstance(model, dict) else model
+        return name if isinstance(name, str) and name else None
+
     def engine_env(self, config: EngineConfig) -> dict[str, str]:
         # NO_RELAUNCH: the CLI otherwise re-spawns itself, leaving two node processes per turn.
         env = {"GEMINI_CLI_HOME": str(config.home), "GEMINI_CLI_NO_RELAUNCH": "1"}
@@ -101,7 +107,9 @@ class GeminiAdapter(EngineAdapter):
     def prepare_home(self, config: EngineConfig) -> None:
         super().prepare_home(config)
         gemini_dir = Path(config.home) / ".gemini"
-        write_if_changed(gemini_dir / "settings.json", json.dumps(SETTINGS, indent=2) + "\n")
+        # The skill's defaults (model, ...) beneath the operator's (R-SK9).
+        settings = deep_merge(config.skill_settings, SETTINGS)
+        write_if_changed(gemini_dir / "settings.json", json.dumps(settings, indent=2) + "\n")
         # Gemini 0.61 often exits still holding this lock folder, and the next process in the same
         # home then stalls until the lock is 10 s old. A home belongs to one run, whose turns are
         # sequential, so a lock present before a turn starts is always stale.

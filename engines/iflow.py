@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from .activity import NoActivity, usage_report
 from .base import EngineAdapter, EngineOutput, argv_prompt, write_if_changed
+from .skill_config import deep_merge
 from .types import EngineConfig, TurnRequest
 
 _EXECUTION_INFO = re.compile(r"<Execution Info>(.*?)</Execution Info>", re.DOTALL)
@@ -67,6 +69,10 @@ class IFlowAdapter(EngineAdapter):
             argv += [*self.auto_flags(config), *self.model_args(request, config)]
         return argv + ["-p", argv_prompt(request.prompt)]
 
+    def skill_model(self, settings: dict[str, Any]) -> str | None:
+        model = settings.get("modelName")
+        return model if isinstance(model, str) and model else None
+
     def engine_env(self, config: EngineConfig) -> dict[str, str]:
         return {}  # iFlow reads its key and endpoint from $HOME/.iflow/settings.json
 
@@ -81,9 +87,12 @@ class IFlowAdapter(EngineAdapter):
         }
         if config.api_key:
             settings["apiKey"] = config.api_key
-        if config.default_model:
-            settings["modelName"] = config.default_model
-        write_if_changed(self.home_dir(config) / ".iflow" / "settings.json", json.dumps(settings, indent=2) + "\n")
+        model = self.default_model(config)
+        if model:
+            settings["modelName"] = model
+        # The skill's defaults beneath the operator's (R-SK9).
+        merged = deep_merge(config.skill_settings, settings)
+        write_if_changed(self.home_dir(config) / ".iflow" / "settings.json", json.dumps(merged, indent=2) + "\n")
 
     def activity_parser(self) -> NoActivity:
         # Plain text with no structure while it runs: no activity, only the final answer.

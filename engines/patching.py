@@ -34,7 +34,13 @@ def artifact_patch(run_dir: Path, artifacts: Iterable[ArtifactSpec]) -> str:
         lines.append("Expected output files in that directory:")
         for spec in specs:
             need = "required" if spec.required else "optional"
-            lines.append(f"- `{target}/{spec.filename}` (role `{spec.role}`, {need})")
+            if spec.filename:
+                lines.append(f"- `{target}/{spec.filename}` (role `{spec.role}`, {need})")
+            else:  # by value (R-OU1): the agent names the file, its path goes in the output field
+                lines.append(
+                    f"- a file of your choosing for output field `{spec.output_property}` (role `{spec.role}`,"
+                    f" {need}); put its path in that field"
+                )
     else:
         lines.append("This skill names no fixed output files; any file it produces still goes there.")
     return "\n".join(lines) + "\n"

@@ -1,5 +1,6 @@
-"""Turn prompts: the first turn names the skill and its inputs, later turns are the reply (R-EN6);
-a repair round lists what was wrong with the final answer (R-RP1)."""
+"""Turn prompts: the first turn names the skill and its inputs (or is the skill's own template,
+R-SK8), later turns are the reply (R-EN6); a repair round lists what was wrong with the final
+answer (R-RP1)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from jinja2 import StrictUndefined, TemplateError, TemplateSyntaxError
+from jinja2.sandbox import SandboxedEnvironment
 
 from .types import DONE_MARKER, ExecutionMode
 
@@ -30,6 +34,46 @@ def _listing(values: Mapping[str, Any], files: Mapping[str, Path] | None = None)
     return lines or ["(none)"]
 
 
+class PromptTemplateError(ValueError):
+    """A skill's prompt template that cannot be rendered (R-SK8): the run fails, never half-prompted."""
+
+
+def prompt_template(manifest: Mapping[str, Any], engine: str) -> Any:
+    """`entrypoint.prompts.<engine>`, else `entrypoint.prompts.common`, else None (R-SK8)."""
+    entrypoint = manifest.get("entrypoint")
+    prompts = entrypoint.get("prompts") if isinstance(entrypoint, Mapping) else None
+    if not isinstance(prompts, Mapping):
+        return None
+    return prompts.get(engine, prompts.get("common"))
+
+
+def render_prompt_template(
+    template: Any, inputs: Mapping[str, Any], parameters: Mapping[str, Any], file_inputs: Mapping[str, Path]
+) -> str:
+    """The skill author's first-turn body with `{{ input.x }}` / `{{ parameter.x }}` filled in.
+
+    Rendered in Jinja's sandbox (no attribute tricks reach Python internals) with strict
+    undefined, so a missing value is an error rather than a silently empty gap. File inputs are
+    given as absolute paths.
+    """
+    if not isinstance(template, str):
+        raise PromptTemplateError("the skill's prompt template (entrypoint.prompts) must be a string")
+    context = {
+        "input": {**inputs, **{name: str(Path(path).resolve()) for name, path in file_inputs.items()}},
+        "parameter": dict(parameters),
+    }
+    environment = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+    try:
+        return environment.from_string(template).render(context)
+    except TemplateError as exc:
+        where = f" (line {exc.lineno})" if isinstance(exc, TemplateSyntaxError) else ""
+        raise PromptTemplateError(f"the skill's prompt template cannot be rendered{where}: {exc.message}") from exc
+    except Exception as exc:  # the template's own expressions may fail any way (1/0, "a" + 1)
+        raise PromptTemplateError(
+            f"the skill's prompt template cannot be rendered: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
 def first_turn_prompt(
     skill_id: str,
     skill_name: str,
@@ -39,27 +83,34 @@ def first_turn_prompt(
     run_dir: Path,
     *,
     skill_dir: Path | None = None,
+    body: str | None = None,
 ) -> str:
     """The prompt of attempt 1.
 
     ``skill_dir`` is where the engine finds the run-local skill copy
     (``adapter.skill_dir(run_dir, skill_id)``); without it the prompt only names the skill.
-    File inputs are listed by absolute path, other values as compact JSON.
+    File inputs are listed by absolute path, other values as compact JSON. ``body`` (a rendered
+    skill prompt template, R-SK8) replaces the generic opening and listing; the pointer to the
+    patched SKILL.md and the run directory still follow it, so the mode patches apply.
     """
     run_dir = Path(run_dir).resolve()
     title = f"`{skill_id}` ({skill_name})" if skill_name and skill_name != skill_id else f"`{skill_id}`"
-    lines = [f"Run the skill {title} on the inputs below."]
-    if skill_dir is not None:
-        lines.append(
-            f"Its instructions are in {Path(skill_dir).resolve() / 'SKILL.md'}: read that file first and follow it."
-        )
+    if body is None:
+        lines = [f"Run the skill {title} on the inputs below."]
+        if skill_dir is not None:
+            lines.append(
+                f"Its instructions are in {Path(skill_dir).resolve() / 'SKILL.md'}: read that file first and follow it."
+            )
+        lines += ["", "Inputs:", *_listing(inputs, file_inputs), "", "Parameters:", *_listing(parameters)]
+    else:
+        lines = [body.rstrip("\n")]
+        if skill_dir is not None:
+            lines += [
+                "",
+                f"The instructions of the skill {title}, with the rules of this run, are in "
+                f"{Path(skill_dir).resolve() / 'SKILL.md'}: read that file first and follow it.",
+            ]
     lines += [
-        "",
-        "Inputs:",
-        *_listing(inputs, file_inputs),
-        "",
-        "Parameters:",
-        *_listing(parameters),
         "",
         f"Run directory (your working directory): {run_dir}",
         f"Artifacts directory (output files go here): {run_dir / 'artifacts'}",

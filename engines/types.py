@@ -37,13 +37,20 @@ class EngineConfig:
     default_model: str | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
     kill_grace_seconds: float = 5.0  # SIGTERM → SIGKILL delay when a turn is killed (R-LC12)
+    # The skill's own engine defaults (R-SK9), already stripped of operator-only keys; they sit
+    # beneath everything above in the engine's config files.
+    skill_settings: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class ArtifactSpec:
+    """A declared output file: a fixed name under artifacts/ (`filename`), or a file of the agent's
+    choosing whose path it returns in output field `output_property` (R-OU1)."""
+
     role: str
-    filename: str
+    filename: str | None
     required: bool = True
+    output_property: str | None = None
 
 
 @dataclass(frozen=True)
@@ -64,6 +71,10 @@ class TurnRequest:
     hard_timeout_seconds: float
     model: str | None = None
     session_handle: str | None = None  # set on resume turns
+    # Host folders the turn may read but not write (a skill's dependency environment, R-SK7), and
+    # folders put first on PATH, in order.
+    readonly_paths: tuple[Path, ...] = ()
+    path_prefix: tuple[Path, ...] = ()
 
     @property
     def is_resume(self) -> bool:

@@ -6,7 +6,6 @@ The orchestrator sees only engine-neutral TurnResults; it never parses engine ou
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import logging
 import os
@@ -18,7 +17,7 @@ from typing import BinaryIO
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connection
 
-from engines.prompt import first_turn_prompt
+from engines.prompt import PromptTemplateError, first_turn_prompt
 from engines.registry import get_adapter
 from engines.types import (
     FAILURE_ABORTED,
@@ -31,13 +30,15 @@ from engines.types import (
 )
 from skillrunner.logging import redact, redact_values
 
-from . import runfiles, services
+from . import services
 from .activity import ActivitySink
-from .engine_settings import configured_secrets, engine_config
+from .artifacts import collect_artifacts
+from .engine_settings import configured_secrets
 from .inputs import resolve_file_inputs
 from .models import InteractiveProfile, Run, RunStatus
-from .outcome import decide
+from .outcome import TurnDecision, decide, list_artifacts
 from .repair import RepairBudget, review
+from .skill_runtime import dependency_environment, run_engine_config, template_body
 
 logger = logging.getLogger(__name__)
 
@@ -145,28 +146,33 @@ def retry_while_database_away(operation, *args, attempts: int = 30, pause: float
 
 def _artifact_specs(run: Run) -> tuple[ArtifactSpec, ...]:
     return tuple(
-        ArtifactSpec(role=a["role"], filename=a["filename"], required=a["required"])
+        ArtifactSpec(role=a["role"], filename=a["filename"], required=a["required"], output_property=a.get("property"))
         for a in run.skill_version.artifacts
     )
 
 
-def build_turn_request(run: Run) -> TurnRequest:
+def build_turn_request(run: Run) -> tuple[TurnRequest, dict[str, str] | None]:
+    """The turn's request, and the warning to record when the skill's dependencies could not be
+    prepared (R-SK7). Raises PromptTemplateError when the skill's prompt template is unusable (R-SK8)."""
     version = run.skill_version
     run_dir = run.run_dir
     adapter = get_adapter(run.engine)
     if run.attempt_number == 1 or not run.session_handle:
+        file_inputs = resolve_file_inputs(version.schemas["input"], run.input, run_dir / "uploads")
         prompt = first_turn_prompt(
             skill_id=run.skill.skill_id,
             skill_name=version.name,
             inputs=run.input,
             parameters=run.parameter,
-            file_inputs=resolve_file_inputs(version.schemas["input"], run.input, run_dir / "uploads"),
+            file_inputs=file_inputs,
             run_dir=run_dir,
             skill_dir=adapter.skill_dir(run_dir, run.skill.skill_id),
+            body=template_body(version, run.engine, run.input, run.parameter, file_inputs),
         )
     else:
         prompt = run.next_prompt
-    return TurnRequest(
+    environment, warning = dependency_environment(version)
+    request = TurnRequest(
         run_dir=run_dir,
         prompt=prompt,
         mode=run.options.execution_mode,
@@ -174,7 +180,10 @@ def build_turn_request(run: Run) -> TurnRequest:
         hard_timeout_seconds=float(run.options.hard_timeout_seconds),
         model=run.model or None,
         session_handle=run.session_handle if run.attempt_number > 1 else None,
+        readonly_paths=environment.readonly_paths if environment else (),
+        path_prefix=(environment.bin_dir,) if environment else (),
     )
+    return request, warning
 
 
 def _save_logs(records_dir: Path, attempt_number: int, prompt: str, turn: TurnResult) -> None:
@@ -229,8 +238,7 @@ def _finish_turn(
     if turn.failure_reason == FAILURE_ABORTED:
         return None  # the claim ended (cancel): services already recorded why
     output_schema = run.skill_version.schemas["output"]
-    decide_turn = functools.partial(
-        decide,
+    decision = decide(
         mode=run.options.execution_mode,
         turn=turn,
         output_schema=output_schema,
@@ -241,13 +249,10 @@ def _finish_turn(
         needs_session_handle=run.interactive_profile == InteractiveProfile.RESUMABLE,
         repair_rounds=run.repair_rounds,
     )
-    decision = decide_turn()
-    if decision.artifact_moves:
-        # outcome only reads the run directory; the moves it counts on are made here, and the
-        # turn decided again on what the directory holds then (a refused move stays missing).
-        for source, target in decision.artifact_moves:
-            runfiles.move_file(run.run_dir, source, target)
-        decision = decide_turn(plan_moves=False)
+    if decision.status == RunStatus.SUCCEEDED:
+        # outcome only read the run directory; the files are gathered here, before a repair
+        # review, so that a file gone meanwhile is an ARTIFACT_MISSING like any other.
+        decision = _collected(decision, run)
     can_continue = live.is_alive() if live is not None else bool(turn.session_handle or run.session_handle)
     budget = RepairBudget(
         round=run.repair_round,
@@ -262,6 +267,24 @@ def _finish_turn(
     )
 
 
+def _collected(decision: TurnDecision, run: Run) -> TurnDecision:
+    """A succeeded decision with its declared files gathered into artifacts/ and the answer's
+    paths rewritten to them (R-OU1); a file gone since the decision makes it ARTIFACT_MISSING."""
+    collection = collect_artifacts(decision.data or {}, run.skill_version.artifacts, run.run_dir)
+    warnings = decision.warnings + collection.warnings
+    artifacts = list_artifacts(run.run_dir)
+    if collection.error:
+        return dataclasses.replace(
+            decision,
+            status=RunStatus.FAILED,
+            error=collection.error,
+            problems=collection.problems,
+            warnings=warnings,
+            artifacts=artifacts,
+        )
+    return dataclasses.replace(decision, data=collection.data, warnings=warnings, artifacts=artifacts)
+
+
 def run_claimed_turn(request_id: str, attempt_number: int) -> None:
     """django-q2 task body. A redelivered or superseded task finds nothing to claim and returns."""
     close_old_connections()
@@ -270,9 +293,15 @@ def run_claimed_turn(request_id: str, attempt_number: int) -> None:
     if run is None:
         return
     adapter = get_adapter(run.engine)
-    config = engine_config(run.engine, str(run.pk))
+    config = run_engine_config(run.engine, str(run.pk), run.runtime_options)
     try:
-        request = build_turn_request(run)
+        try:
+            request, warning = build_turn_request(run)
+        except PromptTemplateError as exc:  # R-SK8: a clear failure, never a half-rendered prompt
+            retry_while_database_away(services.fail_run, request_id, "SKILL_PROMPT_INVALID", str(exc))
+            return
+        if warning:
+            services.record_warning(run.pk, warning)
         # A resident process serves every turn of its run: replies, and repair rounds in both modes.
         if run.interactive_profile == InteractiveProfile.STICKY_PROCESS:
             _drive_live_session(

@@ -21,11 +21,9 @@ from engines.prompt import REPAIR_PROBLEMS_LISTED
 from engines.types import FAILURE_SPAWN, FAILURE_TIMEOUT, TurnResult
 
 from . import runfiles
+from .artifacts import collect_artifacts
 
 PLACEHOLDER_PROMPT = "The agent is waiting for your reply. Please answer to continue."
-
-# Moving an agent-written file into artifacts/: (source, target), both relative to the run dir.
-ArtifactMove = tuple[str, str]
 
 
 def result_envelope(
@@ -60,8 +58,6 @@ class TurnDecision:
     # Why the answer is invalid, field by field (failed decisions on OUTPUT_* / ARTIFACT_MISSING).
     problems: list[dict[str, str]] = field(default_factory=list)
     repair_prompt: str = ""  # the next prompt when the decision is a repair round (runs.repair)
-    # Files the output points at, to move into artifacts/ before the decision holds (see decide).
-    artifact_moves: list[ArtifactMove] = field(default_factory=list)
 
     def result_envelope(self) -> dict[str, Any]:
         """The R-OU2 envelope for a terminal decision."""
@@ -94,30 +90,6 @@ def engine_failure(turn: TurnResult) -> dict[str, str] | None:
 def list_artifacts(run_dir: Path) -> list[str]:
     """The produced files under artifacts/; links and special files are none of them (R-SB7)."""
     return runfiles.list_files(run_dir, "artifacts")
-
-
-def _collect_declared_artifacts(
-    data: dict[str, Any], specs: list[dict[str, Any]], run_dir: Path, plan_moves: bool
-) -> tuple[list[tuple[str, str | None]], list[ArtifactMove]]:
-    """Required artifact files missing from artifacts/, with the output field naming each, and
-    the moves that bring in a file the output points at inside the run directory instead, since
-    agents sometimes follow the skill's own path.
-
-    Through runs.runfiles (R-SB7): a link or special file is missing, never followed or moved."""
-    missing = []
-    moves: list[ArtifactMove] = []
-    for spec in specs:
-        target = f"artifacts/{spec['filename']}"
-        if runfiles.is_file(run_dir, target) or any(target == planned for _, planned in moves):
-            continue
-        pointed = data.get(spec.get("property") or "") if isinstance(data, dict) else None
-        source = runfiles.run_relative(run_dir, pointed) if isinstance(pointed, str) else None
-        if plan_moves and source and runfiles.is_file(run_dir, source) and all(source != taken for taken, _ in moves):
-            moves.append((source, target))
-            continue
-        if spec.get("required"):
-            missing.append((spec["filename"], spec.get("property")))
-    return missing, moves
 
 
 EXCERPT_CHARS = 120
@@ -196,16 +168,16 @@ class Validation:
 
 
 def _validate_output(
-    turn: TurnResult, schema: dict[str, Any], specs: list[dict[str, Any]], run_dir: Path, plan_moves: bool
-) -> tuple[Validation | None, list[ArtifactMove]]:
-    """Why the answer is not a valid result (None: it is), and the artifact moves that verdict counts on."""
+    turn: TurnResult, schema: dict[str, Any], specs: list[dict[str, Any]], run_dir: Path
+) -> Validation | None:
+    """Why the answer is not a valid result (None: it is)."""
     data = turn.final_data
     if data is None:
         got = excerpt(turn.assistant_text) if turn.assistant_text.strip() else "an empty message"
         return Validation(
             _error("OUTPUT_MISSING", "the agent's final message held no JSON object"),
             [{"pointer": "", "expected": "one JSON object following the output schema", "got": got}],
-        ), []
+        )
     problems = schema_problems(data, schema)
     if problems:
         listed = "; ".join(
@@ -216,37 +188,17 @@ def _validate_output(
             listed += f"; … and {len(problems) - REPAIR_PROBLEMS_LISTED} more"
         return Validation(
             _error("OUTPUT_SCHEMA_INVALID", "output does not match the skill's output schema: " + listed), problems
-        ), []
-    missing, moves = _collect_declared_artifacts(data, specs, run_dir, plan_moves)
-    if missing:
-        return Validation(
-            _error(
-                "ARTIFACT_MISSING", "required artifact missing from artifacts/: " + ", ".join(f for f, _ in missing)
-            ),
-            [
-                {
-                    "pointer": _pointer([prop]) if prop else "",
-                    "expected": f"an existing file artifacts/{filename}",
-                    "got": f"no such file (the field says {excerpt(data.get(prop))})" if prop else "no such file",
-                }
-                for filename, prop in missing
-            ],
-        ), moves
-    return None, moves
-
-
-def _artifacts(run_dir: Path, moves: list[ArtifactMove]) -> list[str]:
-    """The produced artifacts once the planned moves are made."""
-    return sorted({*list_artifacts(run_dir), *(target for _, target in moves)})
+        )
+    # Only checked here, nothing moved: the caller collects the files once the run succeeds (R-OU1).
+    collection = collect_artifacts(data, specs, run_dir, apply=False)
+    if collection.error:
+        return Validation(collection.error, collection.problems)
+    return None
 
 
 def _finish(
-    turn: TurnResult,
-    verdict: tuple[Validation | None, list[ArtifactMove]],
-    run_dir: Path,
-    warnings: list[dict[str, str]],
+    turn: TurnResult, invalid: Validation | None, run_dir: Path, warnings: list[dict[str, str]]
 ) -> TurnDecision:
-    invalid, moves = verdict
     if invalid:
         return TurnDecision(
             "failed",
@@ -254,17 +206,15 @@ def _finish(
             error=invalid.error,
             problems=invalid.problems,
             warnings=warnings,
-            artifacts=_artifacts(run_dir, moves),
+            artifacts=list_artifacts(run_dir),
             repair_level=turn.repair_level,
-            artifact_moves=moves,
         )
     return TurnDecision(
         "succeeded",
         data=turn.final_data,
         warnings=warnings,
-        artifacts=_artifacts(run_dir, moves),
+        artifacts=list_artifacts(run_dir),
         repair_level=turn.repair_level,
-        artifact_moves=moves,
     )
 
 
@@ -299,17 +249,10 @@ def build_pending(turn: TurnResult, attempt_number: int) -> tuple[dict[str, Any]
     return payload, warnings
 
 
-def _failed(
-    turn: TurnResult, error: dict[str, str], run_dir: Path, warnings: list[dict[str, str]], moves: list[ArtifactMove]
-) -> TurnDecision:
+def _failed(turn: TurnResult, error: dict[str, str], run_dir: Path, warnings: list[dict[str, str]]) -> TurnDecision:
     """A turn that ends the run failed before its output could count."""
     return TurnDecision(
-        "failed",
-        error=error,
-        warnings=warnings,
-        artifacts=_artifacts(run_dir, moves),
-        repair_level=turn.repair_level,
-        artifact_moves=moves,
+        "failed", error=error, warnings=warnings, artifacts=list_artifacts(run_dir), repair_level=turn.repair_level
     )
 
 
@@ -324,55 +267,46 @@ def decide(
     max_attempt: int | None,
     needs_session_handle: bool,
     repair_rounds: int = 0,
-    plan_moves: bool = True,
 ) -> TurnDecision:
-    """The run's next state after `turn`.
+    """The run's next state after `turn`. Pure: declared files are only checked; the caller
+    collects them into artifacts/ when the decision is a success (runs.artifacts, R-OU1).
 
     ``repair_rounds``: the run's output-repair rounds so far, which are attempts that do not
-    count toward ``max_attempt`` (R-RP1). A decision with ``artifact_moves`` holds once the
-    caller made those moves, and a move can be refused, so the caller then decides again with
-    ``plan_moves=False``: on what artifacts/ holds, nothing more."""
+    count toward ``max_attempt`` (R-RP1)."""
     warnings = list(turn.warnings)
     failure = engine_failure(turn)
     if failure:
-        return _failed(turn, failure, run_dir, warnings, [])
+        return _failed(turn, failure, run_dir, warnings)
 
     if mode == "auto":  # R-LC1: exit 0 + schema-valid output + artifacts; no marker needed
-        return _finish(
-            turn, _validate_output(turn, output_schema, artifact_specs, run_dir, plan_moves), run_dir, warnings
-        )
+        return _finish(turn, _validate_output(turn, output_schema, artifact_specs, run_dir), run_dir, warnings)
 
     if turn.done_marker_found:  # R-LC2 step 2: strong evidence, never waits
-        return _finish(
-            turn, _validate_output(turn, output_schema, artifact_specs, run_dir, plan_moves), run_dir, warnings
-        )
+        return _finish(turn, _validate_output(turn, output_schema, artifact_specs, run_dir), run_dir, warnings)
 
-    # The file a soft-completion check found pointed at belongs in artifacts/ even if the run waits.
-    moves: list[ArtifactMove] = []
     is_question = turn.outcome == "ask_user" or turn.ask_user_invalid or turn.interaction is not None
     if not is_question and turn.final_data is not None:
-        invalid, moves = _validate_output(turn, output_schema, artifact_specs, run_dir, plan_moves)
-        if invalid is None:  # step 3: soft completion
+        if _validate_output(turn, output_schema, artifact_specs, run_dir) is None:  # step 3: soft completion
             warnings.append(
                 {
                     "code": "INTERACTIVE_COMPLETED_WITHOUT_DONE_MARKER",
                     "message": "the output matched the schema but carried no __SKILL_DONE__ marker",
                 }
             )
-            return _finish(turn, (None, moves), run_dir, warnings)
+            return _finish(turn, None, run_dir, warnings)
 
     if max_attempt is not None and attempt_number - repair_rounds >= max_attempt:  # step 4
         error = _error(
             "INTERACTIVE_MAX_ATTEMPT_EXCEEDED",
             f"the skill allows at most {max_attempt} attempts and the task is not done",
         )
-        return _failed(turn, error, run_dir, warnings, moves)
+        return _failed(turn, error, run_dir, warnings)
 
     if needs_session_handle and not turn.session_handle:  # R-EN7
         error = _error(
             "SESSION_RESUME_FAILED", "the engine reported no session id, so the conversation could not be resumed"
         )
-        return _failed(turn, error, run_dir, warnings, moves)
+        return _failed(turn, error, run_dir, warnings)
 
     pending, pending_warnings = build_pending(turn, attempt_number)  # step 5
     return TurnDecision(
@@ -380,5 +314,4 @@ def decide(
         pending=pending,
         warnings=warnings + pending_warnings,
         repair_level=turn.repair_level,
-        artifact_moves=moves,
     )

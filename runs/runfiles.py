@@ -23,6 +23,8 @@ the service) is trusted.
     list_files(root, under)            -> run-relative paths of the safe files beneath `under`
     run_relative(root, value)          -> a path the agent gave (relative or absolute) made run-relative
     move_file(root, source, target)    -> move a safe file within the run (artifact collection)
+    write_new_file(root, path, data)   -> create a file that was not there (a rewritten manifest)
+    remove_file(root, path)            -> remove one entry, a link itself rather than its target
     copy_files(src, dest, paths, cap)  -> copy safe files from one run into another (result cache)
 """
 
@@ -197,6 +199,35 @@ def move_file(root: Path, source: str, target: str) -> bool:
             except FileNotFoundError:
                 pass
             os.rename(source_parts[-1], target_parts[-1], src_dir_fd=source_dir, dst_dir_fd=target_dir)
+    except OSError:
+        return False
+    return True
+
+
+def write_new_file(root: Path, path: str, content: bytes) -> bool:
+    """Create root/path (parents created, all reached without links) holding `content`; never
+    replaces anything. False when something is already there or the walk is refused."""
+    components = parts(path)
+    if components is None:
+        return False
+    try:
+        with _directory(root, components[:-1], create=True) as parent:
+            fd = os.open(components[-1], _CREATE_FLAGS, 0o600, dir_fd=parent)
+    except OSError:
+        return False
+    with os.fdopen(fd, "wb") as target:
+        target.write(content)
+    return True
+
+
+def remove_file(root: Path, path: str) -> bool:
+    """Remove the entry root/path (a link is removed itself, never its target)."""
+    components = parts(path)
+    if components is None:
+        return False
+    try:
+        with _directory(root, components[:-1]) as parent:
+            os.unlink(components[-1], dir_fd=parent)
     except OSError:
         return False
     return True

@@ -6,6 +6,8 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
+from .packages import runtime_dependencies
+
 
 class Skill(models.Model):
     """An installed skill; `current` is the version new runs use."""
@@ -53,6 +55,11 @@ class SkillVersion(models.Model):
     @property
     def path(self) -> Path:
         return Path(self.snapshot_dir)
+
+    @property
+    def dependencies(self) -> list[str]:
+        """`runtime.dependencies` (R-SK7), validated at install."""
+        return runtime_dependencies(self.manifest)
 
     @property
     def runtime_defaults(self) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 from jsonschema import validators
 from jsonschema.exceptions import SchemaError
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from engines.registry import ENGINE_NAMES
@@ -153,28 +154,37 @@ def _safe_pattern(pattern: Any) -> bool:
     )
 
 
-def artifacts_of(manifest: dict[str, Any], output_schema: dict[str, Any]) -> list[dict[str, Any]]:
-    """Declared files: output-schema properties with x-type artifact (R-OU1), plus runner.json artifacts.
+# Output-schema x-type values that declare files (R-OU1) and how their value is read.
+ARTIFACT_KINDS = {"artifact": "file", "file": "file", "artifact-manifest": "manifest"}
 
-    A name or pattern that could point outside artifacts/ makes the package invalid (R-SB7).
+
+def artifacts_of(manifest: dict[str, Any], output_schema: dict[str, Any]) -> list[dict[str, Any]]:
+    """Declared files: output-schema properties with an artifact x-type (R-OU1), plus runner.json artifacts.
+
+    A property with `x-filename` names its file under artifacts/; one without it carries the path
+    of a file of the agent's choosing (`filename` None). `kind` "manifest" is an artifact-manifest:
+    a JSON object {label: path} whose files all count. A name or pattern that could point outside
+    artifacts/ makes the package invalid (R-SB7).
     """
     found: dict[str, dict[str, Any]] = {}
     required = set(output_schema.get("required") or [])
     for prop, spec in (output_schema.get("properties") or {}).items():
-        if isinstance(spec, dict) and spec.get("x-type") == "artifact" and "x-filename" in spec:
-            filename = spec["x-filename"]
-            if not _safe_name(filename):
-                raise SkillPackageError(
-                    "SKILL_SCHEMA_INVALID",
-                    f"output property {prop!r}: x-filename {filename!r} must be one plain file name "
-                    "(no '/', '\\', '..' or control characters)",
-                )
-            found[filename] = {
-                "role": spec.get("x-role") or prop,
-                "filename": filename,
-                "required": prop in required,
-                "property": prop,
-            }
+        if not isinstance(spec, dict) or spec.get("x-type") not in ARTIFACT_KINDS:
+            continue
+        filename = spec.get("x-filename")
+        if filename is not None and not _safe_name(filename):
+            raise SkillPackageError(
+                "SKILL_SCHEMA_INVALID",
+                f"output property {prop!r}: x-filename {filename!r} must be one plain file name "
+                "(no '/', '\\', '..' or control characters)",
+            )
+        found[filename or f"property:{prop}"] = {
+            "role": spec.get("x-role") or prop,
+            "filename": filename,
+            "required": prop in required,
+            "property": prop,
+            "kind": ARTIFACT_KINDS[spec["x-type"]],
+        }
     for entry in manifest.get("artifacts") or []:
         if isinstance(entry, dict) and "pattern" in entry and not _safe_pattern(entry["pattern"]):
             raise SkillPackageError(
@@ -191,8 +201,35 @@ def artifacts_of(manifest: dict[str, Any], output_schema: dict[str, Any]) -> lis
                 "filename": pattern,
                 "required": bool(entry.get("required", False)),
                 "property": None,
+                "kind": "file",
             }
     return list(found.values())
+
+
+def runtime_dependencies(manifest: dict[str, Any]) -> list[str]:
+    """`runtime.dependencies` (R-SK7): package requirements from the package index, such as
+    `pypdf>=4`; direct URLs and local paths are refused, environments are built from the index only."""
+    runtime = manifest.get("runtime")
+    value = runtime.get("dependencies") if isinstance(runtime, dict) else None
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(item, str) and item.strip() for item in value):
+        raise SkillPackageError(
+            "SKILL_MANIFEST_INVALID", "runner.json `runtime.dependencies` must be a list of strings"
+        )
+    for item in value:
+        try:
+            requirement = Requirement(item)
+        except InvalidRequirement as exc:
+            raise SkillPackageError(
+                "SKILL_MANIFEST_INVALID", f"runner.json `runtime.dependencies`: {item!r} is not a requirement: {exc}"
+            ) from exc
+        if requirement.url:
+            raise SkillPackageError(
+                "SKILL_MANIFEST_INVALID",
+                f"runner.json `runtime.dependencies`: {item!r} names a URL; only packages from the index are allowed",
+            )
+    return [item.strip() for item in value]
 
 
 def load_skill_dir(root: Path, *, legacy: bool = False) -> SkillPackage:
@@ -267,6 +304,8 @@ def load_skill_dir(root: Path, *, legacy: bool = False) -> SkillPackage:
         not isinstance(max_attempt, int) or isinstance(max_attempt, bool) or max_attempt < 1
     ):
         raise SkillPackageError("SKILL_MANIFEST_INVALID", "runner.json `max_attempt` must be an integer >= 1")
+
+    runtime_dependencies(manifest)  # refused at install, not discovered at run time
 
     named = manifest.get("schemas")
     declared: dict[str, Any] = named if isinstance(named, dict) else {}

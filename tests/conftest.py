@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 import threading
 from pathlib import Path
 
@@ -20,6 +22,10 @@ TEST_SKILLS = REPO / "tests" / "support" / "skills"
 
 OUTSIDE_READS = OutsideReadGuard(REPO)
 OUTSIDE_READS.install()
+
+# One uv download cache for the whole session: every test has its own data dir (so its own
+# dependency environments, R-SK7), but the package index is asked about a package only once.
+os.environ.setdefault("UV_CACHE_DIR", os.path.join(tempfile.gettempdir(), "skillrunner-tests-uv-cache"))
 
 
 @pytest.fixture(scope="session", autouse=True)

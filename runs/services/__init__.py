@@ -16,7 +16,7 @@ from .interactions import (
     recover_waiting_run,
     submit_reply,
 )
-from .lifecycle import TRANSITIONS, cancel_run, fail_run
+from .lifecycle import TRANSITIONS, cancel_run, fail_run, record_warning
 
 __all__ = [
     "AUTO_DECISION_INSTRUCTION",
@@ -33,6 +33,7 @@ __all__ = [
     "fail_run",
     "on_wait_timeout",
     "record_engine_pid",
+    "record_warning",
     "recover_waiting_run",
     "sticky_wait_state",
     "submit_reply",

@@ -22,6 +22,7 @@ from ..models import Run, RunStatus
 from ..notifications.destinations import check as check_destination
 from ..notifications.services import register_callback
 from ..options import resolve_options
+from ..skill_runtime import ENGINE_DEFAULTS_KEY, skill_engine_defaults
 from .dispatching import dispatch_queued_runs
 from .lifecycle import locked, transition
 
@@ -56,6 +57,11 @@ def create_run(
             requested_engine=engine,
         )
     options, option_warnings = resolve_options(runtime_options, version.runtime_defaults)
+    effective_options = options.as_dict()
+    engine_defaults = skill_engine_defaults(version, engine)  # R-SK9, kept with the run's options
+    if engine_defaults.source:
+        effective_options[ENGINE_DEFAULTS_KEY] = engine_defaults.as_dict()
+    option_warnings += engine_defaults.warnings
     if options.execution_mode not in version.execution_modes:
         raise ApplicationError(
             "SKILL_EXECUTION_MODE_UNSUPPORTED",
@@ -85,7 +91,7 @@ def create_run(
         interactive_profile=get_adapter(engine).interactive_profile,
         input=input,
         parameter=parameter,
-        runtime_options=options.as_dict(),
+        runtime_options=effective_options,
         warnings=option_warnings,
         awaiting_upload=awaiting_upload,
         cache_key=key,

@@ -98,6 +98,17 @@ def fail_run(request_id, code: str, message: str, *, recovery_state: str | None 
     return run
 
 
+def record_warning(request_id, warning: dict[str, str]) -> None:
+    """Add a warning to an active run once (a dependency build that failed before a turn, R-SK7)."""
+    with transaction.atomic():
+        run = locked(request_id)
+        if run.is_terminal or warning in run.warnings:
+            return
+        run.warnings.append(warning)
+        run.save(update_fields=["warnings", "updated_at"])
+        append_event(run, "warning", warning)
+
+
 def cancel_run(run: Run) -> tuple[Run, bool]:
     """R-LC11: cancel any active run; the worker owning its process sees the claim end and kills it."""
     with transaction.atomic():

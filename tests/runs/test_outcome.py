@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from engines.types import FAILURE_ENGINE, FAILURE_SPAWN, FAILURE_TIMEOUT, Interaction, TurnResult
+from runs.artifacts import collect_artifacts
 from runs.outcome import PLACEHOLDER_PROMPT, build_pending, decide
 
 SCHEMA = {
@@ -311,23 +312,11 @@ def test_pointed_file_outside_the_run_dir_is_not_collected(run_dir, tmp_path_fac
     assert outside.exists()
 
 
-def test_pointed_file_is_a_planned_move_decide_never_moves_it(run_dir):
-    """R-OU1: decide() only reads the run dir; the caller moves the pointed file, then decides again."""
+def test_pointed_file_is_only_checked_decide_never_moves_it(run_dir):
+    """R-OU1: decide() only reads the run dir; the caller collects the pointed file afterwards."""
     (run_dir / "out.md").write_text("# out")
     decision = _decide(run_dir, _final(data={**GOOD, "file": "out.md"}))
-    assert decision.status == "succeeded" and decision.artifacts == ["artifacts/out.md"]
-    assert decision.artifact_moves == [("out.md", "artifacts/out.md")]
+    assert decision.status == "succeeded"
     assert (run_dir / "out.md").is_file() and not (run_dir / "artifacts" / "out.md").exists()
-    # Without planning (after the caller's moves), an unmoved pointed file is missing.
-    unmoved = decide(
-        mode="auto",
-        turn=_final(data={**GOOD, "file": "out.md"}),
-        output_schema=SCHEMA,
-        artifact_specs=SPECS,
-        run_dir=run_dir,
-        attempt_number=1,
-        max_attempt=None,
-        needs_session_handle=True,
-        plan_moves=False,
-    )
-    assert unmoved.error["code"] == "ARTIFACT_MISSING" and unmoved.artifact_moves == []
+    collected = collect_artifacts(decision.data, SPECS, run_dir)
+    assert collected.error is None and (run_dir / "artifacts" / "out.md").read_text() == "# out"

@@ -242,7 +242,9 @@ def test_invalid_schemas(pkg, schema):
 def test_artifacts_come_from_output_schema_x_type(pkg):
     """R-OU1: x-type artifact + x-filename declares a file; required follows the schema's required."""
     package = pkg.load()
-    assert package.artifacts == [{"role": "poem", "filename": "haiku.md", "required": True, "property": "haiku_file"}]
+    assert package.artifacts == [
+        {"role": "poem", "filename": "haiku.md", "required": True, "property": "haiku_file", "kind": "file"}
+    ]
 
 
 def test_artifacts_of_optional_property_and_runner_patterns():
@@ -278,6 +280,38 @@ def test_artifact_file_names_are_one_safe_component(pkg, name):
 def test_runner_artifact_patterns_are_relative_without_parent_steps(pkg, pattern):
     """R-SB7: runner.json artifact patterns are relative and never climb out."""
     pkg.edit(artifacts=[{"role": "log", "pattern": pattern, "required": True}])
+    assert _code(pkg.load) == "SKILL_MANIFEST_INVALID"
+
+
+def test_artifacts_by_value_and_manifests_are_declared_too():
+    """R-OU1: today's packages name no file: the value is the path; artifact-manifest lists files."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "report": {"type": "string", "x-type": "artifact", "x-role": "report"},
+            "data": {"type": ["string", "null"], "x-type": "file"},
+            "figures": {"type": "string", "x-type": "artifact-manifest", "x-role": "figures"},
+        },
+        "required": ["report", "figures"],
+    }
+    declared = {(a["property"], a["filename"], a["required"], a["kind"]) for a in artifacts_of({}, schema)}
+    assert declared == {
+        ("report", None, True, "file"),
+        ("data", None, False, "file"),
+        ("figures", None, True, "manifest"),
+    }
+
+
+@pytest.mark.parametrize("dependencies", [["pypdf>=4", "six"], []])
+def test_runtime_dependencies_are_requirements(pkg, dependencies):
+    """R-SK7: runtime.dependencies is a list of package requirements from the index."""
+    pkg.edit(runtime={"dependencies": dependencies})
+    assert pkg.load().manifest["runtime"]["dependencies"] == dependencies
+
+
+@pytest.mark.parametrize("dependencies", ["pypdf", [1], ["not a requirement!"], ["pkg @ https://example.test/pkg.whl"]])
+def test_bad_runtime_dependencies_are_refused(pkg, dependencies):
+    pkg.edit(runtime={"dependencies": dependencies})
     assert _code(pkg.load) == "SKILL_MANIFEST_INVALID"
 
 

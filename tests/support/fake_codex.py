@@ -19,6 +19,10 @@ step repeats). A step may hold:
   flood_mb  megabytes of plain noise lines to print (output volume tests)
   wait_for  a file path: after the tool calls, a last tool call runs until it exists (at most 30 s)
   usage     the turn.completed usage object (default input 1, output 1)
+  shell     a /bin/sh command run in the run directory with the engine's environment, after the
+            files are written (what a tool call of the agent would do)
+"{cwd}" in a message, a file's content or a shell command stands for the run directory, so an
+answer can name files by absolute path.
 Each invocation is appended to invocations.jsonl beside the script.
 """
 
@@ -28,6 +32,7 @@ import json
 import os
 import shutil
 import stat
+import subprocess
 import sys
 import time
 import uuid
@@ -122,10 +127,11 @@ def main(script_path: str, argv: list[str]) -> int:
     _emit({"type": "turn.started"})
     if step.get("stderr"):
         sys.stderr.write(step["stderr"])
+    cwd = os.getcwd()
     for relative, content in (step.get("files") or {}).items():
         target = Path(relative)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content)
+        target.write_text(content.replace("{cwd}", cwd))
         _emit(
             {
                 "type": "item.completed",
@@ -147,6 +153,22 @@ def main(script_path: str, argv: list[str]) -> int:
             link.unlink()
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(target)
+    if step.get("shell"):
+        command = step["shell"].replace("{cwd}", cwd)
+        done = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, timeout=60)
+        _emit(
+            {
+                "type": "item.completed",
+                "item": {
+                    "id": "item_shell",
+                    "type": "command_execution",
+                    "command": command,
+                    "aggregated_output": done.stdout + done.stderr,
+                    "exit_code": done.returncode,
+                    "status": "completed",
+                },
+            }
+        )
     _activity(step)
     if step.get("sleep"):
         time.sleep(float(step["sleep"]))
@@ -154,7 +176,8 @@ def main(script_path: str, argv: list[str]) -> int:
         _emit({"type": "turn.failed", "error": {"message": step["fail"]}})
         return 1
     if "message" in step:
-        _emit({"type": "item.completed", "item": {"id": "item_1", "type": "agent_message", "text": step["message"]}})
+        text = step["message"].replace("{cwd}", cwd)
+        _emit({"type": "item.completed", "item": {"id": "item_1", "type": "agent_message", "text": text}})
     _emit({"type": "turn.completed", "usage": step.get("usage") or {"input_tokens": 1, "output_tokens": 1}})
     return int(step.get("exit", 0))
 
