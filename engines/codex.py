@@ -138,7 +138,13 @@ class CodexAdapter(EngineAdapter):
 
     def prepare_home(self, config: EngineConfig) -> None:
         super().prepare_home(config)
-        operator: dict[str, Any] = {"check_for_update_on_startup": False, "analytics": {"enabled": False}}
+        operator: dict[str, Any] = {
+            "check_for_update_on_startup": False,
+            "analytics": {"enabled": False},
+            # A login shell re-reads /etc/profile, which resets PATH: the agent's commands would
+            # lose what the service put first on it (a skill's dependency environment, R-SK7).
+            "allow_login_shell": False,
+        }
         if config.base_url:
             # A custom provider speaks plain HTTP+SSE (the built-in one tries WebSockets first),
             # and few retries keep a dead endpoint from eating the whole hard timeout (R-EN8).
