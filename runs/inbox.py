@@ -13,6 +13,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.urls import reverse
+from rest_framework.exceptions import ValidationError
 
 from . import selectors, services
 from .consumers import CLOSE_INTERNAL_ERROR, CLOSE_UNAUTHENTICATED, current_user
@@ -35,7 +36,7 @@ def question_summary(interaction: Interaction) -> dict[str, Any]:
         "skill": run.skill_version.name,
         "prompt": interaction.prompt,
         "kind": interaction.kind,
-        "options": [option.get("label", "") for option in interaction.payload.get("options") or []],
+        "options": interaction.quick_replies,
         "asked_at": interaction.asked_at.isoformat(),
         "url": reverse("ui:run-detail", args=[run.pk]),
     }
@@ -50,10 +51,13 @@ def inbox_message(user) -> dict[str, Any]:
     }
 
 
-def answer(user, request_id: str, interaction_id: Any, response: Any):
-    """One inbox answer, exactly as POST /v1/jobs/{id}/interaction/reply would take it."""
+def answer(user, request_id: str, interaction_id: Any, response: Any, option: str | None = None):
+    """One inbox answer, exactly as POST /v1/jobs/{id}/interaction/reply would take it. A quick
+    reply names its option by index and sends that option's value (R-FS4)."""
     run = selectors.run_for(user, request_id)
     check_rate(user, REPLY_SCOPE)
+    if option is not None:
+        response = _option_value(run, interaction_id, option)
     payload = ReplyInput(data={"interaction_id": interaction_id, "response": response})
     payload.is_valid(raise_exception=True)
     return services.submit_reply(
@@ -62,6 +66,24 @@ def answer(user, request_id: str, interaction_id: Any, response: Any):
         interaction_id=payload.validated_data["interaction_id"],
         response=payload.validated_data["response"],
     )
+
+
+def _option_value(run, interaction_id: Any, option: str) -> Any:
+    interaction = run.interactions.filter(interaction_id=_int_or_none(interaction_id)).first()
+    index = _int_or_none(option)
+    try:
+        if interaction is None or index is None:
+            raise IndexError(option)
+        return interaction.option_value(index)
+    except IndexError:
+        raise ValidationError({"option": [f"no option {option!r} in question {interaction_id!r}"]}) from None
+
+
+def _int_or_none(text: Any) -> int | None:
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return None
 
 
 class InboxConsumer(AsyncJsonWebsocketConsumer):

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import json
 import uuid
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -144,6 +146,28 @@ class Interaction(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id} #{self.interaction_id}"
+
+    @property
+    def quick_replies(self) -> list[str]:
+        """The quick-reply buttons' captions, in the options' order (R-FS4)."""
+        return [option_caption(option) for option in self.payload.get("options") or []]
+
+    def option_value(self, index: int) -> Any:
+        """The value the option at `index` sends; IndexError for no such option."""
+        options = self.payload.get("options") or []
+        if not 0 <= index < len(options):
+            raise IndexError(index)
+        option = options[index]
+        return option.get("value", option.get("label", ""))
+
+
+def option_caption(option: dict[str, Any]) -> str:
+    """A quick reply shows its label and, whenever it differs, the value it sends (R-FS4): an
+    agent cannot record an answer the person never saw."""
+    label = str(option.get("label", ""))
+    value = option.get("value", label)
+    sent = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return label if sent == label else f"{label} → {sent}"
 
 
 class RunEvent(models.Model):

@@ -119,11 +119,14 @@ def inbox_page(request: HttpRequest) -> HttpResponse:
     """
     if request.method == "POST":
         wants_json = "application/json" in request.headers.get("Accept", "")
-        # A quick-reply button sends its option as `choice`; the text box sends `response`.
-        response = request.POST.get("choice") or request.POST.get("response", "")
+        # A quick-reply button sends its option's index as `option`; the text box sends `response`.
         try:
             run = inbox.answer(
-                request.user, request.POST.get("request_id", ""), request.POST.get("interaction_id"), response
+                request.user,
+                request.POST.get("request_id", ""),
+                request.POST.get("interaction_id"),
+                request.POST.get("response", ""),
+                option=request.POST.get("option"),
             )
         except (ApplicationError, Throttled, ValidationError) as exc:
             error = exception_handler(exc, {})  # the API's coded error, so both share codes

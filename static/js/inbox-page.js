@@ -36,11 +36,12 @@
     textarea.id = "answer-" + question.request_id;
     item.querySelector("label").htmlFor = textarea.id;
     const options = item.querySelector(".quick-replies");
-    question.options.forEach((label) => {
+    // Each caption already shows the value the option sends when it differs from the label.
+    question.options.forEach((caption, index) => {
       const button = document.createElement("button");
-      Object.assign(button, { type: "submit", className: "quick-reply", name: "choice", value: label });
+      Object.assign(button, { type: "submit", className: "quick-reply", name: "option", value: String(index) });
       button.formNoValidate = true;
-      button.textContent = label;
+      button.textContent = caption;
       options.appendChild(button);
     });
     return item;

@@ -539,12 +539,18 @@
     quickReplies.textContent = "";
     quickReplies.dataset.interaction = String(pending.interaction_id);
     (pending.options || []).forEach((option) => {
-      const button = node("button", "quick-reply", option.label);
+      const button = node("button", "quick-reply", optionCaption(option));
       button.type = "button";
       button.addEventListener("click", () => sendReply(option.value));
       quickReplies.appendChild(button);
     });
     quickReplies.hidden = !(pending.options || []).length;
+  }
+
+  // The label, and beside it the value the button sends whenever the two differ (R-FS4).
+  function optionCaption(option) {
+    const sent = typeof option.value === "string" ? option.value : JSON.stringify(option.value);
+    return sent === option.label ? option.label : option.label + " → " + sent;
   }
 
   function send(message) {

@@ -41,7 +41,7 @@ def test_lists_waiting_questions_oldest_first_with_the_nav_count(browser, two_wa
     page = browser.get("/inbox/").content.decode()
     assert page.index("First: where?") < page.index("Second: when?")
     assert "Bob&#x27;s question" not in page and "Bob's question" not in page
-    assert 'name="choice" value="Oslo"' in page
+    assert '<button type="submit" class="quick-reply" name="option" value="0" formnovalidate>Oslo</button>' in page
     assert '<span id="inbox-count" class="count">2</span>' in page
     runs_page = browser.get("/").content.decode()  # the count is in the nav of every page
     assert '<span id="inbox-count" class="count">2</span>' in runs_page and "js/inbox.js" in runs_page
@@ -50,7 +50,7 @@ def test_lists_waiting_questions_oldest_first_with_the_nav_count(browser, two_wa
 def test_answers_in_place_as_json_and_as_a_plain_form(browser, api, two_waiting):
     first, second = two_waiting
     answer = browser.post(
-        "/inbox/", {"request_id": first, "interaction_id": "1", "choice": "Oslo"}, HTTP_ACCEPT="application/json"
+        "/inbox/", {"request_id": first, "interaction_id": "1", "option": "0"}, HTTP_ACCEPT="application/json"
     )
     assert answer.status_code == 200, answer.content
     assert answer.json() == {"request_id": first, "status": "queued", "accepted": True}
@@ -62,6 +62,26 @@ def test_answers_in_place_as_json_and_as_a_plain_form(browser, api, two_waiting)
     history = api.get(f"/v1/jobs/{second}/interaction/history").json()["interactions"]
     assert history[0]["response"] == "In May" and history[0]["answered_by"] == "alice"
     assert "Nothing is waiting for you" in browser.get("/inbox/").content.decode()
+
+
+def test_quick_replies_show_the_value_they_send_R_FS4(browser, api, install_skill, fake_codex):
+    """An option whose label differs from its value shows both; the button sends the value."""
+    install_skill("trip-planner")
+    options = [{"label": "Keep my files", "value": "delete everything"}, {"label": "Two", "value": 2}, "Same"]
+    fake_codex.script(question("Which one?", options), plan_done())
+    request_id = start(api)
+    page = browser.get("/inbox/").content.decode()
+    assert ">Keep my files → delete everything</button>" in page and ">Two → 2</button>" in page
+    assert ">Same</button>" in page
+    bad = browser.post(
+        "/inbox/", {"request_id": request_id, "interaction_id": "1", "option": "3"}, HTTP_ACCEPT="application/json"
+    )
+    assert bad.status_code == 400 and bad.json()["detail"]["code"] == "VALIDATION_ERROR"
+    sent = browser.post(
+        "/inbox/", {"request_id": request_id, "interaction_id": "1", "option": "1"}, HTTP_ACCEPT="application/json"
+    )
+    assert sent.status_code == 200, sent.content
+    assert api.get(f"/v1/jobs/{request_id}/interaction/history").json()["interactions"][0]["response"] == 2
 
 
 def test_errors_keep_the_api_codes(browser, bob, two_waiting):
