@@ -49,6 +49,16 @@ def _invalid(key: str, message: str) -> ApplicationError:
     return ApplicationError("RUNTIME_OPTION_INVALID", f"runtime_options.{key}: {message}", key=key)
 
 
+def _upper_bounds() -> dict[str, int]:
+    """Timeouts a run may ask for (R-FS1): a long wait holds a slot, a long turn a worker."""
+    session = settings.SKILLRUNNER_MAX_SESSION_TIMEOUT
+    return {
+        "hard_timeout_seconds": settings.SKILLRUNNER_MAX_HARD_TIMEOUT,
+        "session_timeout_sec": session,
+        "interactive_reply_timeout_sec": session,
+    }
+
+
 def _check(options: dict[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(options) - set(KNOWN_KEYS))
     if unknown:
@@ -64,8 +74,9 @@ def _check(options: dict[str, Any]) -> dict[str, Any]:
             value = options[key]
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise _invalid(key, "must be an integer greater than 0")
-    if options.get("hard_timeout_seconds", 0) > settings.SKILLRUNNER_MAX_HARD_TIMEOUT:
-        raise _invalid("hard_timeout_seconds", f"must be at most {settings.SKILLRUNNER_MAX_HARD_TIMEOUT}")
+    for key, bound in _upper_bounds().items():
+        if options.get(key, 0) > bound:
+            raise _invalid(key, f"must be at most {bound}")
     if "max_repair_rounds" in options:
         value, bound = options["max_repair_rounds"], settings.SKILLRUNNER_MAX_REPAIR_ROUNDS
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= bound:

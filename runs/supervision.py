@@ -1,5 +1,5 @@
 """Keeping runs honest when processes die (R-LC9, R-LC13): recovery at worker start, and a
-once-a-second tick that fires wait deadlines, reaps dead claims and re-dispatches queued runs."""
+once-a-second tick that fires wait and upload deadlines, reaps dead claims and re-dispatches queued runs."""
 
 from __future__ import annotations
 
@@ -102,6 +102,15 @@ def expire_waits() -> int:
     return sum(1 for request_id in list(due) if services.expire_wait(request_id))
 
 
+def expire_uploads() -> int:
+    """R-FS1: a run whose upload never came fails with UPLOAD_TIMEOUT, so it holds no queue room."""
+    due = timezone.now() - timedelta(seconds=settings.SKILLRUNNER_UPLOAD_TIMEOUT_SECONDS)
+    stale = Run.objects.filter(status=RunStatus.QUEUED, awaiting_upload=True, created_at__lte=due)
+    return sum(
+        1 for request_id in list(stale.values_list("request_id", flat=True)) if services.expire_upload(request_id)
+    )
+
+
 def recover_on_worker_start() -> None:
     """R-LC13, run before the cluster takes work."""
     reap_dead_claims()
@@ -163,6 +172,7 @@ def release_own_claims(token: str) -> None:
 
 def supervise_once() -> None:
     expire_waits()
+    expire_uploads()
     reap_dead_claims()
     services.dispatch_queued_runs()
     offer_due_deliveries()

@@ -183,11 +183,22 @@ SKILLRUNNER_ZIP_MAX_RATIO = _positive_int("SKILLRUNNER_ZIP_MAX_RATIO", 200)
 # Execution limits.
 SKILLRUNNER_MAX_CONCURRENT_TURNS = _positive_int("SKILLRUNNER_MAX_CONCURRENT_TURNS", 4)
 SKILLRUNNER_MAX_QUEUED_RUNS = _positive_int("SKILLRUNNER_MAX_QUEUED_RUNS", 256)
+# By default one user can never take every slot, so another's run always finds one.
+SKILLRUNNER_USER_MAX_RUNNING = _positive_int(
+    "SKILLRUNNER_USER_MAX_RUNNING", max(1, SKILLRUNNER_MAX_CONCURRENT_TURNS - 1)
+)
 # A cache hit copies the earlier run's artifacts; larger ones are not reused, the run executes (R-FS2).
 SKILLRUNNER_CACHE_MAX_COPY_BYTES = _positive_int("SKILLRUNNER_CACHE_MAX_COPY_BYTES", 100 * 1024 * 1024)
 SKILLRUNNER_DEFAULT_HARD_TIMEOUT = _positive_int("SKILLRUNNER_DEFAULT_HARD_TIMEOUT", 1200)
 SKILLRUNNER_MAX_HARD_TIMEOUT = _positive_int("SKILLRUNNER_MAX_HARD_TIMEOUT", 6 * 3600)
 SKILLRUNNER_DEFAULT_SESSION_TIMEOUT = _positive_int("SKILLRUNNER_DEFAULT_SESSION_TIMEOUT", 1200)
+# A waiting sticky run holds its slot this long at most (R-FS1).
+SKILLRUNNER_MAX_SESSION_TIMEOUT = _positive_int("SKILLRUNNER_MAX_SESSION_TIMEOUT", 6 * 3600)
+# Fair share (R-FS1): one user's queued runs (uploads awaited included), and the slots one user
+# holds at once (running turns and waits that keep their process).
+SKILLRUNNER_USER_MAX_QUEUED = _positive_int("SKILLRUNNER_USER_MAX_QUEUED", 64)
+# A run still waiting for its upload after this long fails with UPLOAD_TIMEOUT (R-FS1).
+SKILLRUNNER_UPLOAD_TIMEOUT_SECONDS = _positive_int("SKILLRUNNER_UPLOAD_TIMEOUT_SECONDS", 3600)
 SKILLRUNNER_KILL_GRACE_SECONDS = env.float("SKILLRUNNER_KILL_GRACE_SECONDS", default=5.0)
 # Upper bound on building one skill's runtime.dependencies environment with uv (R-SK7).
 SKILLRUNNER_DEPENDENCY_BUILD_TIMEOUT = _positive_int("SKILLRUNNER_DEPENDENCY_BUILD_TIMEOUT", 300)

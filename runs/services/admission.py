@@ -24,7 +24,7 @@ from ..notifications.services import register_callback
 from ..options import resolve_options
 from ..skill_runtime import ENGINE_DEFAULTS_KEY, skill_engine_defaults
 from .dispatching import dispatch_queued_runs
-from .lifecycle import locked, transition
+from .lifecycle import end_without_output, locked, transition
 
 
 def create_run(
@@ -72,8 +72,7 @@ def create_run(
     validate_request_payload(version.schemas, input, parameter)
     if callback_url:
         check_destination(callback_url)  # R-NT2, before anything is created
-    if Run.objects.filter(status=RunStatus.QUEUED).count() >= settings.SKILLRUNNER_MAX_QUEUED_RUNS:
-        raise ApplicationError("QUEUE_FULL", "the run queue is full; try again later", status_code=429)
+    _check_queue_room(owner)
 
     input_schema = version.schemas["input"]
     awaiting_upload = bool(required_file_fields(input_schema)) or (expects_upload and bool(file_fields(input_schema)))
@@ -109,6 +108,22 @@ def create_run(
             append_event(run, "warning", warning)
     (run.run_dir / "uploads").mkdir(parents=True, exist_ok=True)
     return run
+
+
+def _check_queue_room(owner) -> None:
+    """429 QUEUE_FULL when the queue, or this owner's share of it, is full (R-FS1). Runs waiting
+    for their upload count toward their owner's share only; they expire (UPLOAD_TIMEOUT)."""
+    queued = Run.objects.filter(status=RunStatus.QUEUED)
+    if queued.filter(owner=owner).count() >= settings.SKILLRUNNER_USER_MAX_QUEUED:
+        raise ApplicationError(
+            "QUEUE_FULL",
+            f"you have {settings.SKILLRUNNER_USER_MAX_QUEUED} queued runs, the most one user may have; "
+            "try again when some have started",
+            status_code=429,
+            scope="user",
+        )
+    if queued.filter(awaiting_upload=False).count() >= settings.SKILLRUNNER_MAX_QUEUED_RUNS:
+        raise ApplicationError("QUEUE_FULL", "the run queue is full; try again later", status_code=429, scope="all")
 
 
 def _complete_from_cache(run: Run, source: Run, result: dict[str, Any], *, new: bool) -> None:
@@ -167,3 +182,14 @@ def attach_upload(run: Run, source: BinaryIO | IO[bytes]) -> list[str]:
         else:
             transaction.on_commit(dispatch_queued_runs)
     return extracted
+
+
+def expire_upload(request_id) -> bool:
+    """R-FS1: a run still waiting for its upload fails with UPLOAD_TIMEOUT; False when the upload
+    came (or the run ended) meanwhile."""
+    with transaction.atomic():
+        run = locked(request_id)
+        if run.status != RunStatus.QUEUED or not run.awaiting_upload:
+            return False
+        end_without_output(run, RunStatus.FAILED, "UPLOAD_TIMEOUT", "the run's input files were not uploaded in time")
+    return True

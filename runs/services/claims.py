@@ -6,7 +6,6 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -18,6 +17,7 @@ from ..models import DispatchLock, InteractiveProfile, Run, RunStatus
 from ..outcome import TurnDecision
 from ..repair import REPAIRING
 from ..usage import record_turn_usage
+from .dispatching import may_take_slot
 from .interactions import open_wait
 from .lifecycle import locked, transition
 
@@ -35,11 +35,8 @@ def claim_turn(request_id, attempt_number: int, worker_id: str) -> Run | None:
         )
         if run is None or run.status != RunStatus.QUEUED or run.attempt_number != attempt_number or run.awaiting_upload:
             return None
-        if (
-            not run.holds_slot
-            and Run.objects.filter(holds_slot=True).count() >= settings.SKILLRUNNER_MAX_CONCURRENT_TURNS
-        ):
-            return None
+        if not run.holds_slot and not may_take_slot(run):
+            return None  # it stays queued; dispatch offers it again when its turn comes
         now = timezone.now()
         run.holds_slot = True
         run.claimed_by = worker_id

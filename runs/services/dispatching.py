@@ -1,8 +1,11 @@
-"""Offering queued runs to the task queue, as many as there are free slots (R-LC8)."""
+"""Offering queued runs to the task queue, as many as there are free slots (R-LC8), shared fairly
+between owners (R-FS1): round-robin by owner, each under its per-user slot cap."""
 
 from __future__ import annotations
 
 import logging
+from collections import Counter
+from itertools import chain, zip_longest
 
 from django.conf import settings
 
@@ -12,17 +15,40 @@ from ..models import Run, RunStatus
 logger = logging.getLogger(__name__)
 
 
+def slots_held_by_owner() -> Counter[int]:
+    """Slots in use per owner: running turns and waits that keep their process."""
+    return Counter(Run.objects.filter(holds_slot=True).values_list("owner_id", flat=True))
+
+
+def ready_runs():
+    return Run.objects.filter(status=RunStatus.QUEUED, awaiting_upload=False)
+
+
+def next_turns(free: int, held: Counter[int]) -> list[tuple]:
+    """Up to `free` queued runs, one per owner in turn: owners holding fewer slots first, then the
+    one waiting longest; each owner's runs oldest first, never beyond its per-user cap."""
+    cap = settings.SKILLRUNNER_USER_MAX_RUNNING
+    by_owner: dict[int, list[tuple]] = {}
+    for request_id, attempt_number, owner_id in (
+        ready_runs().order_by("created_at").values_list("request_id", "attempt_number", "owner_id")
+    ):
+        room = cap - held[owner_id]
+        queue = by_owner.setdefault(owner_id, [])
+        if len(queue) < min(room, free):
+            queue.append((request_id, attempt_number))
+    owners = sorted(by_owner, key=lambda owner: held[owner])  # stable: oldest waiting first among equals
+    rounds = zip_longest(*(by_owner[owner] for owner in owners))
+    return [turn for turn in chain.from_iterable(rounds) if turn is not None][:free]
+
+
 def dispatch_queued_runs() -> int:
     """Enqueue a turn for as many queued runs as there are free slots; duplicates are harmless
     because a turn only starts after `claim_turn` wins."""
-    free = settings.SKILLRUNNER_MAX_CONCURRENT_TURNS - Run.objects.filter(holds_slot=True).count()
+    held = slots_held_by_owner()
+    free = settings.SKILLRUNNER_MAX_CONCURRENT_TURNS - sum(held.values())
     if free <= 0:
         return 0
-    ready = list(
-        Run.objects.filter(status=RunStatus.QUEUED, awaiting_upload=False)
-        .order_by("created_at")
-        .values_list("request_id", "attempt_number")[:free]
-    )
+    ready = next_turns(free, held)
     for index, (request_id, attempt_number) in enumerate(ready):
         try:
             # Looked up on the module at call time, so tests can stand in for the task queue.
@@ -31,3 +57,19 @@ def dispatch_queued_runs() -> int:
             logger.warning("could not enqueue run %s; the supervisor will retry", request_id, exc_info=True)
             return index
     return len(ready)
+
+
+def may_take_slot(run: Run) -> bool:
+    """Whether `run` (queued, not holding a slot) may start now (R-LC8, R-FS1): a slot is free,
+    its owner is under the per-user cap, and the free slots are not all owed to owners holding
+    fewer slots whose runs wait (a redelivered or stale task cannot jump the round-robin)."""
+    held = slots_held_by_owner()
+    free = settings.SKILLRUNNER_MAX_CONCURRENT_TURNS - sum(held.values())
+    mine = held[run.owner_id]
+    if free <= 0 or mine >= settings.SKILLRUNNER_USER_MAX_RUNNING:
+        return False
+    if mine == 0:
+        return True
+    others = ready_runs().exclude(owner_id=run.owner_id).values_list("owner_id", flat=True).distinct()
+    owed = sum(1 for owner in set(others) if held[owner] < mine)
+    return free > owed

@@ -77,6 +77,16 @@ def test_hard_timeout_has_an_upper_bound(settings):
     assert "hard_timeout_seconds" in _error({"hard_timeout_seconds": 101}).message
 
 
+@pytest.mark.parametrize("key", ["session_timeout_sec", "interactive_reply_timeout_sec"])
+def test_session_timeout_has_an_upper_bound_R_FS1(settings, key):
+    """A long wait holds a slot (sticky runs), so the session timeout is bounded too."""
+    settings.SKILLRUNNER_MAX_SESSION_TIMEOUT = 100
+    assert _resolve({key: 100})[0]["session_timeout_sec"] == 100
+    error = _error({key: 101})
+    assert error.code == "RUNTIME_OPTION_INVALID" and error.extra["key"] == key
+    assert error.message == f"runtime_options.{key}: must be at most 100"
+
+
 def test_repair_rounds_default_to_two_and_are_bounded_by_the_operator(settings):
     """R-RP1: max_repair_rounds defaults to 2, 0 turns repair off, the operator caps it."""
     settings.SKILLRUNNER_MAX_REPAIR_ROUNDS = 3
