@@ -19,6 +19,16 @@ ln -sf ../lib/node_modules/npm/bin/npm-cli.js "$root/usr/bin/npm"
 cp /etc/apt/sources.list.d/debian.sources "$root/etc/apt/sources.list.d/" && rm -f "$root/etc/apt/sources.list"
 printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d" && chmod +x "$root/usr/sbin/policy-rc.d"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# The machine's own CA certificates (a workplace may reach the registries through a TLS-inspecting
+# proxy), and the variables that point pip and Node at them; nothing else of the machine.
+if compgen -G '/usr/local/share/ca-certificates/*.crt' >/dev/null; then
+  cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+  chroot "$root" update-ca-certificates >/dev/null
+fi
+ca_env=()
+for var in PIP_CERT NODE_EXTRA_CA_CERTS SSL_CERT_FILE REQUESTS_CA_BUNDLE; do
+  if [ -n "${!var:-}" ]; then ca_env+=(--setenv "$var" "${!var}"); fi
+done
 rm -rf "$root/root/skillrunner" && git clone -q "$checkout" "$root/root/skillrunner"
 
 # The root becomes / through bwrap (pivot_root, not chroot, so the engine sandbox may nest
@@ -29,7 +39,7 @@ enter() {
   bwrap --bind "$root" / --proc /proc --dev /dev --perms 1777 --tmpfs /dev/shm \
     --unshare-pid --unshare-ipc --unshare-uts --hostname fresh --die-with-parent --cap-add ALL \
     --clearenv --setenv PATH /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    --setenv HOME /root --setenv LANG C.UTF-8 --chdir /root/skillrunner -- "$@"
+    --setenv HOME /root --setenv LANG C.UTF-8 "${ca_env[@]}" --chdir /root/skillrunner -- "$@"
 }
 
 enter bash -euo pipefail -c '
