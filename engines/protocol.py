@@ -58,12 +58,23 @@ class MessageReading:
     warnings: list[dict[str, str]] = field(default_factory=list)
 
 
-def _balanced_end(text: str, start: int) -> int | None:
-    """Index just past the ``}`` closing the ``{`` at ``start``; braces inside strings don't count."""
-    depth = 0
-    in_string = False
-    escaped = False
-    for index in range(start, len(text)):
+# Costs stay linear in the message (R-FS2): objects nested deeper than this are never tried on
+# their own (each character is parsed at most this many times over), and only this much of a
+# message is scanned for embedded objects at all.
+MAX_OBJECT_DEPTH = 8
+MAX_SCANNED_CHARS = 4 * 1024 * 1024
+
+
+def _object_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of every ``{...}`` nested at most MAX_OBJECT_DEPTH deep, by start, found in
+    one pass. Braces inside strings don't count; between objects, quotes are prose."""
+    spans: list[tuple[int, int]] = []
+    opened: list[int] = []
+    in_string = escaped = False
+    first = text.find("{")
+    if first == -1:
+        return spans
+    for index in range(first, len(text)):
         char = text[index]
         if in_string:
             if escaped:
@@ -72,28 +83,29 @@ def _balanced_end(text: str, start: int) -> int | None:
                 escaped = True
             elif char == '"':
                 in_string = False
-        elif char == '"':
+        elif char == '"' and opened:
             in_string = True
         elif char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-            if depth == 0:
-                return index + 1
-    return None
+            opened.append(index)
+        elif char == "}" and opened:
+            start = opened.pop()
+            if len(opened) < MAX_OBJECT_DEPTH:
+                spans.append((start, index + 1))
+    spans.sort()
+    return spans
 
 
 def balanced_objects(text: str) -> Iterator[dict[str, Any]]:
-    """Every top-level ``{...}`` in ``text`` that parses as a JSON object, left to right."""
-    position = text.find("{")
-    while position != -1:
-        end = _balanced_end(text, position)
-        parsed = json_object(text[position:end]) if end is not None else None
+    """Every top-level ``{...}`` in ``text`` that parses as a JSON object, left to right; an
+    object that does not parse leaves the ones inside it to be tried."""
+    taken_until = 0
+    for start, end in _object_spans(text[:MAX_SCANNED_CHARS]):
+        if start < taken_until:
+            continue
+        parsed = json_object(text[start:end])
         if parsed is not None:
             yield parsed
-            position = text.find("{", end)
-        else:
-            position = text.find("{", position + 1)
+            taken_until = end
 
 
 def _fenced_objects(text: str) -> Iterator[dict[str, Any]]:

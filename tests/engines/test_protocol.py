@@ -47,6 +47,39 @@ def test_balanced_scanner_skips_prose_braces() -> None:
     assert list(balanced_objects('set {x} then {"a": {"b": 1}} and {"c": 2}')) == [{"a": {"b": 1}}, {"c": 2}]
 
 
+def test_prose_quotes_between_objects_do_not_hide_the_next_one() -> None:
+    assert list(balanced_objects('{"a": 1} is 12" wide; then {"b": 2}')) == [{"a": 1}, {"b": 2}]
+
+
+@pytest.mark.timeout(30)  # generous: the quadratic scan took hours on these
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{" * 400_000,
+        "{" * 200_000 + "}" * 200_000,
+        'x {"a": ' * 50_000 + "}" * 50_000,
+        "{} " * 100_000,
+    ],
+    ids=["open-braces", "deep-nesting", "deep-unparsable", "many-empty"],
+)
+def test_hostile_final_message_costs_linear_work_R_FS2(text, monkeypatch) -> None:
+    """Every character is handed to the JSON parser a bounded number of times."""
+    import engines.protocol as protocol
+
+    parsed_chars = []
+    real = protocol.json_object
+
+    def counting(candidate):
+        parsed_chars.append(len(candidate))
+        return real(candidate)
+
+    monkeypatch.setattr(protocol, "json_object", counting)
+    reading = interpret_final_message(text, "interactive")
+    assert reading.interaction is None
+    # Two reads (the data ladder, the envelope search), each: the whole text twice, then spans.
+    assert sum(parsed_chars) <= 2 * (protocol.MAX_OBJECT_DEPTH + 2) * len(text)
+
+
 def test_no_json_at_all() -> None:
     assert extract_json("just words, {not json}") == (None, "none")
 
