@@ -48,11 +48,13 @@
   }
 
   // The list follows the socket: new questions are added (oldest first), gone ones removed;
-  // a card being answered here is left alone.
+  // a card being answered here is left alone (the socket may report the answer before the
+  // answer's own response arrives).
   document.addEventListener("inbox:update", (event) => {
     const current = new Map(event.detail.questions.map((question) => [keyOf(question), question]));
     list.querySelectorAll(".question").forEach((item) => {
-      if (!current.has(item.dataset.key) && !item.classList.contains("answered")) item.remove();
+      const mine = item.classList.contains("sending") || item.classList.contains("answered");
+      if (!current.has(item.dataset.key) && !mine) item.remove();
     });
     const shown = new Set(Array.from(list.querySelectorAll(".question"), (item) => item.dataset.key));
     current.forEach((question, key) => {
@@ -69,6 +71,7 @@
     const data = new FormData(form, event.submitter);
     const buttons = form.querySelectorAll("button");
     buttons.forEach((button) => (button.disabled = true));
+    item.classList.add("sending");
     error.hidden = true;
     try {
       const response = await fetch(form.action, {
@@ -79,7 +82,7 @@
       });
       const body = await response.json();
       if (!response.ok) throw new Error(body.detail.message + " (" + body.detail.code + ")");
-      item.classList.add("answered");
+      item.classList.replace("sending", "answered");
       form.replaceWith(Object.assign(document.createElement("p"), { className: "answered-note", textContent: "Answered. The run goes on." }));
       window.setTimeout(() => {
         item.remove();
@@ -89,6 +92,7 @@
     } catch (problem) {
       error.textContent = problem.message || "The answer could not be sent; try again.";
       error.hidden = false;
+      item.classList.remove("sending");
       buttons.forEach((button) => (button.disabled = false));
     }
   });
