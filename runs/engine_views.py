@@ -15,24 +15,27 @@ from .engine_settings import engine_config
 PROBE_HOME = "_probe"
 
 
-def _engine_entry(name: str) -> dict:
+def _engine_entry(name: str, *, staff: bool) -> dict:
     adapter = get_adapter(name)
     config = engine_config(name, PROBE_HOME)
     version = adapter.detect_version(config)
-    return {
+    entry = {
         "engine": name,
         "cli_version_detected": version,
         "available": version is not None,
-        "binary": config.binary,
         "interactive_profile": adapter.interactive_profile,
         "default_model": config.default_model,
     }
+    if staff:  # where the service keeps its tools is the operator's business (R-FS3)
+        entry["binary"] = config.binary
+    return entry
 
 
 class EngineListView(APIView):
     @extend_schema(responses=dict)
     def get(self, request):
-        return Response({"engines": [_engine_entry(name) for name in ENGINE_NAMES]})
+        staff = request.user.is_staff
+        return Response({"engines": [_engine_entry(name, staff=staff) for name in ENGINE_NAMES]})
 
 
 class EngineModelsView(APIView):

@@ -10,5 +10,5 @@ urlpatterns = [
     path("runs/new/<str:skill_id>/", views.new_run, name="run-new"),
     path("runs/<str:request_id>/", views.run_detail, name="run-detail"),
     path("inbox/", views.inbox_page, name="inbox"),
-    path("runs/<str:request_id>/preview/<path:path>", views.artifact_preview, name="artifact-preview"),
+    path("runs/<str:request_id>/preview/<anypath:path>", views.artifact_preview, name="artifact-preview"),
 ]

@@ -64,6 +64,14 @@ def _members(archive: zipfile.ZipFile, limits: ArchiveLimits) -> list[zipfile.Zi
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise ArchiveError("ARCHIVE_UNSAFE_ENTRY", "archive refused, duplicate entries: " + ", ".join(duplicates))
+    # A file cannot also be a folder: `x` then `x/y` (R-FS3, a clean 400 rather than a failed mkdir).
+    files = {i.filename for i in infos if not i.is_dir()}
+    folders = {str(parent) for i in infos for parent in PurePosixPath(i.filename).parents}
+    clashes = sorted(files & folders)
+    if clashes:
+        raise ArchiveError(
+            "ARCHIVE_UNSAFE_ENTRY", "archive refused, entries both file and folder: " + ", ".join(clashes)
+        )
     return infos
 
 

@@ -1,5 +1,6 @@
 from django.contrib import admin
-from django.urls import include, path
+from django.contrib.auth import views as auth_views
+from django.urls import include, path, register_converter
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from accounts import views as account_views
@@ -9,6 +10,9 @@ from runs.notifications import api as webhooks
 from skills import api as skills
 
 from . import system
+from .converters import AnyPathConverter
+
+register_converter(AnyPathConverter, "anypath")
 
 job = "v1/jobs/<str:request_id>"
 
@@ -30,7 +34,7 @@ api_v1 = [
     path(f"{job}/cancel", jobs.CancelView.as_view(), name="job-cancel"),
     path(f"{job}/result", jobs.ResultView.as_view(), name="job-result"),
     path(f"{job}/artifacts", jobs.ArtifactListView.as_view(), name="job-artifacts"),
-    path(f"{job}/artifacts/<path:path>", jobs.ArtifactFileView.as_view(), name="job-artifact"),
+    path(f"{job}/artifacts/<anypath:path>", jobs.ArtifactFileView.as_view(), name="job-artifact"),
     path(f"{job}/bundle", jobs.BundleView.as_view(), name="job-bundle"),
     path(f"{job}/logs", jobs.LogsView.as_view(), name="job-logs"),
     path(f"{job}/events/history", jobs.EventHistoryView.as_view(), name="job-events-history"),
@@ -47,7 +51,9 @@ urlpatterns = [
     path("healthz", system.healthz),
     path("readyz", system.readyz),
     path("admin/", admin.site.urls),
-    path("accounts/", include("django.contrib.auth.urls")),
+    # Only these two: the password-reset and -change flows need mail this service does not set up (R-FS3).
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("settings/", account_views.settings_page, name="account-settings"),
     path("", include("skillrunner.urls_ui")),
 ]

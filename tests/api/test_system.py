@@ -119,6 +119,12 @@ def test_engine_list(api, engines):
     for name in ("gemini", "iflow", "claude"):
         assert listed[name]["available"] is False, name
         assert listed[name]["cli_version_detected"] is None, name
+    assert not any("binary" in entry for entry in listed.values())
+
+
+def test_engine_binary_paths_are_for_staff_only_R_FS3(staff_api, engines):
+    listed = {e["engine"]: e for e in staff_api.get("/v1/engines").json()["engines"]}
+    assert listed["codex"]["binary"].endswith("codex") and set(listed) == ENGINES
 
 
 def test_engine_models(api, engines):

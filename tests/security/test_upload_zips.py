@@ -120,6 +120,9 @@ HOSTILE = {
     "link-as-folder": (_link_then_through("linkdir", "/tmp", "linkdir/evil.txt"), "linkdir"),
     "link-to-run-dir": (_link_then_through("up", "..", "up/.codex/config.toml"), "up"),
     "duplicate": (_zip_with_raw_names([("document", DOCUMENT.encode()), ("document", b"second copy")]), "document"),
+    # R-FS3: these were 500s (mkdir over a file).
+    "file-then-folder": (_zip_with_raw_names([("document", DOCUMENT.encode()), ("x", b"1"), ("x/y", b"2")]), "x"),
+    "file-then-folder-entry": (_zip_with_raw_names([("document", DOCUMENT.encode()), ("x", b"1"), ("x/", b"")]), "x"),
 }
 
 

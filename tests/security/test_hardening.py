@@ -1,0 +1,50 @@
+"""Deployment hardening (R-FS3): only login and logout routed, artifact names with control
+characters never a 500, engine binary paths for staff only (tests/api/test_system.py)."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from urllib.parse import quote
+
+import pytest
+from django.test import Client
+
+from tests.api.helpers import HAIKU_DATA, create_job
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ODD_NAMES = ["line\nbreak.md", "tab\there.md", "bell\x07.md", "cr\rname.md", 'quote".md']
+
+
+@pytest.mark.parametrize(
+    "url", ["/accounts/password_reset/", "/accounts/password_change/", "/accounts/reset/x/y/", "/accounts/signup/"]
+)
+def test_only_login_and_logout_are_routed_R_FS3(client, url):
+    assert client.get(url).status_code == 404
+    assert client.get("/accounts/login/").status_code == 200
+
+
+def test_artifact_names_with_control_characters_never_500_R_FS3(api, alice, install_skill, fake_codex):
+    install_skill("haiku-writer")
+    files = {"artifacts/haiku.md": "x\n", **{f"artifacts/{name}": name for name in ODD_NAMES}}
+    fake_codex.script({"files": files, "message": json.dumps(HAIKU_DATA)})
+    rid = create_job(api)["request_id"]
+    listed = api.get(f"/v1/jobs/{rid}/artifacts")
+    assert listed.status_code == 200 and set(listed.json()["artifacts"]) >= {f"artifacts/{n}" for n in ODD_NAMES}
+    for name in ODD_NAMES:
+        response = api.get(f"/v1/jobs/{rid}/artifacts/artifacts/{quote(name)}")
+        assert response.status_code == 200, (name, response.status_code)
+        assert b"".join(response.streaming_content).decode() == name
+        disposition = response["Content-Disposition"]
+        assert "\n" not in disposition and "\r" not in disposition
+    bundle = api.get(f"/v1/jobs/{rid}/bundle")
+    assert bundle.status_code == 200
+    with zipfile.ZipFile(io.BytesIO(b"".join(bundle.streaming_content))) as archive:
+        assert len(archive.namelist()) >= len(ODD_NAMES)
+    browser = Client()
+    browser.force_login(alice)
+    assert browser.get(f"/runs/{rid}/").status_code == 200
+    for name in ODD_NAMES:
+        assert browser.get(f"/runs/{rid}/preview/artifacts/{quote(name)}").status_code == 200, name
