@@ -8,8 +8,10 @@ from typing import Any
 from channels.auth import AuthMiddlewareStack
 from channels.db import database_sync_to_async
 from channels.routing import URLRouter
-from channels.security.websocket import AllowedHostsOriginValidator
+from channels.security.websocket import WebsocketDenier
+from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
+from django.http.request import split_domain_port, validate_host
 from django.urls import path
 
 from accounts.authentication import parse_token_header, user_for_token_key
@@ -18,11 +20,50 @@ from .consumers import RunConsumer
 from .inbox import InboxConsumer
 
 
-def authorization_header(scope: dict[str, Any]) -> str | None:
+def header(scope: dict[str, Any], wanted: bytes) -> str | None:
     for name, value in scope.get("headers", []):
-        if name == b"authorization":
+        if name == wanted:
             return value.decode("latin-1")
     return None
+
+
+def authorization_header(scope: dict[str, Any]) -> str | None:
+    return header(scope, b"authorization")
+
+
+DEFAULT_PORTS = {"http": "80", "https": "443"}
+
+
+def _normal_origin(scheme: str, host: str) -> str:
+    domain, port = split_domain_port(host)
+    return f"{scheme}://{domain}:{port or DEFAULT_PORTS.get(scheme, '')}" if domain else ""
+
+
+def _page_scheme(scope: dict[str, Any]) -> str:
+    """The scheme of the page that may open this socket: https behind a TLS-terminating proxy
+    that says so in the header SECURE_PROXY_SSL_HEADER names, else the socket's own."""
+    proxy = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
+    if proxy:
+        name, secure_value = proxy
+        sent = header(scope, name.removeprefix("HTTP_").replace("_", "-").lower().encode())
+        if sent is not None:
+            return "https" if sent.split(",")[0].strip() == secure_value else "http"
+    return "https" if scope.get("scheme") in ("wss", "https") else "http"
+
+
+def same_origin(scope: dict[str, Any]) -> bool:
+    """R-FS3: a cookie-authenticated socket comes from exactly this site (scheme, host and port
+    of the request, host allowed), or from an origin listed in CSRF_TRUSTED_ORIGINS."""
+    origin, host = header(scope, b"origin"), header(scope, b"host")
+    if not origin or not host:
+        return False
+    domain, _ = split_domain_port(host)
+    if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
+        return False
+    scheme, _, origin_host = origin.partition("://")
+    if _normal_origin(scheme.lower(), origin_host) == _normal_origin(_page_scheme(scope), host):
+        return True
+    return origin in settings.CSRF_TRUSTED_ORIGINS
 
 
 @database_sync_to_async
@@ -37,7 +78,7 @@ class WebsocketAuthMiddleware:
 
     A token header is never sent by a browser on its own (pages cannot set it on a websocket),
     so it needs no origin check. Cookies are, even from other sites' pages: a cookie-authenticated
-    socket must come from an allowed origin, or it is refused at the handshake.
+    socket must come from this site's exact origin, or it is refused at the handshake.
     Tokens are read from the header only, never the URL, which ends up in logs.
     """
 
@@ -50,8 +91,9 @@ class WebsocketAuthMiddleware:
         if header is not None:
             scope = {**scope, "user": await user_for_header(header)}
             return await self.inner(scope, receive, send)
-        # Built per connection so it sees the current ALLOWED_HOSTS (tests override it).
-        return await AllowedHostsOriginValidator(self.session_auth)(scope, receive, send)
+        if not same_origin(scope):
+            return await WebsocketDenier()(scope, receive, send)
+        return await self.session_auth(scope, receive, send)
 
 
 websocket_application = WebsocketAuthMiddleware(

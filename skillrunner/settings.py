@@ -33,6 +33,20 @@ SECRET_KEY = env.str("SECRET_KEY", default="") or read_secret_key(DATA_DIR)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
+# One switch for HTTPS behind a TLS-terminating proxy (R-FS3): the proxy's X-Forwarded-Proto is
+# trusted, plain-HTTP requests are redirected, cookies are sent over HTTPS only, and browsers are
+# told to use HTTPS for a year (HSTS). Only behind a proxy that sets that header itself.
+SKILLRUNNER_HTTPS = env.bool("SKILLRUNNER_HTTPS", default=False)
+if SKILLRUNNER_HTTPS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    # Health probes come from the proxy or the orchestrator over plain HTTP.
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^v1/system/"]
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=365 * 24 * 3600)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
+SESSION_COOKIE_HTTPONLY = True
+
 INSTALLED_APPS = [
     "daphne",
     "django.contrib.admin",

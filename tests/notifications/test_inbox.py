@@ -10,7 +10,7 @@ from rest_framework.throttling import SimpleRateThrottle
 
 from tests.interactive.helpers import ask_envelope, plan_done, start, status_of
 from tests.security.test_limits import forget_throttling
-from tests.ui.conftest import token_headers
+from tests.ui.conftest import SAME_SITE, token_headers
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 
@@ -153,7 +153,7 @@ def test_inbox_socket_refuses_anonymous():
     async def scenario():
         from skillrunner.asgi import application
 
-        socket = WebsocketCommunicator(application, "/ws/inbox/", headers=[(b"origin", b"http://localhost")])
+        socket = WebsocketCommunicator(application, "/ws/inbox/", headers=SAME_SITE)
         await socket.connect()
         output = await socket.receive_output(5)
         await socket.disconnect()

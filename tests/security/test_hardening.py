@@ -1,10 +1,15 @@
 """Deployment hardening (R-FS3): only login and logout routed, artifact names with control
-characters never a 500, engine binary paths for staff only (tests/api/test_system.py)."""
+characters never a 500, one switch for HTTPS behind a proxy. Elsewhere: engine binary paths for
+staff only (tests/api/test_system.py), exact-origin sockets (tests/ui/test_socket_access.py),
+file-and-folder zips (tests/security/test_upload_zips.py)."""
 
 from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
 import zipfile
 from urllib.parse import quote
 
@@ -12,6 +17,7 @@ import pytest
 from django.test import Client
 
 from tests.api.helpers import HAIKU_DATA, create_job
+from tests.support.live_service import REPO
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -48,3 +54,44 @@ def test_artifact_names_with_control_characters_never_500_R_FS3(api, alice, inst
     assert browser.get(f"/runs/{rid}/").status_code == 200
     for name in ODD_NAMES:
         assert browser.get(f"/runs/{rid}/preview/artifacts/{quote(name)}").status_code == 200, name
+
+
+HTTPS_PROBE = """
+import django
+django.setup()
+from django.conf import settings
+from django.test import Client
+client = Client()
+plain = client.get("/accounts/login/")
+print("plain", plain.status_code, plain.get("Location"))
+print("probe", client.get("/v1/system/ping").status_code)
+secure = client.get("/accounts/login/", HTTP_X_FORWARDED_PROTO="https")
+print("secure", secure.status_code, secure.get("Strict-Transport-Security"))
+print("cookies", settings.SESSION_COOKIE_SECURE, settings.CSRF_COOKIE_SECURE, secure.cookies["csrftoken"]["secure"])
+"""
+
+
+def _probe_https(tmp_path, switch: str) -> list[str]:
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "skillrunner.settings",
+        "SKILLRUNNER_DATA_DIR": str(tmp_path),
+        "SECRET_KEY": "x" * 50,
+        "ALLOWED_HOSTS": "testserver",
+        "SKILLRUNNER_HTTPS": switch,
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", HTTPS_PROBE], env=env, capture_output=True, text=True, timeout=60, cwd=REPO
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def test_one_switch_turns_on_https_behind_a_proxy_R_FS3(tmp_path):
+    assert _probe_https(tmp_path, "true") == [
+        "plain 301 https://testserver/accounts/login/",
+        "probe 204",
+        "secure 200 max-age=31536000",
+        "cookies True True True",
+    ]
+    assert _probe_https(tmp_path, "false") == ["plain 200 None", "probe 204", "secure 200 None", "cookies False False "]

@@ -31,8 +31,12 @@ def token_headers(api_client) -> list[tuple[bytes, bytes]]:
     return [(b"authorization", f"Token {api_client.token_key}".encode())]
 
 
-def browser_headers(user, origin: str = "http://localhost") -> list[tuple[bytes, bytes]]:
-    return [(b"cookie", session_cookie(user)), (b"origin", origin.encode())]
+def browser_headers(user, origin: str = "http://localhost", host: str = "localhost") -> list[tuple[bytes, bytes]]:
+    return [(b"cookie", session_cookie(user)), (b"origin", origin.encode()), (b"host", host.encode())]
+
+
+# A browser's handshake from the site itself, without a session.
+SAME_SITE = [(b"origin", b"http://localhost"), (b"host", b"localhost")]
 
 
 def run_socket(

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import browser_headers, receive_until_closed, run_async, run_socket, session_cookie, token_headers
+from .conftest import (
+    SAME_SITE,
+    browser_headers,
+    receive_until_closed,
+    run_async,
+    run_socket,
+    session_cookie,
+    token_headers,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -52,10 +60,49 @@ def test_session_cookie_from_an_allowed_origin(alice, trip_run):
     assert run_async(scenario)["run"]["request_id"] == request_id
 
 
-@pytest.mark.parametrize("origin", ["http://evil.example", "null"])
+@pytest.mark.parametrize(
+    "origin",
+    [
+        "http://evil.example",
+        "null",
+        "https://localhost",  # R-FS3: another scheme
+        "http://localhost:8001",  # another port
+        "http://localhost.evil.example",
+        "http://127.0.0.1",  # an allowed host, but not the one the page came from
+    ],
+)
 def test_session_cookie_from_a_foreign_origin_is_refused(alice, trip_run, origin):
     request_id = trip_run()
     assert close_code(request_id, browser_headers(alice, origin)) == (False, 1000)
+
+
+@pytest.mark.parametrize(
+    "origin,host,extra",
+    [
+        ("http://localhost:8000", "localhost:8000", []),
+        ("http://localhost:80", "localhost", []),
+        ("https://localhost", "localhost", [(b"x-forwarded-proto", b"https")]),
+    ],
+)
+def test_session_cookie_from_the_exact_origin_R_FS3(alice, trip_run, settings, origin, host, extra):
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    request_id = trip_run()
+    headers = browser_headers(alice, origin, host) + extra
+
+    async def scenario():
+        socket = run_socket(request_id, headers)
+        assert (await socket.connect())[0]
+        first = await socket.receive_json_from()
+        await socket.disconnect()
+        return first
+
+    assert run_async(scenario)["type"] == "snapshot"
+
+
+def test_a_host_outside_allowed_hosts_is_refused_R_FS3(alice, trip_run):
+    request_id = trip_run()
+    headers = browser_headers(alice, "http://evil.example", "evil.example")
+    assert close_code(request_id, headers) == (False, 1000)
 
 
 def test_session_cookie_without_origin_is_refused(alice, trip_run):
@@ -65,7 +112,7 @@ def test_session_cookie_without_origin_is_refused(alice, trip_run):
 
 def test_no_credentials_closes_4401(trip_run):
     request_id = trip_run()
-    assert close_code(request_id, [(b"origin", b"http://localhost")]) == (True, 4401)
+    assert close_code(request_id, SAME_SITE) == (True, 4401)
 
 
 @pytest.mark.parametrize("header", [b"Token sr_notarealtoken0000000000000000000", b"Bearer abc", b"Token"])
@@ -77,7 +124,7 @@ def test_bad_token_closes_4401_even_with_a_session(alice, trip_run, header):
 
 def test_token_in_the_url_is_ignored(api, trip_run):
     request_id = trip_run()
-    headers = [(b"origin", b"http://localhost")]
+    headers = SAME_SITE
 
     async def scenario():
         from channels.testing import WebsocketCommunicator
