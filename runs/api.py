@@ -34,7 +34,7 @@ from .serializers import (
     UsageQuery,
 )
 from .streaming import event_stream
-from .throttles import REPLY_SCOPE
+from .throttles import REPLY_SCOPE, RUN_CREATE_SCOPE
 from .usage import aggregate
 
 
@@ -52,7 +52,7 @@ def _uploaded_file(request):
 
 
 class JobListCreateView(APIView):
-    throttle_scope = "run_create"
+    throttle_scope = RUN_CREATE_SCOPE
 
     def get_throttles(self):
         return [ScopedRateThrottle()] if self.request.method == "POST" else []

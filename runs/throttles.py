@@ -1,4 +1,5 @@
-"""Rate limits shared by the REST API and the run socket, so neither transport bypasses the other."""
+"""Rate limits shared by the REST API, the run socket and the browser forms, so no transport
+bypasses another (R-FS1)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from rest_framework.exceptions import Throttled
 from rest_framework.throttling import ScopedRateThrottle
 
 REPLY_SCOPE = "interaction_reply"
+RUN_CREATE_SCOPE = "run_create"
 
 
 def check_rate(user, scope: str) -> None:

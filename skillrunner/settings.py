@@ -167,6 +167,9 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 LOGIN_URL = "login"
+# Failed logins from one address, or for one username, before 429 until the window ends (R-FS1).
+SKILLRUNNER_LOGIN_MAX_FAILURES = _positive_int("SKILLRUNNER_LOGIN_MAX_FAILURES", 10)
+SKILLRUNNER_LOGIN_WINDOW_SECONDS = _positive_int("SKILLRUNNER_LOGIN_WINDOW_SECONDS", 300)
 LOGIN_REDIRECT_URL = "ui:run-list"
 LOGOUT_REDIRECT_URL = "login"
 

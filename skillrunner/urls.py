@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path, register_converter
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from accounts import login
 from accounts import views as account_views
 from runs import api as jobs
 from runs import engine_views as engines
@@ -52,7 +53,7 @@ urlpatterns = [
     path("readyz", system.readyz),
     path("admin/", admin.site.urls),
     # Only these two: the password-reset and -change flows need mail this service does not set up (R-FS3).
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", login.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("settings/", account_views.settings_page, name="account-settings"),
     path("", include("skillrunner.urls_ui")),

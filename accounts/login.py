@@ -1,0 +1,51 @@
+"""Login with throttled failures (R-FS1): after SKILLRUNNER_LOGIN_MAX_FAILURES failed attempts
+within SKILLRUNNER_LOGIN_WINDOW_SECONDS, from one address or for one username, further attempts
+are refused with 429 until the window ends. Successful logins cost nothing."""
+
+from __future__ import annotations
+
+import hashlib
+
+from django.conf import settings
+from django.contrib.auth import views as auth_views
+from django.core.cache import cache
+from django.core.exceptions import ValidationError
+from django.http import HttpResponse
+
+
+def _failure_keys(request) -> list[str]:
+    username = request.POST.get("username", "").strip().lower()
+    user_digest = hashlib.sha256(username.encode()).hexdigest()[:32]
+    return [f"login_failures_ip_{request.META.get('REMOTE_ADDR', '')}", f"login_failures_user_{user_digest}"]
+
+
+def _too_many(keys: list[str]) -> bool:
+    counts = cache.get_many(keys)
+    return any(count >= settings.SKILLRUNNER_LOGIN_MAX_FAILURES for count in counts.values())
+
+
+def _count_failure(keys: list[str]) -> None:
+    for key in keys:
+        cache.add(key, 0, timeout=settings.SKILLRUNNER_LOGIN_WINDOW_SECONDS)  # the window starts here
+        try:
+            cache.incr(key)
+        except ValueError:  # expired between add and incr
+            cache.set(key, 1, timeout=settings.SKILLRUNNER_LOGIN_WINDOW_SECONDS)
+
+
+class LoginView(auth_views.LoginView):
+    def post(self, request, *args, **kwargs) -> HttpResponse:
+        keys = _failure_keys(request)
+        if _too_many(keys):
+            form = self.get_form()
+            form.add_error(
+                None,
+                ValidationError(
+                    "Too many failed logins; try again in a few minutes. (RATE_LIMITED)", code="RATE_LIMITED"
+                ),
+            )
+            return self.render_to_response(self.get_context_data(form=form), status=429)
+        response = super().post(request, *args, **kwargs)
+        if not request.user.is_authenticated:
+            _count_failure(keys)
+        return response

@@ -1,0 +1,60 @@
+"""Browser forms share the API's rate limits, and failed logins are throttled (R-FS1)."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.cache import cache
+from django.test import Client
+from rest_framework.throttling import SimpleRateThrottle
+
+from tests.security.helpers import forget_throttling
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_new_run_form_shares_the_run_create_limit_R_FS1(alice, api, install_skill, fake_codex, monkeypatch):
+    install_skill("haiku-writer")
+    forget_throttling(alice)
+    monkeypatch.setattr(SimpleRateThrottle, "THROTTLE_RATES", {"run_create": "1/min"})
+    browser = Client()
+    browser.force_login(alice)
+    form = {"input__topic": "sea", "engine": "codex", "execution_mode": "auto"}
+    try:
+        first = browser.post("/runs/new/haiku-writer/", form)
+        assert first.status_code == 302, first.content[:500]
+        refused = browser.post("/runs/new/haiku-writer/", form)
+        assert refused.status_code == 429 and b"RATE_LIMITED" in refused.content
+        api_refused = api.post(
+            "/v1/jobs", {"skill_id": "haiku-writer", "engine": "codex", "input": {"topic": "x"}}, format="json"
+        )
+        assert api_refused.status_code == 429  # one budget across both
+    finally:
+        forget_throttling(alice)
+
+
+@pytest.fixture
+def login_limits(settings):
+    settings.SKILLRUNNER_LOGIN_MAX_FAILURES = 3
+    settings.SKILLRUNNER_LOGIN_WINDOW_SECONDS = 60
+    yield
+    cache.delete_many([f"login_failures_ip_{address}" for address in ("127.0.0.1", "10.0.0.9")])
+
+
+def _login(username: str, password: str, address: str = "127.0.0.1"):
+    return Client(REMOTE_ADDR=address).post("/accounts/login/", {"username": username, "password": password})
+
+
+def test_failed_logins_are_throttled_R_FS1(alice, bob, login_limits):
+    from accounts.login import _failure_keys
+
+    assert _login("bob", "bob-password-123").status_code == 302  # successes cost nothing
+    for _ in range(3):
+        assert _login("alice", "wrong").status_code == 200
+    refused = _login("alice", "alice-password-123")  # even the right password, until the window ends
+    assert refused.status_code == 429 and b"RATE_LIMITED" in refused.content
+    assert _login("bob", "bob-password-123").status_code == 429  # the address is throttled too
+    assert _login("alice", "alice-password-123", "10.0.0.9").status_code == 429  # and the username
+    assert _login("bob", "bob-password-123", "10.0.0.9").status_code == 302
+    request = type("R", (), {"POST": {"username": "alice"}, "META": {"REMOTE_ADDR": "127.0.0.1"}})
+    cache.delete_many(_failure_keys(request))
+    assert _login("alice", "alice-password-123").status_code == 302
