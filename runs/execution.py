@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import multiprocessing.synchronize
 import os
 import socket
 import time
@@ -45,6 +46,18 @@ logger = logging.getLogger(__name__)
 CLAIM_POLL_SECONDS = 0.25
 # Set by `manage.py worker` before the cluster forks, so a stopping worker knows its own claims.
 CLUSTER_TOKEN_ENV = "SKILLRUNNER_CLUSTER_TOKEN"
+
+# Shared by a worker with the cluster processes it forks: once set, the cluster is stopping and a
+# turn it still takes from the queue stays queued for the next start (R-LC13), so a stop never
+# waits for a turn that began after it.
+_stopping: multiprocessing.synchronize.Event | None = None
+
+
+def share_stop_flag() -> multiprocessing.synchronize.Event:
+    """Called by the worker before its cluster forks; returns the flag to set when stopping."""
+    global _stopping
+    _stopping = multiprocessing.get_context("fork").Event()
+    return _stopping
 
 
 def worker_id() -> str:
@@ -287,6 +300,8 @@ def _collected(decision: TurnDecision, run: Run) -> TurnDecision:
 
 def run_claimed_turn(request_id: str, attempt_number: int) -> None:
     """django-q2 task body. A redelivered or superseded task finds nothing to claim and returns."""
+    if _stopping is not None and _stopping.is_set():
+        return
     close_old_connections()
     worker = worker_id()
     run = services.claim_turn(request_id, attempt_number, worker)

@@ -64,7 +64,8 @@ def _kill_orphan_engine(run: Run) -> None:
 
 
 def _fail_dead_claim(run: Run) -> None:
-    _kill_orphan_engine(run)
+    """The run fails first, then its engine is killed: its turn, if it still lives, then finds the
+    claim gone instead of recording the engine's death as its outcome."""
     if run.status == RunStatus.WAITING_USER:
         services.fail_run(
             run.pk,
@@ -79,6 +80,7 @@ def _fail_dead_claim(run: Run) -> None:
             "the worker running this turn stopped before it finished",
             recovery_state=RecoveryState.FAILED_RECONCILED,
         )
+    _kill_orphan_engine(run)
 
 
 def reap_dead_claims() -> int:

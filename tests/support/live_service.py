@@ -85,6 +85,7 @@ class LiveService:
         self.env["SKILLRUNNER_QUEUE_NAME"] = f"live-{uuid.uuid4().hex[:8]}"
         self.web: subprocess.Popen | None = None
         self.workers: list[subprocess.Popen] = []
+        self.serves: list[subprocess.Popen] = []
         self._logs: list[Any] = []
 
     # --- processes ---------------------------------------------------------------------------
@@ -119,6 +120,12 @@ class LiveService:
             "web", [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "skillrunner.asgi:application"]
         )
 
+    def start_serve(self) -> subprocess.Popen:
+        """`make run`'s command: web and worker under one parent, in a process group of their own."""
+        serve = self._spawn("serve", [PYTHON, "manage.py", "serve", "--port", str(self.port)])
+        self.serves.append(serve)
+        return serve
+
     def start_worker(self) -> subprocess.Popen:
         worker = self._spawn(f"worker-{len(self.workers)}", [PYTHON, "manage.py", "worker"])
         self.workers.append(worker)
@@ -138,7 +145,7 @@ class LiveService:
 
     def stop(self) -> None:
         """SIGTERM to each main process (as a process manager would), then SIGKILL its group."""
-        for process in [*self.workers, *([self.web] if self.web else [])]:
+        for process in [*self.serves, *self.workers, *([self.web] if self.web else [])]:
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
                 try:

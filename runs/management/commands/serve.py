@@ -23,9 +23,15 @@ class Command(BaseCommand):
         call_command("createcachetable", verbosity=0)
         call_command("load_skills")
         python = sys.executable
+        # Each child leads a process group of its own (the worker's holds its django-q2 cluster):
+        # a Ctrl-C reaches this process only, which stops them in order, and a child that does
+        # not stop in time is killed with everything it forked.
         children = [
-            subprocess.Popen([python, "-m", "daphne", "-b", host, "-p", str(port), "skillrunner.asgi:application"]),
-            subprocess.Popen([python, "manage.py", "worker"]),
+            subprocess.Popen(
+                [python, "-m", "daphne", "-b", host, "-p", str(port), "skillrunner.asgi:application"],
+                process_group=0,
+            ),
+            subprocess.Popen([python, "manage.py", "worker"], process_group=0),
         ]
         stopping = False
 
@@ -46,6 +52,7 @@ class Command(BaseCommand):
             try:
                 child.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                child.kill()
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
         if not stopping:
             sys.exit(1)

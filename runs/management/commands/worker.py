@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand
 from django.db import close_old_connections, connections
 from django_q.cluster import Cluster
 
-from runs.execution import CLUSTER_TOKEN_ENV
+from runs.execution import CLUSTER_TOKEN_ENV, share_stop_flag
 from runs.supervision import (
     WORKER_HEARTBEAT_SECONDS,
     forget_worker,
@@ -44,34 +44,41 @@ class Command(BaseCommand):
         call_command("load_skills", verbosity=0)
         recover_on_worker_start()
         stop = threading.Event()
-        supervisor = start_supervisor(stop)
+        cluster_stopping = share_stop_flag()
         cluster = Cluster()
-
-        def shutdown(signum, frame):
-            if stop.is_set():
-                return
-            stop.set()
-            release_own_claims(token)
-            cluster.stop()
-
-        # The cluster forks, and its processes close the connections they inherit: this process
-        # must not share one with them (a PostgreSQL connection would be closed under it).
+        # The cluster forks, and its processes close the connections they inherit: no connection
+        # of this process (any thread's) may be shared with them, or closing it there would close
+        # it under this process too. So the supervisor thread starts only after the fork.
         connections.close_all()
         cluster.start()
-        # Cluster installs its own handlers in __init__; ours release claims first, then stop it.
-        signal.signal(signal.SIGTERM, shutdown)
-        signal.signal(signal.SIGINT, shutdown)
+        supervisor = start_supervisor(stop)
+        # Cluster installs handlers in __init__ that stop it inside the handler; ours only note
+        # the signal for the loop below, so the stop never runs in the middle of a query or while
+        # a lock is held (not even an Event's).
+        signalled: list[int] = []
+        signal.signal(signal.SIGTERM, lambda signum, frame: signalled.append(signum))
+        signal.signal(signal.SIGINT, lambda signum, frame: signalled.append(signum))
         self._beat(token)  # recovered and serving: only now does /readyz count this worker (R-OP7)
         self.stdout.write(f"worker {token} started")
         last_beat = time.monotonic()
-        while not stop.wait(0.5):
+        while not signalled:
+            time.sleep(0.2)
             if not cluster.sentinel.is_alive():
                 break
             if time.monotonic() - last_beat >= WORKER_HEARTBEAT_SECONDS:
                 last_beat = time.monotonic()
                 self._beat(token)
         stop.set()
-        supervisor.join(timeout=5)
+        # Stopping: no new turn starts here, nothing dispatches from here, this worker's turns end
+        # (their processes see the claim gone and kill their engines), then the cluster winds down.
+        cluster_stopping.set()
+        supervisor.join(timeout=30)
+        close_old_connections()
+        try:
+            release_own_claims(token)
+        except Exception:
+            logger.warning("could not release the claims of worker %s", token, exc_info=True)
+        cluster.stop()
         try:
             forget_worker(token)
         except Exception:

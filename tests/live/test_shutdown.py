@@ -1,0 +1,101 @@
+"""Stopping `make run` (R-OP7, R-LC13): SIGTERM and SIGINT end every process of the service and
+release its claims, with runs queued, running and waiting; a restart finds each run in its place.
+
+Runs on the embedded default and, with the rest of tests/live, on PostgreSQL + Redis.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+
+import pytest
+
+from tests.support.fake_codex import FakeCodex
+from tests.support.live_service import LiveService
+from tests.support.processes import process_alive, process_group_alive
+
+pytestmark = [pytest.mark.timeout(150)]
+
+PLAN = {
+    "destination": "Oslo",
+    "days": [{"day": 1, "activities": ["fjord"]}],
+    "plan_file": "artifacts/plan.md",
+    "__SKILL_DONE__": True,
+}
+
+
+def _ask(live, token) -> str:
+    status, body = live.request(
+        "POST",
+        "/v1/jobs",
+        token,
+        {
+            "skill_id": "trip-planner",
+            "engine": "codex",
+            "input": {},
+            "runtime_options": {"execution_mode": "interactive"},
+        },
+    )
+    assert status == 200, body
+    return body["request_id"]
+
+
+def _status(live, token, request_id) -> dict:
+    return live.request("GET", f"/v1/jobs/{request_id}", token)[1]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_stop_leaves_no_process_and_every_run_in_place(tmp_path, sig):
+    """R-OP7/R-LC13: one slot; a run waits for its user, one runs, one is queued behind it."""
+    fake = FakeCodex(tmp_path)
+    release = tmp_path / "release"
+    # Every thread's first turn asks a question, but only once `release` exists; the second ends.
+    fake.script(
+        {"message": "Where to?", "wait_for": str(release)},
+        {"files": {"artifacts/plan.md": "# plan\n"}, "message": json.dumps(PLAN)},
+    )
+    live = LiveService(
+        tmp_path / "data",
+        env={"SKILLRUNNER_CODEX_BIN": str(fake.binary), "SKILLRUNNER_MAX_CONCURRENT_TURNS": "1"},
+    )
+    try:
+        live.manage("migrate", "--noinput")
+        token = live.token("alice")
+        serve = live.start_serve()
+        live.wait_until(lambda: live._ping() == 204, 60, "the service to answer")
+
+        release.touch()
+        waiting = _ask(live, token)
+        live.wait_for_status(token, waiting, {"waiting_user"})
+        release.unlink()
+        running = _ask(live, token)
+        live.wait_for_status(token, running, {"running"})
+        engine = live.wait_until(lambda: fake.invocations()[1:], 20, "the second engine to start")[0]
+        queued = _ask(live, token)
+        assert _status(live, token, queued)["status"] == "queued"
+
+        serve.send_signal(sig)
+        try:
+            serve.wait(timeout=40)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the service did not stop on {sig.name}:\n{live.log('serve')[-3000:]}")
+        live.wait_until(lambda: not process_group_alive(serve.pid), 10, "every process of the service to end")
+        assert not process_alive(engine["pid"]), "the running turn's engine outlived the service"
+        assert "Traceback" not in live.log("serve"), live.log("serve")[-3000:]
+
+        release.touch()
+        live.start_serve()
+        live.wait_until(lambda: live._ping() == 204, 60, "the restarted service to answer")
+        interrupted = live.wait_for_status(token, running, {"failed"})
+        assert interrupted["error"]["code"] == "ORCHESTRATOR_RESTART_INTERRUPTED", interrupted
+        assert live.wait_for_status(token, queued, {"waiting_user"})["pending_interaction_id"] == 1
+        assert _status(live, token, waiting)["status"] == "waiting_user"
+        code, body = live.request(
+            "POST", f"/v1/jobs/{waiting}/interaction/reply", token, {"interaction_id": 1, "response": "Oslo"}
+        )
+        assert code == 200, body
+        assert live.wait_for_status(token, waiting, {"succeeded", "failed"})["status"] == "succeeded"
+    finally:
+        live.stop()
