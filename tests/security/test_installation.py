@@ -55,3 +55,20 @@ def test_concurrent_key_creation_agrees_on_one_key(tmp_path):
     with ThreadPoolExecutor(8) as pool:
         keys.update(pool.map(lambda _: startup._create_secret_key(tmp_path / "secret_key"), range(8)))
     assert len(keys) == 1 and keys == {(tmp_path / "secret_key").read_text().strip()}
+
+
+def test_manage_py_creates_everything_private_R_FS3(tmp_path):
+    """The database, data dir and what a command creates later are the service user's only."""
+    data_dir = tmp_path / "fresh-install"
+    env = {key: os.environ[key] for key in ("PATH", "LANG") if key in os.environ}
+    env.update(SKILLRUNNER_DATA_DIR=str(data_dir), SECRET_KEY="x" * 50)
+    code = "import os; from django.conf import settings; d = settings.DATA_DIR / 'runs' / 'r1'; d.mkdir(parents=True); (d / 'f').write_text('x')"
+    prepare = "from skillrunner.startup import prepare_installation; prepare_installation()"
+    for command in (["shell", "-c", prepare], ["migrate", "--no-input"], ["shell", "-c", code]):
+        done = subprocess.run(
+            [sys.executable, "manage.py", *command], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+    assert _mode(data_dir / "skillrunner.sqlite3") == 0o600
+    assert _mode(data_dir) == 0o700
+    assert _mode(data_dir / "runs") == 0o700 and _mode(data_dir / "runs" / "r1" / "f") == 0o600
