@@ -292,10 +292,9 @@ Q_CLUSTER = {
     "ack_failures": True,
     "save_limit": -1,
     "queue_limit": SKILLRUNNER_MAX_CONCURRENT_TURNS * 2,
-    # Only the ORM broker (embedded default) polls: a queued turn waits half this on average
-    # before a worker sees it. 10 ms costs ~2% of a core more at idle than 50 ms and takes
-    # ~9 ms off every turn start (docs/benchmarks.md); the Redis broker blocks instead.
-    "poll": 0.01,
+    # The embedded default's broker waits for a wake-up instead of polling (skillrunner/queue_broker.py);
+    # 0 turns off django-q2's own fixed sleep between empty queries. The Redis broker blocks.
+    "poll": 0,
     "catch_up": False,
     "label": "Task queue",
 }
@@ -303,6 +302,7 @@ if REDIS_URL:
     Q_CLUSTER["redis"] = REDIS_URL
 else:
     Q_CLUSTER["orm"] = "default"
+    Q_CLUSTER["broker_class"] = "skillrunner.queue_broker.WakeableORM"
 
 LOGGING = {
     "version": 1,

@@ -1,0 +1,88 @@
+"""The embedded default's task broker: django-q2's ORM broker, woken instead of polled.
+
+django-q2's ORM broker sleeps a fixed `poll` between empty queries, which costs CPU all day
+while idle (issue #16). Here the waiting pusher sleeps on a Unix datagram socket of its own
+under the data dir, with a timeout that backs off while the queue stays empty; `enqueue` (in any
+process: web, worker) sends every such socket a byte after writing the row, so new work is
+seen at once. The back-off cap bounds what a missed wake-up (a row committed after its
+datagram) can cost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django_q.brokers.orm import ORM
+
+# Settings set django-q2's own `poll` to 0: the wait below replaces its fixed sleep.
+FIRST_WAIT_SECONDS = 0.01
+LONGEST_WAIT_SECONDS = 1.0
+
+
+def _wakeup_dir() -> Path:
+    return Path(settings.DATA_DIR) / "queue-wakeup"
+
+
+class WakeableORM(ORM):
+    _socket: socket.socket | None = None
+    _socket_path: Path | None = None
+    _wait: float = 0.0
+
+    def enqueue(self, task):
+        pk = super().enqueue(task)
+        _wake_waiting_pushers()
+        return pk
+
+    def dequeue(self):
+        tasks = super().dequeue()
+        if tasks:
+            self._wait = 0.0
+            return tasks
+        self._wait = min(max(self._wait * 2, FIRST_WAIT_SECONDS), LONGEST_WAIT_SECONDS)
+        try:
+            sock = self._listening_socket()
+        except OSError:  # e.g. a data dir path too long for a socket: back-off polling only
+            time.sleep(self._wait)
+            return None
+        with contextlib.suppress(TimeoutError, BlockingIOError):
+            sock.settimeout(self._wait)
+            while True:  # drain: one wake-up covers every enqueue before it
+                sock.recv(1)
+                sock.settimeout(0)
+        return None
+
+    def _listening_socket(self) -> socket.socket:
+        """This process's socket (a forked pusher makes its own: the pid names it)."""
+        path = _wakeup_dir() / f"{os.getpid()}.sock"
+        if self._socket is None or self._socket_path != path:
+            _wakeup_dir().mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+            self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            self._socket.bind(str(path))
+            self._socket_path = path
+        return self._socket
+
+
+def _wake_waiting_pushers() -> None:
+    try:
+        paths = list(_wakeup_dir().glob("*.sock"))
+    except OSError:
+        return
+    if not paths:
+        return
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
+        sender.setblocking(False)
+        for path in paths:
+            try:
+                sender.sendto(b"!", str(path))
+            except (ConnectionRefusedError, FileNotFoundError):
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()  # its pusher is gone
+            except BlockingIOError:
+                pass  # its buffer is full of wake-ups already

@@ -1,0 +1,30 @@
+"""The embedded default's broker is woken, not polled (issue #16): an enqueue reaches the
+waiting pusher's socket, and a socket whose pusher is gone is cleared away."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from skillrunner.queue_broker import WakeableORM, _wakeup_dir
+
+pytestmark = pytest.mark.django_db
+
+
+def test_enqueue_wakes_the_waiting_pusher_and_clears_dead_sockets():
+    pusher = WakeableORM(list_key="wake-test")
+    assert pusher.dequeue() is None  # empty: it waited on its socket, which now exists
+    listening = pusher._listening_socket()
+    listening.setblocking(False)
+    with pytest.raises(BlockingIOError):
+        listening.recv(1)
+
+    dead = _wakeup_dir() / "999999999.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as gone:
+        gone.bind(str(dead))  # bound, then closed: nobody receives there any more
+
+    WakeableORM(list_key="wake-test").enqueue("payload")
+    assert listening.recv(1) == b"!"
+    assert not dead.exists()
+    assert [payload for _, payload in pusher.dequeue()] == ["payload"]
