@@ -8,7 +8,7 @@ ENGINE_CLI_DIR := engines/cli
 # private throwaway servers that scripts/test_services.py starts and stops).
 SCALEOUT_TESTS := tests/api tests/interactive tests/live tests/real_engines/test_service_real_engines.py
 
-.PHONY: run test test-suites lint engines system-packages bench venv test-venv clean
+.PHONY: run test test-suites lint engines system-packages sandbox bench venv test-venv clean
 
 # The service's own dependencies only; the test tools go in with `make test` (own stamp each).
 venv: $(VENV)/.installed-service
@@ -23,7 +23,7 @@ $(VENV)/.installed-test: $(VENV)/.installed-service
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $@
 
-run: venv engines
+run: venv engines sandbox
 	$(PY) manage.py serve --port $(PORT)
 
 engines: $(ENGINE_CLI_DIR)/node_modules/.installed
@@ -35,6 +35,11 @@ $(ENGINE_CLI_DIR)/node_modules/.installed: $(ENGINE_CLI_DIR)/package.json $(ENGI
 # What the suite runs besides Python and Node (bubblewrap, Chromium, PostgreSQL, Redis), via apt.
 system-packages:
 	@scripts/system-packages.sh
+
+# What `make run` needs for the agent sandbox (SPEC §11): bubblewrap, and socat for
+# SKILLRUNNER_SANDBOX_NETWORK=provider (prlimit/setpriv come with util-linux).
+sandbox:
+	@scripts/system-packages.sh --sandbox-only
 
 test: test-venv engines system-packages lint
 	$(PY) scripts/test_services.py $(MAKE) --no-print-directory test-suites

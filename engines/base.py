@@ -22,8 +22,10 @@ from .activity import ActivityParser
 from .patching import patch_skill_file
 from .process import LineHook, ProcessResult, SpawnError, resolve_executable, run_process, run_quick
 from .protocol import interpret_final_message
+from .sandbox import Sandbox, SandboxUnavailable
 from .types import (
     FAILURE_ENGINE,
+    FAILURE_SANDBOX_UNAVAILABLE,
     FAILURE_SPAWN,
     EngineConfig,
     ExecutionMode,
@@ -122,6 +124,9 @@ class EngineAdapter(ABC):
     listing_order: ClassVar[int] = 100
     model_flag: ClassVar[str] = "-m"
     known_models: ClassVar[tuple[str, ...]] = ()
+    # Where the CLI talks to when no base URL is configured: the one host a sandbox in
+    # `provider` network mode lets it reach (R-SB5).
+    default_provider_url: ClassVar[str | None] = None
 
     @classmethod
     def control_names(cls) -> tuple[str, ...]:
@@ -295,22 +300,43 @@ class EngineAdapter(ABC):
             outcome="error", failure_reason=FAILURE_SPAWN, failure_message=message, command=list(argv or [])
         )
 
+    def open_sandbox(self, request: TurnRequest, config: EngineConfig) -> tuple[Sandbox | None, EngineConfig]:
+        """The turn's sandbox (None when switched off) and the engine config as seen inside it:
+        in `provider` network mode the endpoint is the sandbox's relay and the key a placeholder.
+
+        Raises SandboxUnavailable (R-SB6).
+        """
+        sandbox = Sandbox.open(request, config, self.default_provider_url)
+        return sandbox, (sandbox.engine_config if sandbox else config)
+
+    def sandbox_failure(self, exc: SandboxUnavailable) -> TurnResult:
+        return TurnResult(outcome="error", failure_reason=FAILURE_SANDBOX_UNAVAILABLE, failure_message=str(exc))
+
     def run_turn(self, request: TurnRequest, config: EngineConfig, control: TurnControl) -> TurnResult:
-        """One engine turn in a fresh process; never raises for engine or workspace trouble."""
+        """One engine turn in a fresh, sandboxed process; never raises for engine or workspace trouble."""
         try:
-            argv = self.prepare_turn(request, config)
-        except OSError as exc:
-            return self.spawn_failure(f"could not prepare the run directory for {self.name}: {exc}")
-        proc = run_process(
-            argv,
-            cwd=Path(request.run_dir),
-            env=self.environment(config, request),
-            control=control,
-            hard_timeout=request.hard_timeout_seconds,
-            grace=config.kill_grace_seconds,
-            on_line=self.line_reader(control),
-        )
-        return self.turn_result(proc, request.mode, argv)
+            sandbox, config = self.open_sandbox(request, config)
+        except SandboxUnavailable as exc:
+            return self.sandbox_failure(exc)
+        try:
+            try:
+                argv = self.prepare_turn(request, config)
+            except OSError as exc:
+                return self.spawn_failure(f"could not prepare the run directory for {self.name}: {exc}")
+            proc = run_process(
+                argv,
+                cwd=Path(request.run_dir),
+                env=self.environment(config, request),
+                control=control,
+                hard_timeout=request.hard_timeout_seconds,
+                grace=config.kill_grace_seconds,
+                on_line=self.line_reader(control),
+                sandbox=sandbox,
+            )
+            return self.turn_result(proc, request.mode, argv)
+        finally:
+            if sandbox is not None:
+                sandbox.close()
 
     def open_live_session(self, request: TurnRequest, config: EngineConfig, control: TurnControl) -> LiveSession:
         """Start the resident process of a sticky_process engine (sends no prompt yet)."""

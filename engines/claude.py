@@ -15,6 +15,7 @@ from typing import Any
 from .activity import Activity, ActivityParser, compact_json, text_of, usage_report
 from .base import EngineAdapter, EngineOutput, json_lines, write_if_changed
 from .process import ResidentProcess, SpawnError, spawn
+from .sandbox import SandboxUnavailable
 from .types import FAILURE_PROCESS_LOST, EngineConfig, ExecutionMode, TurnControl, TurnRequest, TurnResult
 
 
@@ -130,6 +131,7 @@ class ClaudeAdapter(EngineAdapter):
     listing_order = 40
     model_flag = "--model"
     known_models = ("sonnet", "opus", "haiku")
+    default_provider_url = "https://api.anthropic.com"
 
     def auto_flags(self, config: EngineConfig) -> list[str]:
         return ["--dangerously-skip-permissions"]
@@ -197,15 +199,21 @@ class ClaudeAdapter(EngineAdapter):
     def open_live_session(self, request: TurnRequest, config: EngineConfig, control: TurnControl) -> ClaudeLiveSession:
         """Start the resident process (no prompt sent yet); spawn trouble surfaces on ``send``."""
         try:
+            sandbox, config = self.open_sandbox(request, config)
+        except SandboxUnavailable as exc:
+            return ClaudeLiveSession(self, request.mode, [], None, self.sandbox_failure(exc))
+        try:
             argv = self.prepare_turn(request, config)
-            process = ResidentProcess(
-                spawn(argv, Path(request.run_dir), self.environment(config, request), stdin_pipe=True),
-                config.kill_grace_seconds,
+            proc = spawn(
+                argv, Path(request.run_dir), self.environment(config, request), stdin_pipe=True, sandbox=sandbox
             )
         except (OSError, SpawnError) as exc:
-            return ClaudeLiveSession(self, request.mode, [], None, f"could not start claude: {exc}")
+            if sandbox is not None:
+                sandbox.close()
+            return ClaudeLiveSession(self, request.mode, [], None, self.spawn_failure(f"could not start claude: {exc}"))
+        process = ResidentProcess(proc, config.kill_grace_seconds, sandbox)
         control.on_spawn(process.pid)
-        return ClaudeLiveSession(self, request.mode, argv, process, "")
+        return ClaudeLiveSession(self, request.mode, argv, process, None)
 
     def run_turn(self, request: TurnRequest, config: EngineConfig, control: TurnControl) -> TurnResult:
         """A one-off turn: start the process, send the prompt, end the process."""
@@ -225,19 +233,20 @@ class ClaudeLiveSession:
         mode: ExecutionMode,
         argv: list[str],
         process: ResidentProcess | None,
-        spawn_error: str,
+        start_failure: TurnResult | None,
     ) -> None:
         self._adapter = adapter
         self._mode = mode
         self._argv = argv
         self._process = process
-        self._spawn_error = spawn_error
+        self._start_failure = start_failure
         self._cost_so_far = 0.0  # Claude reports the process's cumulative cost with every result
 
     def send(self, prompt: str, control: TurnControl, hard_timeout_seconds: float) -> TurnResult:
         """One turn: write ``prompt`` as a user message, read up to the ``result`` event."""
         if self._process is None:
-            return self._adapter.spawn_failure(self._spawn_error, self._argv)
+            assert self._start_failure is not None
+            return self._start_failure
         if not self._process.is_alive():
             return TurnResult(
                 outcome="error",

@@ -116,6 +116,7 @@ class CodexAdapter(EngineAdapter):
     skill_root = ".codex"
     listing_order = 10
     known_models = ("gpt-5.5", "gpt-5.1-codex-mini")
+    default_provider_url = "https://api.openai.com/v1"
 
     def auto_flags(self, config: EngineConfig) -> list[str]:
         return [self.probe(config, "codex-auto-flag", choose_auto_flag) or YOLO]

@@ -22,7 +22,8 @@ from functools import partial
 from pathlib import Path
 from typing import IO
 
-from .types import FAILURE_ABORTED, FAILURE_SPAWN, FAILURE_TIMEOUT, TurnControl, json_object
+from .sandbox import Sandbox, SandboxUnavailable
+from .types import FAILURE_ABORTED, FAILURE_SANDBOX_LIMIT, FAILURE_SPAWN, FAILURE_TIMEOUT, TurnControl, json_object
 
 POLL_SECONDS = 0.1
 DEFAULT_GRACE_SECONDS = 5.0
@@ -201,13 +202,26 @@ def resolve_executable(binary: str, env: dict[str, str]) -> str:
     return found
 
 
-def spawn(argv: list[str], cwd: Path, env: dict[str, str], *, stdin_pipe: bool = False) -> subprocess.Popen[bytes]:
-    """Start ``argv`` in a new session; stdin is closed unless the caller keeps a live process."""
+def spawn(
+    argv: list[str], cwd: Path, env: dict[str, str], *, stdin_pipe: bool = False, sandbox: Sandbox | None = None
+) -> subprocess.Popen[bytes]:
+    """Start ``argv`` in a new session; stdin is closed unless the caller keeps a live process.
+
+    With a ``sandbox`` the command runs confined (R-SB1): the process started, whose pid the
+    orchestrator records and whose group a kill targets, is then bwrap itself, and the engine
+    inside dies with it.
+    """
     if not argv:
         raise SpawnError("empty command")
     executable = resolve_executable(argv[0], env)
+    if sandbox is not None:
+        try:
+            argv, env = sandbox.command(executable, argv[1:], env)
+        except (OSError, SandboxUnavailable) as exc:
+            raise SpawnError(f"could not prepare the sandbox: {exc}") from exc
+        executable = resolve_executable(argv[0], env)
     try:
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             argv,
             executable=executable,
             cwd=cwd,
@@ -220,6 +234,36 @@ def spawn(argv: list[str], cwd: Path, env: dict[str, str], *, stdin_pipe: bool =
         )
     except OSError as exc:
         raise SpawnError(f"could not start {argv[0]!r}: {exc}") from exc
+    if sandbox is not None:
+        sandbox.attach(proc.pid)
+    return proc
+
+
+class _SandboxWatch:
+    """A TurnControl that also ends the turn when the sandbox's processes pass a limit (R-SB4)."""
+
+    def __init__(self, control: TurnControl, sandbox: Sandbox) -> None:
+        self._control = control
+        self._sandbox = sandbox
+
+    def on_spawn(self, pid: int) -> None:
+        self._control.on_spawn(pid)
+
+    def should_abort(self) -> bool:
+        return self._sandbox.over_limit() or self._control.should_abort()
+
+
+def _watched(control: TurnControl, sandbox: Sandbox | None) -> TurnControl:
+    return control if sandbox is None else _SandboxWatch(control, sandbox)
+
+
+def _settle(result: ProcessResult, sandbox: Sandbox | None) -> ProcessResult:
+    """A turn that broke a sandbox limit failed for that reason, whatever else happened."""
+    exceeded = sandbox.check_turn_end() if sandbox is not None else None
+    if exceeded:
+        result.failure_reason = FAILURE_SANDBOX_LIMIT
+        result.message = f"the turn exceeded the sandbox's {exceeded} limit"
+    return result
 
 
 @dataclass(frozen=True)
@@ -373,11 +417,12 @@ def run_process(
     hard_timeout: float,
     grace: float = DEFAULT_GRACE_SECONDS,
     on_line: LineHook | None = None,
+    sandbox: Sandbox | None = None,
 ) -> ProcessResult:
     """Run one engine process to completion, with stdin closed; ``on_line`` sees each stdout line
     as it is printed (on the reader thread), while the output is collected as before."""
     try:
-        proc = spawn(argv, cwd, env)
+        proc = spawn(argv, cwd, env, sandbox=sandbox)
     except SpawnError as exc:
         return ProcessResult("", "", None, FAILURE_SPAWN, str(exc))
     out = Tee(CappedBuffer(), partial(control.on_output, "stdout"))
@@ -385,9 +430,10 @@ def run_process(
     assert proc.stdout is not None and proc.stderr is not None
     readers = [_start_reader(proc.stdout, out, on_line), _start_reader(proc.stderr, err)]
     control.on_spawn(proc.pid)
-    failure = supervise(proc, control, hard_timeout, grace)
+    failure = supervise(proc, _watched(control, sandbox), hard_timeout, grace)
     _finish_readers(proc, readers)
-    return ProcessResult(out.take(), err.take(), proc.returncode, failure, _describe(failure, hard_timeout), proc.pid)
+    result = ProcessResult(out.take(), err.take(), proc.returncode, failure, _describe(failure, hard_timeout), proc.pid)
+    return _settle(result, sandbox)
 
 
 class ResidentProcess:
@@ -398,9 +444,10 @@ class ResidentProcess:
     ``on_line`` reader sees each line on the reader thread as soon as it is printed (R-AC1).
     """
 
-    def __init__(self, proc: subprocess.Popen[bytes], grace: float) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], grace: float, sandbox: Sandbox | None = None) -> None:
         self.proc = proc
         self.grace = grace
+        self.sandbox = sandbox
         self._lines: queue.Queue[bytes] = queue.Queue()
         self._stderr = Tee(CappedBuffer())
         self._line_hook: LineHook | None = None
@@ -459,15 +506,16 @@ class ResidentProcess:
             self.proc.stdin.flush()
         except (BrokenPipeError, ValueError, OSError):
             pass  # the process is gone; reported below from its exit code
-        failure = supervise(self.proc, control, hard_timeout, self.grace, finished=pump)
+        failure = supervise(self.proc, _watched(control, self.sandbox), hard_timeout, self.grace, finished=pump)
         if not done.is_set() and self.proc.poll() is not None:
             _finish_readers(self.proc, self._readers)
             pump()
         self._line_hook = None
         self._stderr.forward = None
-        return ProcessResult(
+        result = ProcessResult(
             out.take(), self._stderr.take(), self.proc.returncode, failure, _describe(failure, hard_timeout), self.pid
         )
+        return _settle(result, self.sandbox)
 
     def close(self) -> None:
         """End the process politely (EOF on stdin), then by force after the grace period."""
@@ -482,6 +530,8 @@ class ResidentProcess:
             pass
         kill_process_group(self.pid, self.grace if self.proc.poll() is None else 0.0, self.proc)
         _finish_readers(self.proc, self._readers)
+        if self.sandbox is not None:
+            self.sandbox.close()
 
 
 def run_quick(argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float = 15.0) -> tuple[int | None, str]:

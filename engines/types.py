@@ -24,6 +24,25 @@ FAILURE_ABORTED = "ABORTED"
 FAILURE_ENGINE = "ENGINE_FAILED"
 FAILURE_SPAWN = "ENGINE_SPAWN_FAILED"
 FAILURE_PROCESS_LOST = "PROCESS_LOST"  # a sticky_process session whose process is gone
+FAILURE_SANDBOX_UNAVAILABLE = "SANDBOX_UNAVAILABLE"  # bwrap missing or broken (R-SB6)
+FAILURE_SANDBOX_LIMIT = "SANDBOX_LIMIT_EXCEEDED"  # a per-turn resource limit was hit (R-SB4)
+
+SandboxMode = Literal["bwrap", "off"]
+NetworkMode = Literal["open", "provider"]
+
+
+@dataclass(frozen=True)
+class SandboxSettings:
+    """Operator settings of the agent sandbox (SPEC §11); every limit is per turn."""
+
+    mode: SandboxMode = "bwrap"
+    network: NetworkMode = "open"
+    memory_mb: int = 4096  # per process (RLIMIT_DATA) and, polled, for all processes together
+    max_processes: int = 512  # processes + threads (RLIMIT_NPROC)
+    max_file_mb: int = 1024  # largest file written (RLIMIT_FSIZE)
+    max_open_files: int = 4096  # per process (RLIMIT_NOFILE)
+    run_dir_mb: int = 2048  # the run directory's total size, checked when the turn ends
+    tmp_mb: int = 512  # the private /tmp (a tmpfs, i.e. memory)
 
 
 @dataclass(frozen=True)
@@ -40,6 +59,7 @@ class EngineConfig:
     # The skill's own engine defaults (R-SK9), already stripped of operator-only keys; they sit
     # beneath everything above in the engine's config files.
     skill_settings: dict[str, Any] = field(default_factory=dict)
+    sandbox: SandboxSettings = field(default_factory=SandboxSettings)
 
 
 @dataclass(frozen=True)

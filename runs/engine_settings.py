@@ -7,7 +7,8 @@ from pathlib import Path
 
 from django.conf import settings
 
-from engines.types import EngineConfig
+from engines.sandbox import sandbox_problem
+from engines.types import EngineConfig, SandboxSettings
 
 
 def engine_binary(engine: str) -> str:
@@ -31,9 +32,42 @@ def engine_config(engine: str, home_name: str) -> EngineConfig:
         api_key=conf["api_key"] or None,
         default_model=conf["model"] or None,
         kill_grace_seconds=settings.SKILLRUNNER_KILL_GRACE_SECONDS,
+        sandbox=sandbox_settings(),
+    )
+
+
+def sandbox_settings() -> SandboxSettings:
+    return SandboxSettings(
+        mode=settings.SKILLRUNNER_SANDBOX,
+        network=settings.SKILLRUNNER_SANDBOX_NETWORK,
+        memory_mb=settings.SKILLRUNNER_SANDBOX_MEMORY_MB,
+        max_processes=settings.SKILLRUNNER_SANDBOX_MAX_PROCESSES,
+        max_file_mb=settings.SKILLRUNNER_SANDBOX_MAX_FILE_MB,
+        max_open_files=settings.SKILLRUNNER_SANDBOX_MAX_OPEN_FILES,
+        run_dir_mb=settings.SKILLRUNNER_SANDBOX_RUN_DIR_MB,
+        tmp_mb=settings.SKILLRUNNER_SANDBOX_TMP_MB,
     )
 
 
 def configured_secrets() -> tuple[str, ...]:
     """Values that must never appear in logs, events or bundles."""
     return tuple(conf["api_key"] for conf in settings.SKILLRUNNER_ENGINES.values() if conf["api_key"])
+
+
+SANDBOX_OFF = "off: engines run unconfined"
+
+
+def sandbox_check() -> str:
+    """For /readyz: "ok", SANDBOX_OFF, or "error: <why turns cannot start>" (R-SB6)."""
+    current = sandbox_settings()
+    if current.mode == "off":
+        return SANDBOX_OFF
+    problem = sandbox_problem(current)
+    return f"error: {problem}" if problem else "ok"
+
+
+def sandbox_status() -> dict:
+    """For GET /v1/engines: the sandbox's mode, network mode and whether it works here."""
+    current = sandbox_settings()
+    problem = sandbox_problem(current)
+    return {"mode": current.mode, "network": current.network, "available": problem is None, "detail": problem}

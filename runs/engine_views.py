@@ -10,19 +10,19 @@ from rest_framework.views import APIView
 from engines.registry import ENGINE_NAMES, get_adapter
 from skillrunner.errors import NotFound
 
-from .engine_settings import engine_config
+from .engine_settings import engine_config, sandbox_status
 
 PROBE_HOME = "_probe"
 
 
-def _engine_entry(name: str, *, staff: bool) -> dict:
+def _engine_entry(name: str, sandbox: dict, *, staff: bool) -> dict:
     adapter = get_adapter(name)
     config = engine_config(name, PROBE_HOME)
     version = adapter.detect_version(config)
     entry = {
         "engine": name,
         "cli_version_detected": version,
-        "available": version is not None,
+        "available": version is not None and sandbox["available"],
         "interactive_profile": adapter.interactive_profile,
         "default_model": config.default_model,
     }
@@ -35,7 +35,9 @@ class EngineListView(APIView):
     @extend_schema(responses=dict)
     def get(self, request):
         staff = request.user.is_staff
-        return Response({"engines": [_engine_entry(name, staff=staff) for name in ENGINE_NAMES]})
+        sandbox = sandbox_status()  # R-SB6: an engine without a working sandbox is not available
+        engines = [_engine_entry(name, sandbox, staff=staff) for name in ENGINE_NAMES]
+        return Response({"engines": engines, "sandbox": sandbox})
 
 
 class EngineModelsView(APIView):

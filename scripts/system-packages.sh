@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Installs through apt, in one step, the programs the test suite runs that this machine lacks
-# (R-OP6): bubblewrap (the engine sandbox), Chromium (browser tests), PostgreSQL and Redis
-# servers (scale-out tests; scripts/test_services.py starts private instances of them).
+# (R-OP6): bubblewrap and socat (the engine sandbox, SPEC §11), Chromium (browser tests),
+# PostgreSQL and Redis servers (scale-out tests; scripts/test_services.py starts private
+# instances of them). With --sandbox-only (`make run`): the sandbox's programs only.
 set -euo pipefail
 missing=()
 command -v bwrap >/dev/null || missing+=(bubblewrap)
-test -x /usr/bin/chromium || missing+=(chromium)
-command -v redis-server >/dev/null || missing+=(redis-server)
-compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
+command -v socat >/dev/null || missing+=(socat)
+if [ "${1:-}" != --sandbox-only ]; then
+  test -x /usr/bin/chromium || missing+=(chromium)
+  command -v redis-server >/dev/null || missing+=(redis-server)
+  compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
+fi
 if ((${#missing[@]})); then
   sudo=$( [ "$(id -u)" = 0 ] || echo sudo )
   echo "installing through apt: ${missing[*]}"

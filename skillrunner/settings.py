@@ -93,6 +93,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "runs.context_processors.inbox",
+                "skillrunner.context_processors.sandbox",
             ],
         },
     },
@@ -241,6 +242,22 @@ SKILLRUNNER_ENGINES = {
     for name in ENGINE_NAMES
 }
 SKILLRUNNER_ENGINE_CLI_BIN_DIR = _ENGINE_CLI_BIN
+
+# The agent sandbox (SPEC §11): bubblewrap around every engine turn, per-turn limits, network.
+SKILLRUNNER_SANDBOX = env.str("SKILLRUNNER_SANDBOX", default="bwrap")
+if SKILLRUNNER_SANDBOX not in ("bwrap", "off"):
+    raise ImproperlyConfigured(f"SKILLRUNNER_SANDBOX must be bwrap or off, got {SKILLRUNNER_SANDBOX!r}")
+SKILLRUNNER_SANDBOX_NETWORK = env.str("SKILLRUNNER_SANDBOX_NETWORK", default="open")
+if SKILLRUNNER_SANDBOX_NETWORK not in ("open", "provider"):
+    raise ImproperlyConfigured(
+        f"SKILLRUNNER_SANDBOX_NETWORK must be open or provider, got {SKILLRUNNER_SANDBOX_NETWORK!r}"
+    )
+SKILLRUNNER_SANDBOX_MEMORY_MB = _positive_int("SKILLRUNNER_SANDBOX_MEMORY_MB", 4096)
+SKILLRUNNER_SANDBOX_MAX_PROCESSES = _positive_int("SKILLRUNNER_SANDBOX_MAX_PROCESSES", 512)
+SKILLRUNNER_SANDBOX_MAX_FILE_MB = _positive_int("SKILLRUNNER_SANDBOX_MAX_FILE_MB", 1024)
+SKILLRUNNER_SANDBOX_MAX_OPEN_FILES = _positive_int("SKILLRUNNER_SANDBOX_MAX_OPEN_FILES", 4096)
+SKILLRUNNER_SANDBOX_RUN_DIR_MB = _positive_int("SKILLRUNNER_SANDBOX_RUN_DIR_MB", 2048)
+SKILLRUNNER_SANDBOX_TMP_MB = _positive_int("SKILLRUNNER_SANDBOX_TMP_MB", 512)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

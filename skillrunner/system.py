@@ -6,6 +6,7 @@ from django.db import connection
 from django.http import HttpResponse, JsonResponse
 from django.views.decorators.http import require_safe
 
+from runs.engine_settings import SANDBOX_OFF, sandbox_check
 from runs.supervision import a_recovered_worker_is_alive
 
 
@@ -22,8 +23,8 @@ def healthz(request) -> JsonResponse:
 
 @require_safe
 def readyz(request) -> JsonResponse:
-    """Ready when the database answers and a worker that lives now has finished its start-up
-    recovery (R-OP7, R-LC13)."""
+    """Ready when the database answers, a worker that lives now has finished its start-up
+    recovery (R-OP7, R-LC13) and engine turns can be sandboxed (or the sandbox is off, R-SB6)."""
     checks = {}
     try:
         with connection.cursor() as cursor:
@@ -36,5 +37,6 @@ def readyz(request) -> JsonResponse:
         checks["worker"] = "ok" if ready_worker else "no live worker has finished its start-up recovery"
     except Exception as exc:
         checks["worker"] = f"error: {type(exc).__name__}"
-    ready = all(value == "ok" for value in checks.values())
+    checks["sandbox"] = sandbox_check()
+    ready = all(value in ("ok", SANDBOX_OFF) for value in checks.values())
     return JsonResponse({"status": "ready" if ready else "not_ready", "checks": checks}, status=200 if ready else 503)

@@ -133,10 +133,10 @@ def real_engine(configure_engine, settings, model_server):
 
 
 @pytest.fixture
-def fake_codex(configure_engine, tmp_path) -> FakeCodex:
+def fake_codex(configure_engine, settings, tmp_path) -> FakeCodex:
     root = tmp_path / "fake-codex"
     root.mkdir()
-    fake = FakeCodex(root)
+    fake = FakeCodex(root, settings.DATA_DIR)
     configure_engine("codex", binary=str(fake.binary))
     return fake
 

@@ -16,6 +16,7 @@ from typing import Any
 from tests.support.clients import job_body as job_body
 from tests.support.processes import process_alive as process_alive
 from tests.support.processes import process_group_alive as process_group_alive
+from tests.support.processes import processes_in as processes_in
 
 HAIKU_DATA = {"topic": "sea", "haiku": ["waves fold", "into the grey", "morning"], "haiku_file": "artifacts/haiku.md"}
 HAIKU_TEXT = "waves fold\ninto the grey\nmorning\n"

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from runs.models import Run
+
 from .helpers import create_job, haiku_step
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -26,20 +28,19 @@ SERVER_SECRETS = {
 
 
 @pytest.fixture
-def env_run(api, install_skill, probing_codex, monkeypatch, tmp_path):
+def env_run(api, install_skill, probing_codex, monkeypatch):
     """A finished run whose engine dumped its environment; returns (run, env, spawn record)."""
     from runs.models import Run
 
     for key, value in SERVER_SECRETS.items():
         monkeypatch.setenv(key, value)
     install_skill("haiku-writer")
-    dump = tmp_path / "engine-env.json"
-    probing_codex.fake.script(haiku_step(echo_env=str(dump)))
+    probing_codex.fake.script(haiku_step(echo_env="engine-env.json"))  # in the run dir, its cwd
     rid = create_job(api)["request_id"]
     run = Run.objects.get(pk=rid)
     assert run.status == "succeeded", run.error
     [spawn] = probing_codex.spawns()
-    return run, json.loads(dump.read_text()), spawn
+    return run, json.loads((run.run_dir / "engine-env.json").read_text()), spawn
 
 
 def test_engine_runs_in_the_run_directory(env_run):
@@ -52,10 +53,12 @@ def test_engine_stdin_is_closed(env_run):
     assert spawn["stdin"] == "/dev/null"
 
 
-def test_engine_has_its_own_process_group_and_session(env_run):
+def test_engine_has_its_own_process_group_and_session(env_run, settings):
+    """Its own session; in the sandbox (R-SB3) that session is led by the sandbox's init (pid 1
+    of its PID namespace) rather than by the engine itself."""
     _, _, spawn = env_run
-    assert spawn["pgid"] == spawn["pid"]
-    assert spawn["sid"] == spawn["pid"]
+    leader = 1 if settings.SKILLRUNNER_SANDBOX == "bwrap" else spawn["pid"]
+    assert spawn["pgid"] == spawn["sid"] == leader
     assert spawn["pgid"] != os.getpgrp()
 
 
@@ -99,25 +102,23 @@ def test_engine_environment_is_an_allow_list(env_run, monkeypatch):
     assert unexpected == set(), unexpected
 
 
-def test_configured_engine_key_is_passed(api, install_skill, fake_codex, configure_engine, tmp_path):
+def test_configured_engine_key_is_passed(api, install_skill, fake_codex, configure_engine):
     """R-EN5/R-EN8: the key the operator configured for codex does reach codex."""
     configure_engine("codex", api_key="operator-configured-codex-key-42")
     install_skill("haiku-writer")
-    dump = tmp_path / "env.json"
-    fake_codex.script(haiku_step(echo_env=str(dump)))
-    create_job(api)
-    env = json.loads(dump.read_text())
+    fake_codex.script(haiku_step(echo_env="env.json"))  # in the run dir, where a sandboxed engine may write
+    run_dir = Run.objects.get(pk=create_job(api)["request_id"]).run_dir
+    env = json.loads((run_dir / "env.json").read_text())
     assert "operator-configured-codex-key-42" in env.values()
 
 
-def test_provider_endpoint_goes_to_the_codex_home_config(api, install_skill, fake_codex, configure_engine, tmp_path):
+def test_provider_endpoint_goes_to_the_codex_home_config(api, install_skill, fake_codex, configure_engine):
     """R-EN8: a base URL becomes a model_providers entry in the engine's own config.toml."""
     configure_engine("codex", api_key="provider-key-99", base_url="http://127.0.0.1:9/v1")
     install_skill("haiku-writer")
-    dump = tmp_path / "env.json"
-    fake_codex.script(haiku_step(echo_env=str(dump)))
-    create_job(api)
-    env = json.loads(dump.read_text())
+    fake_codex.script(haiku_step(echo_env="env.json"))  # in the run dir, where a sandboxed engine may write
+    run_dir = Run.objects.get(pk=create_job(api)["request_id"]).run_dir
+    env = json.loads((run_dir / "env.json").read_text())
     config = (Path(env["CODEX_HOME"]) / "config.toml").read_text()
     assert "http://127.0.0.1:9/v1" in config
     assert 'wire_api = "responses"' in config

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from .helpers import HAIKU_DATA, create_job, haiku_step, process_alive, process_group_alive, wait_until
+from .helpers import HAIKU_DATA, create_job, haiku_step, processes_in, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -129,11 +129,8 @@ def test_hard_timeout_kills_the_whole_process_group(api, probing_codex, settings
     elapsed = time.monotonic() - started
     status, _ = _assert_failed(api, rid, "TIMEOUT")
     assert elapsed < 15, elapsed
-    [spawn] = probing_codex.spawns()
-    assert spawn["pgid"] == spawn["pid"]
-    assert wait_until(lambda: not process_group_alive(spawn["pgid"]), timeout=3), "the engine's process group survived"
-    assert not process_alive(spawn["pid"])
-    assert not process_alive(spawn["child"]), "a child of the engine survived the timeout"
+    assert probing_codex.spawns(), "the engine never started"
+    assert wait_until(lambda: not processes_in(settings.DATA_DIR), timeout=3), "an engine process survived"
 
 
 def test_engine_ignoring_sigterm_is_killed_after_the_grace_period(api, settings, tmp_path, configure_engine):
@@ -141,13 +138,12 @@ def test_engine_ignoring_sigterm_is_killed_after_the_grace_period(api, settings,
     SIGTERM cannot outlive its timeout by more than the grace."""
     from .helpers import write_executable
 
-    pid_file = tmp_path / "stubborn.pid"
+    (tmp_path / "engine").mkdir()
     binary = write_executable(
-        tmp_path / "codex",
-        f"""#!/bin/sh
+        tmp_path / "engine" / "codex",
+        """#!/bin/sh
 case "$*" in *--help*|*--version*) echo "codex-cli 0.0.0"; exit 0;; esac
 trap '' TERM
-echo $$ > {pid_file}
 echo '{{"type":"thread.started","thread_id":"t-1"}}'
 sleep 60
 """,
@@ -159,8 +155,7 @@ sleep 60
     elapsed = time.monotonic() - started
     _assert_failed(api, rid, "TIMEOUT")
     assert elapsed < 4.0, f"the turn took {elapsed:.1f} s: the configured grace was not used"
-    pgid = int(pid_file.read_text())
-    assert not process_group_alive(pgid)
+    assert wait_until(lambda: not processes_in(settings.DATA_DIR), timeout=3), "the engine survived"
 
 
 def test_missing_binary_fails_engine_spawn_failed(api, fake_codex, configure_engine, tmp_path):

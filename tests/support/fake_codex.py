@@ -4,7 +4,8 @@ It prints the same JSONL event shapes as Codex 0.169 (see tests/golden/codex) an
 script instead of a model. Real-engine tests use the real CLI; this only speeds up the rest.
 
 Script (JSON file): {"turns": [step, ...]}; the n-th turn of a thread plays step n (the last
-step repeats). A step may hold:
+step repeats). {"by_prompt": {substring: [step, ...]}} picks the steps of the first substring the
+prompt contains instead (concurrent runs doing different things). A step may hold:
   message   the agent's final message text
   files     {relative path: content} written in the run directory before answering
   links     {relative path: target} symlinks made after the files, replacing what was there
@@ -23,7 +24,11 @@ step repeats). A step may hold:
             files are written (what a tool call of the agent would do)
 "{cwd}" in a message, a file's content or a shell command stands for the run directory, so an
 answer can name files by absolute path.
-Each invocation is appended to invocations.jsonl beside the script.
+  commands  shell commands run in the run directory (sandbox red-team tests); each one's exit
+            code and output go to commands.json there, in order
+Each invocation is appended to invocations.jsonl in the engine home ($CODEX_HOME) when there is
+one, else beside the script; thread state lives there too. Inside the agent sandbox the engine
+can write nothing else, exactly like the real CLI.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ import sys
 import time
 import uuid
 from pathlib import Path
+
+COMMAND_TIMEOUT = 60
 
 
 def _emit(event: dict) -> None:
@@ -96,17 +103,19 @@ def main(script_path: str, argv: list[str]) -> int:
     script_file = Path(script_path)
     script = json.loads(script_file.read_text())
     thread, prompt = _parse(argv)
-    threads = script_file.parent / "threads"
-    threads.mkdir(exist_ok=True)
+    state = Path(os.environ.get("CODEX_HOME") or script_file.parent)
+    threads = state / "threads"
+    threads.mkdir(parents=True, exist_ok=True)
     thread_id = thread or str(uuid.uuid4())
     turn_log = threads / thread_id
     turn_index = len(turn_log.read_text().splitlines()) if turn_log.exists() else 0
     with open(turn_log, "a") as log:
         log.write(json.dumps(prompt) + "\n")
-    with open(script_file.parent / "invocations.jsonl", "a") as log:
+    with open(state / "invocations.jsonl", "a") as log:
         log.write(
             json.dumps(
                 {
+                    "time": time.time(),
                     "argv": argv,
                     "cwd": os.getcwd(),
                     "pid": os.getpid(),
@@ -117,7 +126,11 @@ def main(script_path: str, argv: list[str]) -> int:
             )
             + "\n"
         )
-    turns = script["turns"]
+    turns = script.get("turns") or []
+    for needle, steps in (script.get("by_prompt") or {}).items():
+        if needle in prompt:
+            turns = steps
+            break
     step = turns[min(turn_index, len(turns) - 1)]
 
     if step.get("echo_env"):
@@ -170,6 +183,8 @@ def main(script_path: str, argv: list[str]) -> int:
             }
         )
     _activity(step)
+    if step.get("commands"):
+        _run_commands(step["commands"])
     if step.get("sleep"):
         time.sleep(float(step["sleep"]))
     if step.get("fail"):
@@ -182,24 +197,56 @@ def main(script_path: str, argv: list[str]) -> int:
     return int(step.get("exit", 0))
 
 
-class FakeCodex:
-    """A `codex` executable in `root` that plays this module's script file (for tests)."""
+def _run_commands(commands: list[str]) -> None:
+    results = []
+    for command in commands:
+        try:
+            done = subprocess.run(
+                ["/bin/sh", "-c", command], capture_output=True, text=True, errors="replace", timeout=COMMAND_TIMEOUT
+            )
+            results.append({"command": command, "exit": done.returncode, "out": done.stdout + done.stderr})
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            results.append({"command": command, "exit": None, "out": str(exc)})
+    Path("commands.json").write_text(json.dumps(results))
 
-    def __init__(self, root: Path):
+
+class FakeCodex:
+    """A `codex` executable in `root` that plays this module's script file (for tests).
+
+    ``root`` holds the launcher, a copy of this module and the script: all the sandbox shows
+    the engine of its install (read-only). ``data_dir`` is where the service keeps engine
+    homes, where a sandboxed fake logs its invocations.
+    """
+
+    def __init__(self, root: Path, data_dir: Path | None = None):
         self.root = root
+        self.data_dir = data_dir
         self.script_file = root / "script.json"
         self.binary = root / "codex"
+        module = root / "fake_codex.py"
+        shutil.copyfile(Path(__file__), module)
+        # The system python when there is one: a sandboxed engine sees /usr, not the venv's home.
         self.binary.write_text(
-            f'#!/bin/sh\nexec "{sys.executable}" "{Path(__file__).resolve()}" "{self.script_file}" "$@"\n'
+            f'#!/bin/sh\nPY=/usr/bin/python3\n[ -x "$PY" ] || PY="{sys.executable}"\n'
+            f'exec "$PY" -I "{module}" "{self.script_file}" "$@"\n'
         )
-        self.binary.chmod(self.binary.stat().st_mode | stat.S_IXUSR)
+        self.binary.chmod(self.binary.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
-    def script(self, *turns: dict) -> None:
-        self.script_file.write_text(json.dumps({"turns": list(turns)}))
+    def script(self, *turns: dict, by_prompt: dict[str, list[dict]] | None = None) -> None:
+        self.script_file.write_text(json.dumps({"turns": list(turns), "by_prompt": by_prompt or {}}))
 
     def invocations(self) -> list[dict]:
-        log = self.root / "invocations.jsonl"
-        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+        """Every invocation so far, oldest first, wherever the engine homes were."""
+        logs = [self.root / "invocations.jsonl"]
+        if self.data_dir is not None:
+            logs += sorted((self.data_dir / "engine-homes" / "codex").glob("*/invocations.jsonl"))
+        found = []
+        for log in logs:
+            try:
+                found += [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+            except OSError:
+                continue
+        return sorted(found, key=lambda entry: entry.get("time", 0))
 
 
 if __name__ == "__main__":

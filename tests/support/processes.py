@@ -32,8 +32,9 @@ def process_group_alive(pgid: int) -> bool:
 
 
 def processes_in(directory: Path) -> list[int]:
-    """Live processes whose working directory is `directory` (an engine runs in its run dir)."""
-    target = str(Path(directory).resolve())
+    """Live processes (host pids) whose working directory is `directory` or below it: an engine's
+    processes (it runs in its run dir), seen from outside whatever namespace they run in."""
+    target = Path(directory).resolve()
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -42,7 +43,7 @@ def processes_in(directory: Path) -> list[int]:
             cwd = os.readlink(f"/proc/{entry}/cwd")
         except OSError:
             continue
-        if cwd == target and process_alive(int(entry)):
+        if Path(cwd).is_relative_to(target) and process_alive(int(entry)):
             found.append(int(entry))
     return sorted(found)
 

@@ -1,0 +1,403 @@
+"""The agent sandbox (SPEC §11, R-SB1–R-SB6): every engine turn runs inside bubblewrap.
+
+``Sandbox.open`` builds one engine process's confinement from its turn; ``engines.process``
+wraps the command with it, so adapters never see it. What the agent gets:
+
+* File system (R-SB2): a fresh root holding read-only ``/usr`` (plus the usual top-level
+  links), the CA certificates and resolver/host files, the CLI's install and the interpreters
+  it needs; the run directory and the engine home writable at their host paths; a private
+  ``/tmp``. Nothing else of the host exists: not the data directory, not other runs, not the
+  server user's home, not the project checkout.
+* Processes (R-SB3): own PID, IPC and UTS namespaces, a new session, no capabilities, killed
+  with its parent. When the service runs as root the engine runs as an unprivileged uid of its
+  own (derived from the run directory): RLIMIT_NPROC does not apply to root, and a uid per run
+  keeps one run's fork bomb from starving another's. The run dir and home are handed to that
+  uid before each spawn; the service (root) still reads and writes everything.
+* Limits (R-SB4): ``prlimit`` sets RLIMIT_DATA/NPROC/FSIZE/NOFILE inside the sandbox; the
+  supervising loop polls the sandbox's processes and ends the turn when all of them together
+  pass the memory or process limit; the run directory's size is checked when the turn ends.
+* Network (R-SB5): ``open`` shares the host network; ``provider`` gives the sandbox its own
+  network namespace whose only way out is ``socat`` forwarding a loopback port to a Unix
+  socket, behind which ``engines.forwarder`` talks to the configured provider and swaps the
+  placeholder key the engine holds for the operator's real one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from .forwarder import ProviderForwarder
+from .types import EngineConfig, SandboxSettings, TurnRequest
+
+BWRAP = "bwrap"
+# Top-level names a distribution may keep as links into /usr (merged /usr) or as directories.
+_SYSTEM_ROOTS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+# The few /etc entries CLIs and skill scripts need: TLS roots, name resolution, time zone,
+# the dynamic loader cache and the alternatives links some /usr/bin commands point through.
+_ETC_ENTRIES = (
+    "ssl",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "pki",
+    "resolv.conf",
+    "hosts",
+    "host.conf",
+    "nsswitch.conf",
+    "gai.conf",
+    "localtime",
+    "timezone",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "alternatives",
+    "mime.types",
+)
+# Engine processes of a root service run as UID_BASE + (hash of the run dir) % UID_SPAN.
+UID_BASE = 1_800_000_000
+UID_SPAN = 100_000_000
+PROVIDER_SOCKET = "/run/skillrunner/provider.sock"
+PROVIDER_PORT = 18080  # inside the sandbox's own network namespace, so it can clash with nothing
+_CHECK_TTL_SECONDS = 60.0
+_POLL_SECONDS = 0.25
+_MB = 1024 * 1024
+
+
+class SandboxUnavailable(Exception):
+    """bwrap (or a tool the chosen mode needs) is missing or does not work on this host."""
+
+
+_check_lock = threading.Lock()
+_check_cache: dict[tuple[str, bool], tuple[float, str | None]] = {}
+
+
+def sandbox_problem(settings: SandboxSettings) -> str | None:
+    """Why engine turns cannot be sandboxed here, or None when they can (R-SB6). Cached briefly.
+
+    Actually starts a minimal sandbox: an installed but unusable bwrap (no user namespaces, a
+    seccomp policy of the container) must be reported here, not discovered by each turn.
+    """
+    if settings.mode == "off":
+        return None
+    key = (settings.network, os.geteuid() == 0)
+    with _check_lock:
+        checked_at, problem = _check_cache.get(key, (0.0, None))
+        if time.monotonic() - checked_at < _CHECK_TTL_SECONDS:
+            return problem
+    problem = _probe_tools(settings)
+    with _check_lock:
+        _check_cache[key] = (time.monotonic(), problem)
+    return problem
+
+
+def forget_checks() -> None:
+    """Drop the cached availability checks (after the host changed, and in tests)."""
+    with _check_lock:
+        _check_cache.clear()
+
+
+def _probe_tools(settings: SandboxSettings) -> str | None:
+    advice = "install it (Debian/Ubuntu: apt-get install bubblewrap socat util-linux) or set SKILLRUNNER_SANDBOX=off"
+    needed = [BWRAP, "prlimit"] + (["setpriv"] if os.geteuid() == 0 else [])
+    if settings.network == "provider":
+        needed.append("socat")
+    for tool in needed:
+        if shutil.which(tool) is None:
+            return f"the agent sandbox needs {tool!r}, which is not installed: {advice} (unconfined agents)"
+    argv = [BWRAP, *_isolation_args(settings), *_system_args(), "--", "/bin/true"]
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=10, start_new_session=True)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bubblewrap (bwrap) could not be started: {exc}; {advice}"
+    if done.returncode != 0:
+        detail = done.stderr.decode("utf-8", "replace").strip()[-300:]
+        return f"bubblewrap (bwrap) does not work on this host ({detail or f'exit {done.returncode}'}); {advice}"
+    return None
+
+
+def _isolation_args(settings: SandboxSettings) -> list[str]:
+    args = ["--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+    args += ["--unshare-cgroup-try"]
+    if settings.network == "provider":
+        args.append("--unshare-net")
+    if os.geteuid() == 0:
+        # Privileged bwrap keeps the capabilities it is told to; setpriv needs these three to
+        # switch to the run's uid, and the switch itself drops them (R-SB3: none are left).
+        args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        args += ["--cap-add", "CAP_SETPCAP"]
+    else:
+        args += ["--unshare-user", "--cap-drop", "ALL"]
+    return args
+
+
+def _system_args() -> list[str]:
+    """Read-only system: /usr, the top-level links into it, the needed /etc entries, /proc, /dev."""
+    args = ["--ro-bind", "/usr", "/usr"]
+    for name in _SYSTEM_ROOTS:
+        path = Path("/") / name
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            args += ["--ro-bind", str(path), str(path)]
+    args += ["--perms", "0755", "--dir", "/etc"]  # bwrap would create it 0700, unreadable to the agent
+    for name in _ETC_ENTRIES:
+        args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    return args + ["--proc", "/proc", "--dev", "/dev"]
+
+
+def sandbox_uid(run_dir: Path) -> int:
+    """The unprivileged uid a root service runs this run's engine as; stable across its turns."""
+    digest = hashlib.sha256(str(run_dir).encode()).digest()
+    return UID_BASE + int.from_bytes(digest[:8], "big") % UID_SPAN
+
+
+def _hand_over(root: Path, uid: int) -> None:
+    """Give a tree to the sandbox uid. Links are changed themselves, never followed."""
+    if not root.exists():
+        return
+    os.lchown(root, uid, uid)
+    for parent, dirs, files in os.walk(root):
+        for name in dirs + files:
+            try:
+                os.lchown(os.path.join(parent, name), uid, uid)
+            except FileNotFoundError:
+                pass
+
+
+def _install_roots(executable: str) -> list[Path]:
+    """What must be readable to run ``executable``: its whole node_modules tree when it is an
+    npm-installed CLI (its launcher starts sibling packages' binaries), else its directory."""
+    roots = []
+    for path in (Path(os.path.abspath(executable)), Path(os.path.realpath(executable))):
+        modules = [parent for parent in path.parents if parent.name == "node_modules"]
+        roots.append(modules[-1] if modules else path.parent)
+    return roots
+
+
+def _interpreter_roots(path_value: str) -> list[Path]:
+    """Installations of node and python outside /usr (e.g. /opt/node) the CLIs' shebangs reach.
+
+    Never one inside the server user's home (pyenv, nvm): that home stays hidden, so the engine's
+    PATH falls through to the system interpreters there.
+    """
+    roots = []
+    for name in ("node", "python3"):
+        found = shutil.which(name, path=path_value)
+        if found:
+            real = Path(os.path.realpath(found))
+            if not real.is_relative_to("/usr") and not real.is_relative_to(Path.home()):
+                roots.append(real.parent.parent)  # <prefix>/bin/<name> -> <prefix>
+    return roots
+
+
+def _tree_usage(root: Path) -> tuple[int, int]:
+    """(total bytes, largest file) of the regular files under ``root``, links not followed."""
+    total = largest = 0
+    for parent, _dirs, files in os.walk(root):
+        for name in files:
+            try:
+                info = os.lstat(os.path.join(parent, name))
+            except OSError:
+                continue
+            total += info.st_size
+            largest = max(largest, info.st_size)
+    return total, largest
+
+
+def _process_tree(root_pid: int) -> list[tuple[int, int]]:
+    """(threads, resident bytes) of ``root_pid`` and all its descendants, from /proc."""
+    parents: dict[int, int] = {}
+    usage: dict[int, tuple[int, int]] = {}
+    page = os.sysconf("SC_PAGE_SIZE")
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", encoding="utf-8", errors="replace") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(name)] = int(fields[1])
+        usage[int(name)] = (int(fields[17]), int(fields[21]) * page)
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parents.items():
+        children.setdefault(ppid, []).append(pid)
+    found, stack = [], [root_pid]
+    while stack:
+        pid = stack.pop()
+        if pid in usage:
+            found.append(usage[pid])
+        stack.extend(children.get(pid, []))
+    return found
+
+
+class Sandbox:
+    """One engine process's confinement; ``close()`` once that process has ended."""
+
+    def __init__(self, settings: SandboxSettings, request: TurnRequest, config: EngineConfig, provider_url: str):
+        self.settings = settings
+        self.run_dir = Path(os.path.abspath(request.run_dir))
+        self.home = Path(os.path.abspath(config.home))
+        self.request = request
+        self.uid = sandbox_uid(self.run_dir) if os.geteuid() == 0 else os.getuid()
+        self._state = Path(tempfile.mkdtemp(prefix="skillrunner-sandbox-"))
+        self._forwarder: ProviderForwarder | None = None
+        self.engine_config = config
+        if settings.network == "provider":
+            self._forwarder, self.engine_config = self._start_forwarder(config, provider_url)
+        self._pid: int | None = None
+        self._next_poll = 0.0
+        self.exceeded: str | None = None  # the limit that ended the turn, in words
+
+    @classmethod
+    def open(cls, request: TurnRequest, config: EngineConfig, provider_url: str | None) -> Sandbox | None:
+        """The sandbox for a turn, or None when the operator switched it off (R-SB6)."""
+        settings = config.sandbox
+        if settings.mode == "off":
+            return None
+        problem = sandbox_problem(settings)
+        if problem:
+            raise SandboxUnavailable(problem)
+        return cls(settings, request, config, config.base_url or provider_url or "")
+
+    # ---- network ------------------------------------------------------------------------------
+
+    def _start_forwarder(self, config: EngineConfig, provider_url: str) -> tuple[ProviderForwarder, EngineConfig]:
+        upstream = urlsplit(provider_url)
+        if upstream.scheme not in ("http", "https") or not upstream.hostname:
+            self.close()
+            raise SandboxUnavailable(f"SKILLRUNNER_SANDBOX_NETWORK=provider needs a provider URL, got {provider_url!r}")
+        placeholder = "skillrunner-placeholder-" + secrets.token_hex(12)
+        forwarder = ProviderForwarder(self._state / "provider.sock", provider_url, placeholder, config.api_key)
+        inner_url = f"http://127.0.0.1:{PROVIDER_PORT}{upstream.path.rstrip('/')}"
+        return forwarder, replace(config, base_url=inner_url, api_key=placeholder)
+
+    # ---- the command --------------------------------------------------------------------------
+
+    def command(self, executable: str, args: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+        """The bwrap argv running ``executable args`` confined, and the environment to start it with."""
+        env = dict(env)  # its PATH already starts with the request's path_prefix (EngineAdapter.environment)
+        env.setdefault("PATH", os.defpath)
+        readable = [*_install_roots(executable), *_interpreter_roots(env["PATH"])]
+        readable += [Path(os.path.abspath(path)) for path in self.request.readonly_paths]
+        readable = list(dict.fromkeys(readable))
+        for path in readable:
+            if self.run_dir.is_relative_to(path) or self.home.is_relative_to(path):
+                raise SandboxUnavailable(
+                    f"{path} holds the service's data directory and cannot be shown to the agent: "
+                    "install the engine CLI outside it"
+                )
+        if os.geteuid() == 0:
+            _hand_over(self.run_dir, self.uid)
+            _hand_over(self.home, self.uid)
+        argv = [BWRAP, *_isolation_args(self.settings), *_system_args(), *self._identity_args()]
+        argv += ["--perms", "1777", "--size", str(self.settings.tmp_mb * _MB), "--tmpfs", "/tmp"]
+        mounts = [(path, "--ro-bind") for path in readable] + [(self.run_dir, "--bind"), (self.home, "--bind")]
+        for directory in self._parent_dirs([path for path, _ in mounts]):
+            argv += ["--perms", "0755", "--dir", str(directory)]
+        for path, how in mounts:
+            argv += [how, str(path), str(path)]
+        if self._forwarder is not None:
+            argv += ["--perms", "0755", "--dir", "/run", "--perms", "0755", "--dir", str(Path(PROVIDER_SOCKET).parent)]
+            argv += ["--bind", str(self._forwarder.path), PROVIDER_SOCKET]
+        argv += ["--chdir", str(self.run_dir), "--", *self._limits(), *self._drop_privileges()]
+        if self._forwarder is not None:
+            relay = f"TCP-LISTEN:{PROVIDER_PORT},bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:{PROVIDER_SOCKET}"
+            argv += ["/bin/sh", "-c", f'socat {relay} 2>/dev/null & exec "$@"', "sandbox"]
+        return argv + [executable, *args], env
+
+    def _identity_args(self) -> list[str]:
+        """/etc/passwd and /etc/group naming only root and the agent (CLIs look their user up)."""
+        passwd = self._state / "passwd"
+        group = self._state / "group"
+        home = self.home / "home"
+        passwd.write_text(
+            f"root:x:0:0:root:/root:/usr/sbin/nologin\nagent:x:{self.uid}:{self.uid}:agent:{home}:/bin/sh\n"
+        )
+        group.write_text(f"root:x:0:\nagent:x:{self.uid}:\n")
+        for path in (passwd, group):
+            path.chmod(0o644)
+        return ["--ro-bind", str(passwd), "/etc/passwd", "--ro-bind", str(group), "/etc/group"]
+
+    @staticmethod
+    def _parent_dirs(paths: list[Path]) -> list[Path]:
+        """Mount points' parents outside /usr, created world-traversable (bwrap would use 0700)."""
+        parents = {parent for path in paths for parent in path.parents if parent != Path("/")}
+        return sorted(
+            (p for p in parents if not p.is_relative_to("/usr") and p != Path("/tmp")), key=lambda p: len(p.parts)
+        )
+
+    def _limits(self) -> list[str]:
+        s = self.settings
+        return [
+            "prlimit",
+            f"--data={s.memory_mb * _MB}",
+            f"--nproc={s.max_processes}",
+            f"--fsize={s.max_file_mb * _MB}",
+            f"--nofile={s.max_open_files}",
+            "--core=0",
+            "--",
+        ]
+
+    def _drop_privileges(self) -> list[str]:
+        if os.geteuid() != 0:
+            return []  # an unprivileged bwrap already runs as the service user with no capabilities
+        return [
+            "setpriv",
+            f"--reuid={self.uid}",
+            f"--regid={self.uid}",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--no-new-privs",
+            "--",
+        ]
+
+    # ---- supervision --------------------------------------------------------------------------
+
+    def attach(self, pid: int) -> None:
+        """The bwrap process that was started with ``command()``."""
+        self._pid = pid
+
+    def over_limit(self) -> bool:
+        """Polled while the turn runs: True (and ``exceeded`` set) once the sandbox's processes
+        together pass the process or memory limit, so the caller kills the turn."""
+        if self.exceeded is not None:
+            return True
+        now = time.monotonic()
+        if self._pid is None or now < self._next_poll:
+            return False
+        self._next_poll = now + _POLL_SECONDS
+        tree = _process_tree(self._pid)
+        threads = sum(count for count, _ in tree)
+        resident = sum(size for _, size in tree)
+        if threads >= self.settings.max_processes:
+            self.exceeded = f"processes (SKILLRUNNER_SANDBOX_MAX_PROCESSES={self.settings.max_processes})"
+        elif resident > self.settings.memory_mb * _MB:
+            self.exceeded = f"memory (SKILLRUNNER_SANDBOX_MEMORY_MB={self.settings.memory_mb})"
+        return self.exceeded is not None
+
+    def check_turn_end(self) -> str | None:
+        """The limit the finished turn broke, if any: one seen while running, or the run directory's
+        size, or a file cut off at the file-size limit (its writer got SIGXFSZ)."""
+        if self.exceeded is None:
+            total, largest = _tree_usage(self.run_dir)
+            if total > self.settings.run_dir_mb * _MB:
+                self.exceeded = f"run directory size (SKILLRUNNER_SANDBOX_RUN_DIR_MB={self.settings.run_dir_mb})"
+            elif largest >= self.settings.max_file_mb * _MB:
+                self.exceeded = f"file size (SKILLRUNNER_SANDBOX_MAX_FILE_MB={self.settings.max_file_mb})"
+        return self.exceeded
+
+    def close(self) -> None:
+        if self._forwarder is not None:
+            self._forwarder.close()
+        shutil.rmtree(self._state, ignore_errors=True)

@@ -1,0 +1,82 @@
+"""Fixtures of the sandbox red-team suite (SPEC §11): a victim run to attack, tight limits."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.api.helpers import haiku_step
+
+VICTIM_SECRET = "victim-secret-7f3a9c"
+SERVER_SECRET_KEY = "server-secret-key-e41d0b"
+
+
+@dataclass
+class Victim:
+    """Alice's finished run, with an upload and a session transcript another run must not reach."""
+
+    run_dir: Path
+    home: Path
+    data_dir: Path
+
+
+@pytest.fixture
+def tight_limits(settings):
+    """Limits low enough that a test reaches them in a second, high enough for the fake engine."""
+    settings.SKILLRUNNER_SANDBOX_MEMORY_MB = 256
+    settings.SKILLRUNNER_SANDBOX_MAX_PROCESSES = 64
+    settings.SKILLRUNNER_SANDBOX_MAX_FILE_MB = 8
+    settings.SKILLRUNNER_SANDBOX_RUN_DIR_MB = 24
+    settings.SKILLRUNNER_MAX_CONCURRENT_TURNS = 8
+
+
+@pytest.fixture
+def victim(api, install_skill, fake_codex, manual_dispatch, settings) -> Victim:
+    from runs.models import Run
+
+    install_skill("haiku-writer")
+    fake_codex.script(haiku_step())
+    request_id = api.post("/v1/jobs", _body("victim"), format="json").json()["request_id"]
+    manual_dispatch.run_inline(request_id)
+    run = Run.objects.get(pk=request_id)
+    assert run.status == "succeeded", run.error
+    home = Path(settings.DATA_DIR) / "engine-homes" / "codex" / str(run.pk)
+    (run.run_dir / "uploads").mkdir(exist_ok=True)
+    (run.run_dir / "uploads" / "secret.txt").write_text(VICTIM_SECRET)
+    (home / "sessions").mkdir(parents=True, exist_ok=True)
+    (home / "sessions" / "transcript.jsonl").write_text(json.dumps({"text": VICTIM_SECRET}))
+    (Path(settings.DATA_DIR) / "secret_key").write_text(SERVER_SECRET_KEY)
+    return Victim(run.run_dir, home, Path(settings.DATA_DIR))
+
+
+def _body(topic: str) -> dict:
+    return {"skill_id": "haiku-writer", "engine": "codex", "input": {"topic": topic}}
+
+
+def start(client, manual_dispatch, topic: str) -> str:
+    """Create a run whose prompt carries ``topic`` (the fake picks its script by it) and run its
+    turn in a worker thread."""
+    response = client.post("/v1/jobs", _body(topic), format="json")
+    assert response.status_code == 200, response.content
+    request_id = response.json()["request_id"]
+    manual_dispatch.run_in_thread(request_id)
+    return request_id
+
+
+def finish(client, request_id: str, timeout: float = 60) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = client.get(f"/v1/jobs/{request_id}").json()
+        if status["status"] in ("succeeded", "failed", "canceled"):
+            return status
+        time.sleep(0.1)
+    raise AssertionError(f"run {request_id} did not finish in {timeout} s")
+
+
+def command_results(run_dir: Path) -> dict[str, dict]:
+    """What the fake engine's ``commands`` step left in the run directory, by command."""
+    return {entry["command"]: entry for entry in json.loads((run_dir / "commands.json").read_text())}
