@@ -75,7 +75,7 @@ class Live:
 def live(tmp_path_factory) -> Iterator[Live]:
     root = tmp_path_factory.mktemp("browser-live")
     (root / "engine").mkdir()
-    engine = FakeCodex(root / "engine")
+    engine = FakeCodex(root / "engine", root / "data")
     service = LiveService(root / "data", env={"SKILLRUNNER_CODEX_BIN": str(engine.binary)})
     try:
         service.start()

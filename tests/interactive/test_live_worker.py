@@ -73,7 +73,8 @@ def test_wait_deadline_survives_worker_restart_and_the_worker_fires_it(services,
     non-strict resumable run waits; the deadline passes with no worker at all; the next worker
     recovers the wait (R-LC13 recovered_waiting), fires the deadline by itself, auto-decides
     (R-LC10) and the run finishes."""
-    fake = FakeCodex(tmp_path)
+    (tmp_path / "engine").mkdir()
+    fake = FakeCodex(tmp_path / "engine", tmp_path / "data-0")
     fake.script(ask(), plan_done())
     live = services({"SKILLRUNNER_CODEX_BIN": str(fake.binary)}).start()
     token = live.token("alice")

@@ -11,7 +11,7 @@ import pytest
 
 from tests.support.fake_codex import FakeCodex
 from tests.support.live_service import LiveService
-from tests.support.processes import process_alive
+from tests.support.processes import processes_in
 
 pytestmark = [pytest.mark.timeout(180)]
 
@@ -21,7 +21,8 @@ DONE_HAIKU = {"files": {"artifacts/haiku.md": "a\nb\nc\n"}, "message": json.dump
 
 @pytest.fixture
 def live(tmp_path):
-    fake = FakeCodex(tmp_path)
+    (tmp_path / "engine").mkdir()
+    fake = FakeCodex(tmp_path / "engine", tmp_path / "data")
     service = LiveService(tmp_path / "data", env={"SKILLRUNNER_CODEX_BIN": str(fake.binary)})
     service.fake = fake
     yield service
@@ -46,23 +47,25 @@ def _create(live, token, skill="haiku-writer", **extra):
     return body["request_id"]
 
 
-def test_worker_killed_mid_turn_fails_run_and_kills_orphan_engine(live):
+def test_worker_killed_mid_turn_fails_run_and_leaves_no_engine(live, tmp_path):
+    """R-LC13 + R-SB3: the engine dies with its worker (the sandbox's die-with-parent; unconfined,
+    recovery kills it by its stored pid), and the next worker fails the interrupted run."""
     live.fake.script({"sleep": 60, **DONE_HAIKU})
     live.start()
     token = live.token("alice")
     request_id = _create(live, token)
     live.wait_for_status(token, request_id, {"running"})
-    engine = live.wait_until(lambda: live.fake.invocations(), 20, "the engine to start")[0]
-    assert process_alive(engine["pid"])
+    live.wait_until(lambda: live.fake.invocations(), 20, "the engine to start")
+    run_dir = tmp_path / "data" / "runs" / request_id
+    assert processes_in(run_dir), "the engine should be running in its run directory"
 
-    live.kill(live.workers[0], signal.SIGKILL)  # the whole cluster dies; the engine is in its own group
-    assert process_alive(engine["pid"]), "the engine should outlive its worker until recovery reaps it"
+    live.kill(live.workers[0], signal.SIGKILL)  # the whole cluster dies
     live.start_worker()
 
     status = live.wait_for_status(token, request_id, {"failed"}, timeout=60)
     assert status["error"]["code"] == "ORCHESTRATOR_RESTART_INTERRUPTED"
     assert status["recovery_state"] == "failed_reconciled"
-    live.wait_until(lambda: not process_alive(engine["pid"]), 20, "the orphan engine process to be killed")
+    live.wait_until(lambda: not processes_in(run_dir), 20, "no engine process to be left")
     assert len(live.fake.invocations()) == 1, "an interrupted turn must never be run again"
 
 

@@ -1,0 +1,101 @@
+"""R-SB6: the service never runs an agent unconfined by accident, and says so when it does."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from django.apps import apps
+from django.test import Client
+
+from engines import sandbox
+from tests.api.helpers import create_job, haiku_step, write_executable
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def broken_bwrap(monkeypatch, tmp_path):
+    """Point the sandbox at a bwrap that fails the way one without user namespaces does."""
+
+    def use(binary: str) -> None:
+        monkeypatch.setattr(sandbox, "BWRAP", binary)
+        sandbox.forget_checks()
+
+    yield use
+    sandbox.forget_checks()
+
+
+@pytest.mark.parametrize("kind", ["missing", "broken"])
+def test_unusable_bwrap_fails_turns_and_is_reported(kind, api, install_skill, fake_codex, broken_bwrap, tmp_path):
+    if kind == "missing":
+        broken_bwrap(str(tmp_path / "no-such-bwrap"))
+    else:
+        fake = write_executable(
+            tmp_path / "bwrap", "#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n"
+        )
+        broken_bwrap(str(fake))
+    install_skill("haiku-writer")
+    fake_codex.script(haiku_step())
+
+    status = api.get(f"/v1/jobs/{create_job(api)['request_id']}").json()
+    assert status["status"] == "failed"
+    assert status["error"]["code"] == "SANDBOX_UNAVAILABLE"
+    assert "SKILLRUNNER_SANDBOX=off" in status["error"]["message"] and "bubblewrap" in status["error"]["message"]
+    assert fake_codex.invocations() == [], "the engine must never start unconfined"
+
+    engines = api.get("/v1/engines").json()
+    assert engines["sandbox"]["available"] is False and "bubblewrap" in engines["sandbox"]["detail"]
+    assert not any(entry["available"] for entry in engines["engines"])
+    ready = Client().get("/v1/system/readyz")
+    assert ready.status_code == 503
+    assert ready.json()["checks"]["sandbox"].startswith("error: ")
+
+
+def test_working_sandbox_is_reported_ready(api, fake_codex):
+    sandbox.forget_checks()
+    engines = api.get("/v1/engines").json()
+    assert engines["sandbox"] == {"mode": "bwrap", "network": "open", "available": True, "detail": None}
+    assert Client().get("/v1/system/readyz").json()["checks"]["sandbox"] == "ok"
+
+
+def test_off_warns_at_start_and_shows_a_banner(settings, alice, admin_user, caplog):
+    settings.SKILLRUNNER_SANDBOX = "off"
+    with caplog.at_level(logging.WARNING):
+        apps.get_app_config("runs").ready()
+    assert any("UNCONFINED" in record.getMessage() for record in caplog.records)
+
+    client = Client()
+    client.force_login(admin_user)
+    for url in ("/", "/admin/"):
+        page = client.get(url, follow=True)
+        assert page.status_code == 200, url
+        assert "agent sandbox is switched off" in page.content.decode(), url
+    assert Client().get("/v1/system/readyz").json()["checks"]["sandbox"].startswith("off")
+
+    settings.SKILLRUNNER_SANDBOX = "bwrap"
+    page = client.get("/", follow=True)
+    assert "agent sandbox is switched off" not in page.content.decode()
+
+
+def test_run_directory_inside_a_readonly_path_is_refused(tmp_path):
+    """A CLI installed above the data directory would show the agent every run: refused."""
+    from engines.types import EngineConfig, SkillMaterial, TurnRequest
+
+    request = TurnRequest(
+        run_dir=tmp_path / "data" / "runs" / "r",
+        prompt="",
+        mode="auto",
+        skill=SkillMaterial("s", tmp_path),
+        hard_timeout_seconds=1,
+    )
+    config = EngineConfig(binary=str(tmp_path / "codex"), home=tmp_path / "data" / "engine-homes" / "codex" / "r")
+    box = sandbox.Sandbox.open(request, config, None)
+    assert box is not None
+    try:
+        with pytest.raises(sandbox.SandboxUnavailable, match="data directory"):
+            box.command(str(tmp_path / "codex"), [], {"PATH": "/usr/bin"})
+    finally:
+        box.close()
+    assert Path(request.run_dir).exists() is False
