@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from engines.types import ArtifactSpec, EngineConfig, ExecutionMode, SkillMaterial, TurnRequest
+from engines.types import ArtifactSpec, EngineConfig, ExecutionMode, SandboxSettings, SkillMaterial, TurnRequest
 from tests.support.processes import process_alive
 
 
@@ -92,6 +92,9 @@ def make_request(
 
 
 def make_config(tmp_path: Path, binary: str | Path, **kwargs: object) -> EngineConfig:
+    """Unconfined unless a test asks: these stand-ins sit beside the run dir, which a sandbox
+    refuses to show; the sandbox itself is proven in tests/sandbox and by the service suites."""
+    kwargs.setdefault("sandbox", SandboxSettings(mode="off"))
     return EngineConfig(binary=str(binary), home=tmp_path / "engine-home", kill_grace_seconds=1.0, **kwargs)  # type: ignore[arg-type]
 
 
