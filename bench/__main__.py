@@ -23,7 +23,7 @@ from typing import Any
 from tests.support.live_service import REPO, LiveService
 
 from . import report, scenarios
-from .engine import measure_floor, write_engine
+from .engine import measure_floor, measure_sandbox_cost, write_engine
 from .httpclient import Api
 from .system import idle_cpu_percent, memory_mib
 
@@ -151,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--burst-size", type=int, default=50)
     parser.add_argument("--waiting", type=int, default=1000, help="runs parked in waiting_user for (f); 0 skips")
     parser.add_argument("--floor", type=int, default=200, help="floor samples")
+    parser.add_argument("--sandbox", type=int, default=100, help="sandbox cost samples (each mode)")
     parser.add_argument("--idle-seconds", type=float, default=10.0, help="window for the idle CPU measurement")
     parser.add_argument("--quick", action="store_true", help="small samples, 100 waiting runs: a smoke run")
     parser.add_argument("--profile", type=Path, help="record py-spy profiles of web and worker into this directory")
@@ -159,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.auto, args.interactive, args.bursts, args.waiting, args.floor, args.activity = 10, 6, 1, 100, 50, 3
+        args.sandbox = 20
     configs = [name.strip() for name in args.configs.split(",") if name.strip()]
     unknown = [name for name in configs if name not in CONFIGS]
     if unknown:
@@ -178,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         engine = write_engine(root / "engine")
         floor = measure_floor(engine, root / "floor", args.floor)
+        sandbox_cost = measure_sandbox_cost(engine, root / "sandbox-cost", args.sandbox)
         results = {name: bench_config(name, root, engine, args, profiler) for name in configs}
         failed = False
     finally:
@@ -194,11 +197,15 @@ def main(argv: list[str] | None = None) -> int:
     print(report.breakdown(results))
     print()
     print(report.sample_counts(results))
+    print()
+    print(report.sandbox_cost(sandbox_cost))
     print(f"floor n={args.floor}; SKILLRUNNER_MAX_CONCURRENT_TURNS=4 (default); took {elapsed:.0f}s")
     for name, result in results.items():
         print(f"{name}: load average {result['loadavg_before']} before, {result.get('loadavg_after', '?')} after")
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps({"results": results, "floor": floor, "elapsed_s": elapsed}, indent=1))
+    args.output.write_text(
+        json.dumps({"results": results, "floor": floor, "sandbox_cost": sandbox_cost, "elapsed_s": elapsed}, indent=1)
+    )
     print(f"raw samples: {args.output}")
     if profiler:
         print(profiler.summary())

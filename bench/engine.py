@@ -15,6 +15,7 @@ artifacts/plan.md and answers with the done marker). The thread id is the run di
 
 from __future__ import annotations
 
+import os
 import stat
 import subprocess
 import time
@@ -128,3 +129,50 @@ def measure_floor(binary: Path, workdir: Path, samples: int) -> dict[str, list[f
         spawn_to_exit.append(ended - began)
         exit_to_reaped.append(ended - stamps["exit"][0])
     return {"spawn_to_start": spawn_to_start, "spawn_to_exit": spawn_to_exit, "exit_to_reaped": exit_to_reaped}
+
+
+def measure_sandbox_cost(binary: Path, workdir: Path, samples: int) -> dict[str, list[float]]:
+    """The agent sandbox's price per turn (SPEC §11): the bench engine run through
+    engines.process exactly as a turn runs it, unconfined and in bubblewrap, interleaved so
+    both see the same machine load. Wall time from before the sandbox is built to the result."""
+    from engines.process import run_process
+    from engines.sandbox import Sandbox
+    from engines.types import EngineConfig, SandboxSettings, SkillMaterial, TurnRequest
+
+    class _Control:
+        def on_spawn(self, pid: int) -> None:
+            pass
+
+        def should_abort(self) -> bool:
+            return False
+
+    from engines.sandbox import sandbox_problem
+
+    problem = sandbox_problem(SandboxSettings())  # also warms the cached availability check
+    if problem:
+        raise RuntimeError(problem)
+    timings: dict[str, list[float]] = {"unconfined": [], "bwrap": []}
+    argv = [str(binary), "exec", "--skip-git-repo-check", "--json", "--yolo", "write a haiku"]
+    env = {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8"}
+    for index in range(samples):
+        for mode in ("unconfined", "bwrap"):
+            run_dir = workdir / "data" / "runs" / f"{mode}-{index}"
+            (run_dir / "artifacts").mkdir(parents=True, exist_ok=True)
+            request = TurnRequest(run_dir, "", "auto", SkillMaterial("bench", run_dir), hard_timeout_seconds=30)
+            config = EngineConfig(
+                binary=str(binary),
+                home=workdir / "data" / "engine-homes" / "codex" / f"{mode}-{index}",
+                sandbox=SandboxSettings(mode="bwrap" if mode == "bwrap" else "off"),
+            )
+            Path(config.home).mkdir(parents=True, exist_ok=True)
+            began = time.perf_counter()
+            sandbox = Sandbox.open(request, config, None)
+            try:
+                result = run_process(argv, cwd=run_dir, env=env, control=_Control(), hard_timeout=30, sandbox=sandbox)
+            finally:
+                if sandbox is not None:
+                    sandbox.close()
+            timings[mode].append(time.perf_counter() - began)
+            if result.exit_code != 0:
+                raise RuntimeError(f"bench engine failed ({mode}): {result.stderr[-500:]}")
+    return timings

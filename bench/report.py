@@ -145,3 +145,24 @@ def sample_counts(results: dict[str, dict[str, Any]]) -> str:
         bursts = len(result.get("burst", []))
         parts.append(f"{name} samples: {counts}; {bursts} bursts")
     return "\n".join(parts)
+
+
+SANDBOX_TARGET_MS = 15.0
+
+
+def sandbox_cost(timings: dict[str, list[float]]) -> str:
+    """What bubblewrap adds to a turn (SPEC §11): one engine turn, unconfined and sandboxed."""
+    added = median(timings["bwrap"]) - median(timings["unconfined"])
+    verdict = "within" if added * 1000 < SANDBOX_TARGET_MS else "OVER"
+    return "\n".join(
+        [
+            "| agent sandbox, one bench-engine turn | median | p90 |",
+            "|---|---|---|",
+            f"| unconfined | {_ms(median(timings['unconfined']))} | {_ms(p90(timings['unconfined']))} |",
+            f"| bwrap | {_ms(median(timings['bwrap']))} | {_ms(p90(timings['bwrap']))} |",
+            f"| added by the sandbox | {_ms(added)} | - |",
+            "",
+            f"added median {added * 1000:.1f} ms: {verdict} the {SANDBOX_TARGET_MS:g} ms target "
+            f"(n={len(timings['bwrap'])} per mode, interleaved)",
+        ]
+    )

@@ -68,7 +68,10 @@ UID_SPAN = 100_000_000
 PROVIDER_SOCKET = "/run/skillrunner/provider.sock"
 PROVIDER_PORT = 18080  # inside the sandbox's own network namespace, so it can clash with nothing
 _CHECK_TTL_SECONDS = 60.0
-_POLL_SECONDS = 0.25
+# The process/memory poll: a turn's first second is left alone (the rlimits are the hard caps;
+# the poll only ends a turn that stays over), then twice a second.
+_FIRST_POLL_SECONDS = 1.0
+_POLL_SECONDS = 0.5
 _MB = 1024 * 1024
 
 
@@ -125,8 +128,9 @@ def _probe_tools(settings: SandboxSettings) -> str | None:
 
 
 def _isolation_args(settings: SandboxSettings) -> list[str]:
-    args = ["--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
-    args += ["--unshare-cgroup-try"]
+    # PID (R-SB3) and IPC (the host's SysV shared memory) namespaces; no UTS or cgroup one: the
+    # agent cannot change the host name without capabilities, and each namespace costs start-up.
+    args = ["--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc"]
     if settings.network == "provider":
         args.append("--unshare-net")
     if os.geteuid() == 0:
@@ -367,6 +371,7 @@ class Sandbox:
     def attach(self, pid: int) -> None:
         """The bwrap process that was started with ``command()``."""
         self._pid = pid
+        self._next_poll = time.monotonic() + _FIRST_POLL_SECONDS
 
     def over_limit(self) -> bool:
         """Polled while the turn runs: True (and ``exceeded`` set) once the sandbox's processes
