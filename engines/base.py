@@ -70,13 +70,29 @@ def json_lines(text: str) -> list[dict[str, Any]]:
     return events
 
 
-def write_if_changed(path: Path, content: str) -> None:
+def without_links(root: Path, path: Path) -> Path:
+    """``path`` (under ``root``) with every symlink on its way from ``root`` removed.
+
+    Engine homes belong to the agent, which may leave links there; the service (often root)
+    prepares them before each turn and must never write through one (R-SB7). No agent process
+    runs meanwhile: the previous turn's sandbox is gone.
+    """
+    current = Path(root)
+    for part in Path(path).relative_to(root).parts:
+        current = current / part
+        if current.is_symlink():
+            current.unlink()
+    return path
+
+
+def write_if_changed(path: Path, content: str, root: Path) -> None:
     """Write atomically, and only when different: homes are shared by concurrent runs.
 
-    An engine home is writable by the agent (R-SB7): the staging file is a fresh one (created
-    exclusively, so never a link planted at its name) and the rename replaces a link at `path`
-    instead of writing through it.
+    An engine home (``root``) is writable by the agent (R-SB7): links on the way to ``path`` are
+    removed, the staging file is a fresh one (created exclusively, so never a link planted at
+    its name) and the rename replaces a link at `path` instead of writing through it.
     """
+    without_links(root, path.parent)
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.is_symlink() and path.exists() and path.read_text(encoding="utf-8") == content:
         return
@@ -156,8 +172,8 @@ class EngineAdapter(ABC):
 
     def prepare_home(self, config: EngineConfig) -> None:
         """Create the engine's isolated home; subclasses add their config files. Idempotent."""
-        self.home_dir(config).mkdir(parents=True, exist_ok=True)
-        self.tmp_dir(config).mkdir(parents=True, exist_ok=True)
+        for folder in (self.home_dir(config), self.tmp_dir(config)):
+            without_links(Path(config.home), folder).mkdir(parents=True, exist_ok=True)
 
     # ---- shared machinery ------------------------------------------------------------------
 

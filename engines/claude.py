@@ -172,7 +172,11 @@ class ClaudeAdapter(EngineAdapter):
     def prepare_home(self, config: EngineConfig) -> None:
         super().prepare_home(config)
         if config.skill_settings:  # the skill's defaults (R-SK9); the operator's travel in the environment
-            write_if_changed(Path(config.home) / "settings.json", json.dumps(config.skill_settings, indent=2) + "\n")
+            write_if_changed(
+                Path(config.home) / "settings.json",
+                json.dumps(config.skill_settings, indent=2) + "\n",
+                Path(config.home),
+            )
 
     def extract(self, stdout: str, stderr: str) -> EngineOutput:
         output = EngineOutput()

@@ -163,7 +163,7 @@ class CodexAdapter(EngineAdapter):
         # The skill's defaults (model, reasoning effort, ...) beneath the operator's (R-SK9).
         settings = deep_merge(config.skill_settings, operator)
         header = "# Written by Skill Runner for every run of this engine home; edits are overwritten.\n"
-        write_if_changed(Path(config.home) / "config.toml", header + tomli_w.dumps(settings))
+        write_if_changed(Path(config.home) / "config.toml", header + tomli_w.dumps(settings), Path(config.home))
 
     def activity_parser(self) -> CodexActivity:
         return CodexActivity()

@@ -110,7 +110,7 @@ class GeminiAdapter(EngineAdapter):
         gemini_dir = Path(config.home) / ".gemini"
         # The skill's defaults (model, ...) beneath the operator's (R-SK9).
         settings = deep_merge(config.skill_settings, SETTINGS)
-        write_if_changed(gemini_dir / "settings.json", json.dumps(settings, indent=2) + "\n")
+        write_if_changed(gemini_dir / "settings.json", json.dumps(settings, indent=2) + "\n", Path(config.home))
         # Gemini 0.61 often exits still holding this lock folder, and the next process in the same
         # home then stalls until the lock is 10 s old. A home belongs to one run, whose turns are
         # sequential, so a lock present before a turn starts is always stale.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 from .activity import NoActivity, usage_report
@@ -93,7 +94,9 @@ class IFlowAdapter(EngineAdapter):
             settings["modelName"] = model
         # The skill's defaults beneath the operator's (R-SK9).
         merged = deep_merge(config.skill_settings, settings)
-        write_if_changed(self.home_dir(config) / ".iflow" / "settings.json", json.dumps(merged, indent=2) + "\n")
+        write_if_changed(
+            self.home_dir(config) / ".iflow" / "settings.json", json.dumps(merged, indent=2) + "\n", Path(config.home)
+        )
 
     def activity_parser(self) -> NoActivity:
         # Plain text with no structure while it runs: no activity, only the final answer.

@@ -205,6 +205,6 @@ def test_engine_config_files_are_never_written_through_links(tmp_path: Path) -> 
     config.parent.mkdir()
     (config.parent / f".config.toml.{os.getpid()}.{threading.get_ident()}.tmp").symlink_to(victim)
     config.symlink_to(victim)
-    write_if_changed(config, "model = 'x'\n")
+    write_if_changed(config, "model = 'x'\n", config.parent)
     assert victim.read_text(encoding="utf-8") == "untouched"
     assert not config.is_symlink() and config.read_text(encoding="utf-8") == "model = 'x'\n"
