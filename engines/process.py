@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from .sandbox import Sandbox, SandboxUnavailable
 from .types import FAILURE_ABORTED, FAILURE_SANDBOX_LIMIT, FAILURE_SPAWN, FAILURE_TIMEOUT, TurnControl, json_object
@@ -248,6 +248,9 @@ class _SandboxWatch:
 
     def on_spawn(self, pid: int) -> None:
         self._control.on_spawn(pid)
+
+    def on_activity(self, item: dict[str, Any]) -> None:
+        self._control.on_activity(item)
 
     def should_abort(self) -> bool:
         return self._sandbox.over_limit() or self._control.should_abort()

@@ -109,10 +109,10 @@ def test_another_provider_base_url_is_a_miss(api, haiku_engine, configure_engine
     assert _hit(api, BODY) is False
 
 
-def test_another_cli_version_is_a_miss(api, haiku_engine, configure_engine, tmp_path):
+def test_another_cli_version_is_a_miss(api, haiku_engine, configure_engine):
     """An upgraded engine CLI (same path or not) may answer differently."""
     api.post("/v1/jobs", BODY, format="json")
-    upgraded = tmp_path / "codex-upgraded"
+    upgraded = haiku_engine.root / "codex-upgraded"  # beside the engine, which the sandbox shows with it
     upgraded.write_text(
         f'#!/bin/sh\n[ "$1" = "--version" ] && {{ echo "codex-cli 9.9.9"; exit 0; }}\nexec "{haiku_engine.binary}" "$@"\n'
     )
