@@ -281,6 +281,10 @@ class Deployment:
             SKILLRUNNER_CLAUDE_API_KEY=self.secrets["SKILLRUNNER_CLAUDE_API_KEY"],
             SKILLRUNNER_IFLOW_API_KEY=self.secrets["SKILLRUNNER_IFLOW_API_KEY"],
             LOG_LEVEL="INFO",
+            # The probe engine reports host pids, its worker's process group and writes beside
+            # itself: a view from outside any sandbox. These suites are about the service's
+            # processes; the engine sandbox (R-SB1-R-SB5) is proven in tests/sandbox, tests/live.
+            SKILLRUNNER_SANDBOX="off",
         )
         self.env.update(env or {})
         self.web_ports = [free_port() for _ in range(webs)]

@@ -37,18 +37,17 @@ def keyed(configure_engine, fake_codex):
 
 
 @pytest.fixture
-def leaky_run(api, install_skill, keyed, caplog, tmp_path):
+def leaky_run(api, install_skill, keyed, caplog):
     """An interactive run whose engine echoes the codex key in its question, answer and output,
     and dumps its environment."""
     caplog.set_level(logging.DEBUG)
     install_skill("trip-planner")
     key = KEYS["codex"]
-    env_dump = tmp_path / "engine-env.json"
     keyed.script(
         {
             "message": f"I found OPENAI_API_KEY={key} in my environment. Where to?",
             "stderr": f"auth with {key}\n",
-            "echo_env": str(env_dump),
+            "echo_env": "engine-env.json",  # in the run dir, where a sandboxed engine may write
         },
         {
             "files": {"artifacts/plan.md": "# Oslo\n"},
@@ -70,6 +69,9 @@ def leaky_run(api, install_skill, keyed, caplog, tmp_path):
     pending = api.get(f"/v1/jobs/{rid}/interaction/pending")
     reply = api.post(f"/v1/jobs/{rid}/interaction/reply", {"interaction_id": 1, "response": "Oslo"}, format="json")
     assert reply.status_code == 200, reply.content
+    from runs.models import Run
+
+    env_dump = Run.objects.get(pk=rid).run_dir / "engine-env.json"
     return {"rid": rid, "pending": pending, "env": json.loads(env_dump.read_text())}
 
 
