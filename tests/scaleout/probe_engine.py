@@ -76,6 +76,7 @@ def main(root: Path, argv: list[str]) -> int:
     if pause:
         time.sleep(float(pause.group(1)))
     script = root / f"{skill}.json"
+    os.environ["CODEX_HOME"] = str(root)  # fake_codex keeps its threads and invocations beside this probe
     code = fake_main(str(script if script.exists() else root / "default.json"), argv)
     _append(
         root / "calls.jsonl", {"event": "end", "t": time.time(), "pid": os.getpid(), "run": run_dir.name, "exit": code}
