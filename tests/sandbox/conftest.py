@@ -32,6 +32,7 @@ def tight_limits(settings):
     settings.SKILLRUNNER_SANDBOX_MAX_FILE_MB = 8
     settings.SKILLRUNNER_SANDBOX_RUN_DIR_MB = 24
     settings.SKILLRUNNER_MAX_CONCURRENT_TURNS = 8
+    settings.SKILLRUNNER_USER_MAX_RUNNING = 8  # one user's runs side by side
 
 
 @pytest.fixture
