@@ -70,7 +70,7 @@ def test_readyz_with_a_live_recovered_worker_is_ready(api):
     _worker()
     response = api.get("/v1/system/readyz")
     assert response.status_code == 200, response.content
-    assert response.json() == {"status": "ready", "checks": {"database": "ok", "worker": "ok"}}
+    assert response.json() == {"status": "ready", "checks": {"database": "ok", "worker": "ok", "sandbox": "ok"}}
 
 
 def test_readyz_with_a_fresh_worker_on_another_machine_is_ready(api):
