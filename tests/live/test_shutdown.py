@@ -49,7 +49,8 @@ def _status(live, token, request_id) -> dict:
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_stop_leaves_no_process_and_every_run_in_place(tmp_path, sig):
     """R-OP7/R-LC13: one slot; a run waits for its user, one runs, one is queued behind it."""
-    fake = FakeCodex(tmp_path)
+    (tmp_path / "engine").mkdir()
+    fake = FakeCodex(tmp_path / "engine", tmp_path / "data")
     release = tmp_path / "release"
     # Every thread's first turn asks a question, but only once `release` exists; the second ends.
     fake.script(
@@ -58,7 +59,13 @@ def test_stop_leaves_no_process_and_every_run_in_place(tmp_path, sig):
     )
     live = LiveService(
         tmp_path / "data",
-        env={"SKILLRUNNER_CODEX_BIN": str(fake.binary), "SKILLRUNNER_MAX_CONCURRENT_TURNS": "1"},
+        # Unconfined: the engine waits for a file the test creates beside it and reports its host
+        # pid; stopping a sandboxed engine with the service is tested in tests/live/test_restart_recovery.
+        env={
+            "SKILLRUNNER_CODEX_BIN": str(fake.binary),
+            "SKILLRUNNER_MAX_CONCURRENT_TURNS": "1",
+            "SKILLRUNNER_SANDBOX": "off",
+        },
     )
     try:
         live.manage("migrate", "--noinput")

@@ -32,7 +32,8 @@ DELIVERIES = (
 
 @pytest.fixture
 def live(tmp_path):
-    fake = FakeCodex(tmp_path)
+    (tmp_path / "engine").mkdir()
+    fake = FakeCodex(tmp_path / "engine", tmp_path / "data")  # the sandbox never shows the data dir
     service = LiveService(
         tmp_path / "data",
         env={
