@@ -143,6 +143,12 @@ def measure_sandbox_cost(binary: Path, workdir: Path, samples: int) -> dict[str,
         def on_spawn(self, pid: int) -> None:
             pass
 
+        def on_activity(self, item: dict) -> None:
+            pass
+
+        def on_output(self, stream: str, chunk: bytes) -> None:
+            pass
+
         def should_abort(self) -> bool:
             return False
 

@@ -249,11 +249,11 @@ class _SandboxWatch:
     def on_spawn(self, pid: int) -> None:
         self._control.on_spawn(pid)
 
-    def on_activity(self, item: dict[str, Any]) -> None:
-        self._control.on_activity(item)
-
     def should_abort(self) -> bool:
         return self._sandbox.over_limit() or self._control.should_abort()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._control, name)  # every other hook (on_activity, on_output…) as is
 
 
 def _watched(control: TurnControl, sandbox: Sandbox | None) -> TurnControl:
