@@ -64,10 +64,11 @@ def test_event_source_in_chromium_follows_a_run_live(live, new_page):
     page.evaluate(FOLLOW_WITH_EVENT_SOURCE, [f"/v1/jobs/{request_id}/events", EVENT_KINDS])
 
     page.wait_for_function(
-        "window.__sse.events.some(e => e.kind === 'status' && e.data.payload.to === 'waiting_user')", timeout=20_000
+        "() => window.__sse.events.some(e => e.kind === 'status' && e.data.payload.to === 'waiting_user')",
+        timeout=20_000,
     )
     _reply(live, token, request_id)
-    page.wait_for_function("window.__sse.ended", timeout=20_000)
+    page.wait_for_function("() => window.__sse.ended", timeout=20_000)
 
     seen = page.evaluate("window.__sse")
     history = _history(live, token, request_id)
