@@ -33,6 +33,12 @@ requires_postgres = pytest.mark.skipif(
 )
 
 
+def _leave_the_queue(api, request_id: str) -> None:
+    """End a round's queued run: no task runs it here, and left queued it would keep taking the
+    owner's share of the slots (R-FS1), so the next round's turn would never be offered."""
+    assert api.post(f"/v1/jobs/{request_id}/cancel").json()["accepted"] is True
+
+
 def _waiting_run(api, fake_codex, manual_dispatch) -> str:
     """A resumable, non-strict run waiting on interaction 1 whose wait deadline has passed."""
     from runs.models import Run
@@ -143,9 +149,10 @@ def _replies_and_auto_decisions_race(api, alice, fake_codex, manual_dispatch) ->
             "waiting_user",
             "queued",
         )
-        # The next turn is queued exactly once (earlier rounds' runs stay queued and are re-offered).
+        # The next turn is queued exactly once.
         assert [e for e in manual_dispatch.enqueued if e[0] == request_id] == [(request_id, 2)]
         assert [h["response"] for h in history_of(api, request_id)] == [answer.response]
+        _leave_the_queue(api, request_id)
 
 
 def _replies_auto_decisions_and_cancels_race(api, alice, fake_codex, manual_dispatch) -> None:
@@ -189,6 +196,7 @@ def _retried_reply_race(api, alice, fake_codex, manual_dispatch) -> None:
         assert status_of(api, request_id)["attempt_number"] == 2
         assert [e for e in manual_dispatch.enqueued if e[0] == request_id] == [(request_id, 2)]
         assert [e["kind"] for e in events_of(api, request_id)].count("interaction_reply") == 1
+        _leave_the_queue(api, request_id)
 
 
 @pytest.mark.scaleout
