@@ -287,16 +287,15 @@ REPORT_MD = (
 )
 
 
-def test_activity_timeline_fills_while_the_turn_runs(live, new_page, tmp_path):
+def test_activity_timeline_fills_while_the_turn_runs(live, new_page):
     """R-AC1/R-AC5: reasoning and tool calls appear live while the engine runs (the last tool
     holds the turn open until the test releases it); then the result as a table, the Markdown
     artifact rendered safely, per-turn usage; and the same page at phone width."""
-    release = tmp_path / "release"
     live.engine.script(
         {
             "reasoning": "The traveller wants Oslo; plan one day.",
             "tools": 3,
-            "wait_for": str(release),
+            "wait_for": "release",  # in the run dir: the sandboxed engine sees nothing else
             "files": {"artifacts/plan.md": REPORT_MD},
             "message": json.dumps({**PLAN, "__SKILL_DONE__": True}),
             "usage": {"input_tokens": 1200, "cached_input_tokens": 200, "output_tokens": 80},
@@ -318,7 +317,7 @@ def test_activity_timeline_fills_while_the_turn_runs(live, new_page, tmp_path):
     expect(timeline.locator(".step.tool.ok").nth(1).locator("pre")).to_have_text("step 0\n")
     screenshot(page, "20-activity-running.png")
 
-    release.touch()
+    (live.service.data_dir / "runs" / request_id / "release").touch()
     expect(page.locator("#run-status")).to_have_text("Succeeded", timeout=20_000)
     expect(timeline.locator(".step.tool.running")).to_have_count(0)
     expect(page.locator("#result-view table.kv")).to_contain_text("Oslo")
