@@ -10,7 +10,8 @@ from tests.conftest import OUTSIDE_READS, REPO
 from tests.support.outside_reads import OutsideReadError
 
 
-@pytest.mark.parametrize("path", [REPO.parent / "shared" / "SPEC.md", "../shared/skills"])
+# Any folder beside the checkout (a sibling checkout, a reading folder) is out of bounds.
+@pytest.mark.parametrize("path", [REPO.parent / "sibling" / "SPEC.md", "../sibling/skills"])
 def test_a_read_beside_the_checkout_is_refused(path, monkeypatch):
     monkeypatch.chdir(REPO)
     with OUTSIDE_READS.unrecorded():

@@ -1,4 +1,4 @@
-"""R-OP6: the test suite reads nothing beside the checkout (no `../shared`, no sibling checkout).
+"""R-OP6: the test suite reads nothing beside the checkout (no sibling folder, no sibling checkout).
 
 An audit hook (PEP 578) sees every `open`, `os.listdir` and `os.scandir` of the test process.
 A path below the checkout's parent directory but outside the checkout is refused on the spot
@@ -28,9 +28,9 @@ class OutsideReadGuard:
     def __init__(self, checkout: Path) -> None:
         self.checkout = os.path.normpath(checkout)
         self.parent = os.path.dirname(self.checkout)
-        shared_dirs = [tempfile.gettempdir(), str(Path.home()), sys.prefix, sys.base_prefix]
-        # A shared directory that holds the checkout (say it lives under HOME) exempts nothing.
-        self.exempt = [os.path.normpath(d) for d in shared_dirs if not _is_within(self.checkout, d)]
+        common_dirs = [tempfile.gettempdir(), str(Path.home()), sys.prefix, sys.base_prefix]
+        # A common directory that holds the checkout (say it lives under HOME) exempts nothing.
+        self.exempt = [os.path.normpath(d) for d in common_dirs if not _is_within(self.checkout, d)]
         self.violations: list[str] = []
         self._unrecorded = 0
 
