@@ -102,12 +102,19 @@ class ClaimControl:
         self._last_check = 0.0
         self._last_beat = time.monotonic()
         self._lost = False
+        self._unrecorded_pid: int | None = None
         self._started = time.monotonic()
         self.activity = ActivitySink(request_id, attempt_number, worker)
         self.raw = RawOutput(logs, attempt_number)
 
     def on_spawn(self, pid: int) -> None:
-        services.record_engine_pid(self.request_id, self.attempt_number, self.worker, pid)
+        try:
+            services.record_engine_pid(self.request_id, self.attempt_number, self.worker, pid)
+        except DatabaseError:
+            # The engine already runs: a database outage must not fail its turn. The pid is
+            # recorded at the next claim check that reaches the database.
+            connection.close()
+            self._unrecorded_pid = pid
 
     def on_activity(self, item: dict) -> None:
         self.activity.put(item)
@@ -129,6 +136,9 @@ class ClaimControl:
         beat = now - self._last_beat >= settings.SKILLRUNNER_HEARTBEAT_SECONDS
         try:
             self._lost = not services.turn_still_ours(self.request_id, self.attempt_number, self.worker, beat=beat)
+            if self._unrecorded_pid is not None and not self._lost:
+                services.record_engine_pid(self.request_id, self.attempt_number, self.worker, self._unrecorded_pid)
+                self._unrecorded_pid = None
         except DatabaseError:
             connection.close()  # reconnect on the next check
             # Without the database the claim cannot be renewed; once peers would think this
@@ -316,7 +326,7 @@ def run_claimed_turn(request_id: str, attempt_number: int) -> None:
             retry_while_database_away(services.fail_run, request_id, "SKILL_PROMPT_INVALID", str(exc))
             return
         if warning:
-            services.record_warning(run.pk, warning)
+            retry_while_database_away(services.record_warning, run.pk, warning)
         # A resident process serves every turn of its run: replies, and repair rounds in both modes.
         if run.interactive_profile == InteractiveProfile.STICKY_PROCESS:
             _drive_live_session(

@@ -13,10 +13,12 @@ import subprocess
 from datetime import timedelta
 
 import pytest
+from django.db import OperationalError
 from django.utils import timezone
 
 from engines.types import TurnResult
 from runs import services, supervision
+from runs.execution import ClaimControl
 from runs.models import Interaction, Run
 from runs.outcome import TurnDecision, build_pending
 from tests.api.helpers import process_alive, wait_until
@@ -317,3 +319,23 @@ def test_supervise_once_dispatches_queued_runs_within_free_slots(alice, enqueued
     supervision.supervise_once()
     assert enqueued == []
     assert Run.objects.get(pk=second.pk).status == "queued"
+
+
+@pytest.mark.django_db(transaction=True)  # the control closes the connection after a database error
+def test_engine_pid_unrecorded_in_a_database_outage_is_recorded_at_the_next_claim_check(alice, monkeypatch, tmp_path):
+    """R-LC13: an engine spawned while the database is away keeps running, and its pid still
+    reaches the run, so a reaper can kill it if this worker dies later."""
+    run = _running(_create(alice), _live_worker())
+    control = ClaimControl(run.pk, 1, run.claimed_by, tmp_path)
+    record = services.record_engine_pid
+
+    def database_away(*args):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(services, "record_engine_pid", database_away)
+    control.on_spawn(4242)  # must not raise: the engine is already running
+    assert Run.objects.get(pk=run.pk).engine_pid is None
+    monkeypatch.setattr(services, "record_engine_pid", record)
+    assert control.should_abort() is False
+    assert Run.objects.get(pk=run.pk).engine_pid == 4242
+    control.end_turn()
