@@ -303,6 +303,9 @@ class Sandbox:
         if os.geteuid() == 0:
             _hand_over(self.run_dir, self.uid)
             _hand_over(self.home, self.uid)
+            # bwrap enters the run dir (--chdir) as a root without CAP_DAC_OVERRIDE: it needs the
+            # search bit, whatever umask made the folder (the data dir above stays private).
+            os.chmod(self.run_dir, 0o711)
         argv = [BWRAP, *_isolation_args(self.settings), *_system_args(), *self._identity_args()]
         argv += ["--perms", "1777", "--size", str(self.settings.tmp_mb * _MB), "--tmpfs", "/tmp"]
         mounts = [(path, "--ro-bind") for path in readable] + [(self.run_dir, "--bind"), (self.home, "--bind")]

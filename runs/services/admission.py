@@ -95,18 +95,23 @@ def create_run(
         awaiting_upload=awaiting_upload,
         cache_key=key,
     )
-    # Copying cached artifacts may take long: never inside the transaction (R-FS2).
-    cached_result = copy_cached_result(source, run.run_dir) if source else None
-    with transaction.atomic():
-        if source is not None and cached_result is not None:
-            _complete_from_cache(run, source, cached_result, new=True)
-        else:
-            transition(run, RunStatus.QUEUED, new=True)
-        if callback_url:
-            register_callback(run, callback_url)
-        for warning in option_warnings:
-            append_event(run, "warning", warning)
+    # The folder exists before the run does: a worker may claim the run as soon as it commits.
     (run.run_dir / "uploads").mkdir(parents=True, exist_ok=True)
+    try:
+        # Copying cached artifacts may take long: never inside the transaction (R-FS2).
+        cached_result = copy_cached_result(source, run.run_dir) if source else None
+        with transaction.atomic():
+            if source is not None and cached_result is not None:
+                _complete_from_cache(run, source, cached_result, new=True)
+            else:
+                transition(run, RunStatus.QUEUED, new=True)
+            if callback_url:
+                register_callback(run, callback_url)
+            for warning in option_warnings:
+                append_event(run, "warning", warning)
+    except BaseException:
+        shutil.rmtree(run.run_dir, ignore_errors=True)  # no folder without its run
+        raise
     return run
 
 

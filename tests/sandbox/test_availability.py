@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 from pathlib import Path
 
 import pytest
@@ -99,3 +101,25 @@ def test_run_directory_inside_a_readonly_path_is_refused(tmp_path):
     finally:
         box.close()
     assert Path(request.run_dir).exists() is False
+
+
+@contextlib.contextmanager
+def private_umask():
+    """The service's own umask (manage.py, asgi.py): every folder it creates is 0700."""
+    previous = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
+def test_sandboxed_turn_starts_in_a_private_run_folder(api, install_skill, fake_codex):
+    """R-SB2, R-FS3: bwrap enters the run folder before it drops to the run's uid, as a root
+    that has no CAP_DAC_OVERRIDE; a 0700 folder must not stop it."""
+    install_skill("haiku-writer")
+    fake_codex.script(haiku_step())  # the fake's own script stays readable to the agent
+    with private_umask():
+        request_id = create_job(api)["request_id"]
+    status = api.get(f"/v1/jobs/{request_id}").json()
+    assert status["status"] == "succeeded", status["error"]
+    assert len(fake_codex.invocations()) == 1
