@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import queue
+import select
 import shutil
 import signal
 import subprocess
@@ -373,20 +374,58 @@ def supervise(
     seconds the whole group is killed and FAILURE_ABORTED / FAILURE_TIMEOUT returned.
     """
     deadline = time.monotonic() + hard_timeout
-    while True:
-        if finished is not None and finished():
-            return None
+    with _ExitWatch(proc) as exited:
+        while True:
+            if finished is not None and finished():
+                return None
+            if exited(POLL_SECONDS):
+                return None  # exited; whether the turn was complete is the caller's question
+            if control.should_abort():
+                kill_process_group(proc.pid, grace, proc)
+                return FAILURE_ABORTED
+            if time.monotonic() >= deadline:
+                kill_process_group(proc.pid, grace, proc)
+                return FAILURE_TIMEOUT
+
+
+class _ExitWatch:
+    """``exited(timeout)``: whether ``proc`` ended within ``timeout`` (and is reaped).
+
+    The kernel wakes the wait through a pidfd the moment the process exits; ``Popen.wait`` with
+    a timeout would instead sleep in growing steps of up to 50 ms, which every turn would pay.
+    """
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.poller: select.poll | None = None
+        self.pidfd = -1
+
+    def __enter__(self) -> Callable[[float], bool]:
         try:
-            proc.wait(timeout=POLL_SECONDS)
-            return None  # exited; whether the turn was complete is the caller's question
+            self.pidfd = os.pidfd_open(self.proc.pid)
+        except (AttributeError, OSError):
+            return self._wait  # no pidfds (kernel < 5.3) or already reaped: Popen's own wait
+        self.poller = select.poll()
+        self.poller.register(self.pidfd, select.POLLIN)
+        return self._watch
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.pidfd >= 0:
+            os.close(self.pidfd)
+
+    def _watch(self, timeout: float) -> bool:
+        assert self.poller is not None
+        if not self.poller.poll(timeout * 1000):
+            return False
+        self.proc.wait()  # readable: it has exited, so this returns at once
+        return True
+
+    def _wait(self, timeout: float) -> bool:
+        try:
+            self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            pass
-        if control.should_abort():
-            kill_process_group(proc.pid, grace, proc)
-            return FAILURE_ABORTED
-        if time.monotonic() >= deadline:
-            kill_process_group(proc.pid, grace, proc)
-            return FAILURE_TIMEOUT
+            return False
+        return True
 
 
 def _describe(failure: str | None, hard_timeout: float) -> str:
