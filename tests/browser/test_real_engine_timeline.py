@@ -1,0 +1,93 @@
+"""R-AC1/R-AC5 with the REAL Codex, Gemini CLI and Claude Code: a person watching the run page
+sees the agent's tool call appear while it runs, then finish, before the turn ends.
+
+The service (daphne + worker, sandbox on) runs each CLI against the scripted model server, as an
+operator would configure it; the model's shell call holds the turn open until the test drops a
+file in the run directory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.support.engine_env import SERVICE_MODELS, require_engine
+from tests.support.live_service import LiveService
+from tests.support.scripted_model_server import ScriptedModelServer
+
+from .conftest import CREATE_USERS, PASSWORDS, STAFF, Live, log_in, screenshot
+
+pytestmark = [pytest.mark.browser, pytest.mark.real_engine, pytest.mark.timeout(240)]
+
+ENGINES = ("codex", "gemini", "claude")
+# No `timeout` wrapper: it makes its own process group, which Gemini's pseudo-terminal then stops.
+HOLD_TOOL = {"shell": "until [ -f release.flag ]; do sleep 0.05; done; echo released"}
+QUESTION = "Which city would you like to visit, and for how many days?"
+
+
+@pytest.fixture(scope="module")
+def model_server() -> Iterator[ScriptedModelServer]:
+    with ScriptedModelServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory, model_server) -> Iterator[Live]:
+    """Overrides the browser suite's service: this one runs the real CLIs."""
+    env = {}
+    for engine in ENGINES:
+        prefix = f"SKILLRUNNER_{engine.upper()}"
+        env[f"{prefix}_BIN"] = str(require_engine(engine))
+        env[f"{prefix}_BASE_URL"] = model_server.url + ("/v1" if engine == "codex" else "")
+        env[f"{prefix}_API_KEY"] = "test-key-not-secret"
+        env[f"{prefix}_MODEL"] = SERVICE_MODELS[engine]
+    service = LiveService(tmp_path_factory.mktemp("browser-real") / "data", env=env)
+    try:
+        service.start()
+        service.manage("shell", "-c", CREATE_USERS.format(passwords=PASSWORDS, staff=STAFF))
+        yield Live(service, engine=None)
+    finally:
+        service.stop()
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_real_engine_tool_call_shows_live_in_the_run_page(engine, live, model_server, new_page):
+    model_server.set_script([HOLD_TOOL, {"text": QUESTION}])
+    page = new_page()
+    log_in(page, "alice")
+    code, body = live.service.request(
+        "POST",
+        "/v1/jobs",
+        live.token("alice"),
+        {
+            "skill_id": "trip-planner",
+            "engine": engine,
+            "input": {},
+            "runtime_options": {"execution_mode": "interactive", "hard_timeout_seconds": 120},
+        },
+    )
+    assert code == 200, body
+    request_id = body["request_id"]
+    try:
+        page.goto(f"/runs/{request_id}/")
+        timeline = page.locator("details.activity .timeline")
+        running = timeline.locator(".step.tool.running")
+        expect(running).to_have_count(1, timeout=60_000)
+        expect(running).to_contain_text("release.flag")
+        expect(page.locator("#run-status")).to_have_text("Running")
+        assert live.run_status("alice", request_id) == "running"  # the turn really is still going
+        screenshot(page, f"30-real-{engine}-tool-running.png")
+
+        (live.service.data_dir / "runs" / request_id / "release.flag").touch()
+        expect(page.locator("#run-status")).to_have_text("Waiting for you", timeout=60_000)
+        finished = timeline.locator(".step.tool.ok")
+        expect(finished).to_have_count(1)
+        expect(timeline.locator(".step.tool.running")).to_have_count(0)
+        finished.get_by_text("Output").click()
+        expect(finished.locator("pre")).to_contain_text("released")
+        expect(page.locator(".entry.question").last).to_contain_text("Which city")
+        screenshot(page, f"31-real-{engine}-tool-finished.png")
+    finally:
+        live.service.request("POST", f"/v1/jobs/{request_id}/cancel", live.token("alice"))
