@@ -197,21 +197,21 @@ class ArtifactListView(APIView):
         )
     )
     def get(self, request, request_id):
-        run = selectors.run_for(request.user, request_id)
+        run = selectors.with_files(selectors.run_for(request.user, request_id))
         return Response({"request_id": str(run.pk), "artifacts": list_artifacts(run.run_dir)})
 
 
 class ArtifactFileView(APIView):
     @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY})
     def get(self, request, request_id, path):
-        run = selectors.run_for(request.user, request_id)
+        run = selectors.with_files(selectors.run_for(request.user, request_id))
         return FileResponse(selectors.artifact_file(run, path), as_attachment=True, filename=path.rsplit("/", 1)[-1])
 
 
 class BundleView(APIView):
     @extend_schema(responses={(200, "application/zip"): OpenApiTypes.BINARY})
     def get(self, request, request_id):
-        run = _terminal(selectors.run_for(request.user, request_id))
+        run = selectors.with_files(_terminal(selectors.run_for(request.user, request_id)))
         return FileResponse(
             open(bundle_path(run), "rb"), as_attachment=True, filename="run_bundle.zip", content_type="application/zip"
         )

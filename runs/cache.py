@@ -79,7 +79,8 @@ def is_cacheable(runtime_options: dict[str, Any]) -> bool:
 
 
 def cached_run(owner, key: str) -> Run | None:
-    return Run.objects.filter(owner=owner, cache_key=key, status=RunStatus.SUCCEEDED).order_by("-finished_at").first()
+    earlier = Run.objects.filter(owner=owner, cache_key=key, status=RunStatus.SUCCEEDED, files_removed_at__isnull=True)
+    return earlier.order_by("-finished_at").first()
 
 
 def copy_cached_result(source: Run, run_dir: Path) -> dict[str, Any] | None:

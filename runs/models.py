@@ -88,10 +88,20 @@ class Run(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    files_removed_at = models.DateTimeField(
+        null=True, blank=True, help_text="when retention removed the run's folders (SKILLRUNNER_RUN_RETENTION_DAYS)"
+    )
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["owner", "-created_at"]), models.Index(fields=["status", "created_at"])]
+        indexes = [
+            models.Index(fields=["owner", "-created_at"]),
+            models.Index(fields=["status", "created_at"]),
+            # What retention still has to remove, oldest first (runs.retention).
+            models.Index(
+                fields=["finished_at"], condition=models.Q(files_removed_at__isnull=True), name="runs_run_unexpired"
+            ),
+        ]
 
     def __str__(self) -> str:
         return str(self.request_id)

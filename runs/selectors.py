@@ -5,9 +5,10 @@ from __future__ import annotations
 import uuid
 from typing import Any, BinaryIO
 
+from django.conf import settings
 from django.db.models import F, QuerySet
 
-from skillrunner.errors import NotFound
+from skillrunner.errors import ApplicationError, NotFound
 
 from . import runfiles
 from .models import Interaction, Run, RunEvent, TurnUsage
@@ -63,6 +64,18 @@ def artifact_file(run: Run, relative: str) -> BinaryIO:
     if handle is None:
         raise NotFound("ARTIFACT_NOT_FOUND", f"no artifact {relative!r}")
     return handle
+
+
+def with_files(run: Run) -> Run:
+    """The run, if retention has not removed its folders yet (else 410 RUN_FILES_REMOVED)."""
+    if run.files_removed_at is not None:
+        raise ApplicationError(
+            "RUN_FILES_REMOVED",
+            f"the files of run {run.pk} were removed on {run.files_removed_at:%Y-%m-%d} "
+            f"(kept {settings.SKILLRUNNER_RUN_RETENTION_DAYS} days after the run finished)",
+            status_code=410,
+        )
+    return run
 
 
 def attempt_logs(run: Run) -> list[dict[str, Any]]:

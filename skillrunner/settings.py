@@ -207,6 +207,15 @@ SKILLRUNNER_USER_MAX_RUNNING = _positive_int(
 )
 # A cache hit copies the earlier run's artifacts; larger ones are not reused, the run executes (R-FS2).
 SKILLRUNNER_CACHE_MAX_COPY_BYTES = _positive_int("SKILLRUNNER_CACHE_MAX_COPY_BYTES", 100 * 1024 * 1024)
+# Retention: finished runs' folders (run dir, records, engine home) are removed this many days
+# after they finished, by an hourly django-q2 schedule; 0 keeps them forever. With
+# SKILLRUNNER_RUN_RETENTION_DELETE_ROWS the runs' rows (events, interactions) go too.
+SKILLRUNNER_RUN_RETENTION_DAYS = env.int("SKILLRUNNER_RUN_RETENTION_DAYS", default=0)
+if SKILLRUNNER_RUN_RETENTION_DAYS < 0:
+    raise ImproperlyConfigured(
+        f"SKILLRUNNER_RUN_RETENTION_DAYS must be 0 (keep forever) or a number of days, got {SKILLRUNNER_RUN_RETENTION_DAYS}"
+    )
+SKILLRUNNER_RUN_RETENTION_DELETE_ROWS = env.bool("SKILLRUNNER_RUN_RETENTION_DELETE_ROWS", default=False)
 SKILLRUNNER_DEFAULT_HARD_TIMEOUT = _positive_int("SKILLRUNNER_DEFAULT_HARD_TIMEOUT", 1200)
 SKILLRUNNER_MAX_HARD_TIMEOUT = _positive_int("SKILLRUNNER_MAX_HARD_TIMEOUT", 6 * 3600)
 SKILLRUNNER_DEFAULT_SESSION_TIMEOUT = _positive_int("SKILLRUNNER_DEFAULT_SESSION_TIMEOUT", 1200)

@@ -12,6 +12,7 @@ from django.db import close_old_connections, connections
 from django_q.cluster import Cluster
 
 from runs.execution import CLUSTER_TOKEN_ENV, share_stop_flag
+from runs.retention import sync_schedule as sync_retention_schedule
 from runs.supervision import (
     WORKER_HEARTBEAT_SECONDS,
     forget_worker,
@@ -42,6 +43,7 @@ class Command(BaseCommand):
         token = uuid.uuid4().hex[:12]
         os.environ[CLUSTER_TOKEN_ENV] = token
         call_command("load_skills", verbosity=0)
+        sync_retention_schedule()
         recover_on_worker_start()
         stop = threading.Event()
         cluster_stopping = share_stop_flag()
