@@ -15,6 +15,7 @@ import argparse
 import os
 import statistics
 import time
+from functools import partial
 
 import django
 
@@ -22,14 +23,17 @@ import django
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.history", description=__doc__)
     parser.add_argument("--samples", type=int, default=30)
+    parser.add_argument("--slowest", type=int, default=0, help="also list each view's N slowest queries")
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "skillrunner.settings")
     django.setup()
+    from skillrunner.startup import prepare_installation
+
+    prepare_installation()  # the installation's secret key signs the sessions
 
     from django.contrib.auth import get_user_model
     from django.db import connection
     from django.test import Client
-    from django.test.utils import CaptureQueriesContext
 
     from runs.models import Run, RunEvent
 
@@ -60,7 +64,8 @@ def main() -> int:
     print(f"{Run.objects.count():,} runs, {RunEvent.objects.count():,} events ({connection.vendor})\n")
     print("| view | median ms | p90 ms | queries |\n|---|---|---|---|")
     for label, client, path in views:
-        with CaptureQueriesContext(connection) as queries:
+        queries: list[tuple[float, str]] = []
+        with connection.execute_wrapper(partial(_timed, queries)):
             first = client.get(path)
         if first.status_code != 200:
             raise SystemExit(f"{path} answered {first.status_code}")
@@ -71,7 +76,19 @@ def main() -> int:
             times.append((time.perf_counter() - began) * 1000)
         p90 = statistics.quantiles(times, n=10)[-1]
         print(f"| {label} | {statistics.median(times):.1f} | {p90:.1f} | {len(queries)} |")
+        if args.slowest:
+            for took, sql in sorted(queries, reverse=True)[: args.slowest]:
+                print(f"|  | {took:.1f} ms: `{sql[:300]}` | | |")
     return 0
+
+
+def _timed(log: list[tuple[float, str]], execute, sql, params, many, context):
+    """A database execute wrapper: each query's time in ms, with its SQL."""
+    began = time.perf_counter()
+    try:
+        return execute(sql, params, many, context)
+    finally:
+        log.append(((time.perf_counter() - began) * 1000, sql))
 
 
 if __name__ == "__main__":

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from typing import cast
+
+from django.conf import settings
 from django.contrib import admin
+from django.core.paginator import Paginator
 from django.db.models import OuterRef, QuerySet, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 from django.template.defaultfilters import truncatechars
+from django.urls import reverse
+from django.utils.functional import cached_property
+from django.utils.html import format_html
 
 from skillrunner.readonly_admin import ReadOnlyAdmin, ReadOnlyInline
 
@@ -39,6 +46,7 @@ RUN_FIELDSETS = [
                 "pending_interaction_id",
                 "interaction_count",
                 "auto_decision_count",
+                "events",
                 "wait_deadline_at",
                 "recovery_state",
             ]
@@ -67,15 +75,6 @@ class InteractionInline(ReadOnlyInline):
         return super().get_queryset(request).select_related("run", "answered_by")
 
 
-class RunEventInline(ReadOnlyInline):
-    model = RunEvent
-    fields = ("seq", "kind", "payload", "created_at")
-    show_change_link = False
-
-    def get_queryset(self, request) -> QuerySet[RunEvent]:
-        return super().get_queryset(request).select_related("run")
-
-
 class TurnUsageInline(ReadOnlyInline):
     model = TurnUsage
     fields = (
@@ -94,6 +93,37 @@ def _run_total(expression) -> Subquery:
     """A per-run total over its turns as a subquery: joins for filters and search cannot double it."""
     turns = TurnUsage.objects.filter(run=OuterRef("pk")).values("run").annotate(total=Sum(expression))
     return Subquery(turns.values("total"))
+
+
+class EngineFilter(admin.SimpleListFilter):
+    """The configured engines, without a DISTINCT over every run to find them."""
+
+    title = "engine"
+    parameter_name = "engine"
+    field = "engine"
+
+    def lookups(self, request, model_admin):
+        return [(name, name) for name in settings.SKILLRUNNER_ENGINES]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(**{self.field: self.value()}) if self.value() else queryset
+
+
+class RunEngineFilter(EngineFilter):
+    parameter_name = "run_engine"
+    field = "run__engine"
+
+
+class CappedCountPaginator(Paginator):
+    """Counts at most MAX_COUNTED rows: a count of millions of events costs seconds, and nobody
+    pages that far (filter by run or kind instead)."""
+
+    MAX_COUNTED = 10_000
+
+    @cached_property
+    def count(self) -> int:
+        rows = cast(QuerySet, self.object_list)  # an admin changelist pages a queryset
+        return rows[: self.MAX_COUNTED].count()
 
 
 class TokenUseFilter(admin.SimpleListFilter):
@@ -141,7 +171,7 @@ class RunAdmin(ReadOnlyAdmin):
     list_filter = (
         TokenUseFilter,
         "status",
-        "engine",
+        EngineFilter,
         "skill",
         "execution_mode",
         "interactive_profile",
@@ -149,9 +179,11 @@ class RunAdmin(ReadOnlyAdmin):
         "created_at",
     )
     search_fields = ("request_id", "owner__username", "interactions__prompt", "interactions__response")
-    date_hierarchy = "created_at"
+    # No date_hierarchy: its year/month links cost a DISTINCT over every run (the created_at
+    # filter serves); events are linked, not inlined: a run may have thousands.
     show_full_result_count = False
-    inlines = [TurnUsageInline, InteractionInline, RunEventInline]
+    list_per_page = 50
+    inlines = [TurnUsageInline, InteractionInline]
 
     def get_queryset(self, request) -> QuerySet[Run]:
         tokens = Coalesce("input_tokens", Value(0)) + Coalesce("output_tokens", Value(0))
@@ -173,10 +205,18 @@ class RunAdmin(ReadOnlyAdmin):
         total = run.total_cost  # type: ignore[attr-defined]  # annotated by get_queryset
         return "—" if total is None else f"{total:.4f}"
 
+    def get_readonly_fields(self, request, obj=None) -> list[str]:
+        return [*super().get_readonly_fields(request, obj), "events"]
+
     def get_fieldsets(self, request, obj=None):
         shown = {name for _, options in RUN_FIELDSETS for name in options["fields"]}
         rest = [name for name in self.get_readonly_fields(request, obj) if name not in shown]
         return [*RUN_FIELDSETS, ("Worker", {"fields": rest, "classes": ["collapse"]})]
+
+    @admin.display(description="events")
+    def events(self, run: Run) -> str:
+        url = reverse("admin:runs_runevent_changelist")
+        return format_html('<a href="{}?run__exact={}">{} events</a>', url, run.pk, run.last_event_seq)
 
 
 @admin.register(Interaction)
@@ -193,7 +233,7 @@ class InteractionAdmin(ReadOnlyAdmin):
         "answered_at",
     )
     list_select_related = ("run", "answered_by")
-    list_filter = ("resolution_mode", "kind", "run__engine", "run__skill", "asked_at")
+    list_filter = ("resolution_mode", "kind", RunEngineFilter, "run__skill", "asked_at")
     search_fields = ("run__request_id", "run__owner__username", "prompt", "response")
     show_full_result_count = False
 
@@ -210,9 +250,12 @@ class InteractionAdmin(ReadOnlyAdmin):
 class RunEventAdmin(ReadOnlyAdmin):
     list_display = ("run", "seq", "kind", "created_at")
     list_select_related = ("run",)
-    list_filter = ("kind", "created_at")
+    list_filter = ("kind", "created_at")  # kind has choices: no DISTINCT over the events
     search_fields = ("run__request_id", "kind")
+    ordering = ("-id",)  # newest first, straight off the primary key
+    paginator = CappedCountPaginator
     show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER  # a count per kind would scan every event
 
 
 from .notifications import admin as notifications_admin  # noqa: E402,F401  (registers the webhook admin)

@@ -180,12 +180,26 @@ def option_caption(option: dict[str, Any]) -> str:
     return label if sent == label else f"{label} → {sent}"
 
 
+class EventKind(models.TextChoices):
+    STATUS = "status"
+    WARNING = "warning"
+    RESULT = "result"
+    INPUT_UPLOADED = "input_uploaded"
+    ASSISTANT_MESSAGE = "assistant_message"
+    INTERACTION_PENDING = "interaction_pending"
+    INTERACTION_REPLY = "interaction_reply"
+    RECOVERED = "recovered"
+    REPAIR = "repair"
+    ACTIVITY = "activity"
+    ACTIVITY_TRUNCATED = "activity_truncated"
+
+
 class RunEvent(models.Model):
     """The append-only log of a run (R-UI1): the single source for history, SSE and websocket."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
     seq = models.PositiveIntegerField()
-    kind = models.CharField(max_length=32)
+    kind = models.CharField(max_length=32, choices=EventKind.choices)
     payload = models.JSONField(default=dict)
     created_at = models.DateTimeField(auto_now_add=True)
 

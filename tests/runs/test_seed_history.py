@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from runs.models import Run, RunEvent
 
@@ -30,3 +33,46 @@ def test_refuses_a_database_that_already_holds_runs(install_skill):
     call_command("seed_history", runs=2, events_per_run=2, verbosity=0)
     with pytest.raises(CommandError, match="already holds runs"):
         call_command("seed_history", runs=2, events_per_run=2, verbosity=0)
+
+
+@pytest.fixture
+def admin_pages(admin_user, install_skill):
+    """A staff browser over a seeded history, and the SQL each page it opens runs."""
+    install_skill("haiku-writer")
+    call_command("seed_history", runs=30, events_per_run=12, users=3, verbosity=0)
+    browser = Client()
+    browser.force_login(admin_user)
+
+    def open_page(path: str) -> tuple[str, list[str]]:
+        with CaptureQueriesContext(connection) as queries:
+            response = browser.get(path)
+        assert response.status_code == 200, path
+        return response.content.decode(), [query["sql"] for query in queries.captured_queries]
+
+    return open_page
+
+
+def test_admin_lists_never_scan_the_whole_history_for_filters_or_counts(admin_pages):
+    """#16: the filters of the runs, interactions and events lists take their choices from the code
+    (engines, event kinds), not from a DISTINCT over every row, and the events list counts at
+    most 10,000 rows; these scans cost seconds at millions of events."""
+    for path in ("/admin/runs/run/", "/admin/runs/interaction/", "/admin/runs/runevent/"):
+        page, queries = admin_pages(path)
+        assert not [sql for sql in queries if "DISTINCT" in sql and "runs_run" in sql.split("FROM")[1]], path
+        assert not [sql for sql in queries if "DATE_TRUNC" in sql.upper() or "django_date_trunc" in sql], path
+    page, queries = admin_pages("/admin/runs/runevent/")
+    assert not [sql for sql in queries if "DISTINCT" in sql]
+    counts = [sql for sql in queries if "COUNT(" in sql.upper() and "runs_runevent" in sql]
+    assert counts and all("LIMIT 10000" in sql for sql in counts), counts
+    assert "?kind__exact=activity_truncated" in page and "_facets" not in page
+    runs_page, _ = admin_pages("/admin/runs/run/")
+    assert "?engine=codex" in runs_page and "?engine=claude" in runs_page
+
+
+def test_admin_run_page_links_its_events_instead_of_listing_them(admin_pages):
+    run = Run.objects.first()
+    page, queries = admin_pages(f"/admin/runs/run/{run.pk}/change/")
+    assert f"/admin/runs/runevent/?run__exact={run.pk}" in page and "12 events" in page
+    assert not [sql for sql in queries if "runs_runevent" in sql]
+    events, _ = admin_pages(f"/admin/runs/runevent/?run__exact={run.pk}")
+    assert events.count(f">{run.pk}<") == 12
