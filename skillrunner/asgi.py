@@ -4,9 +4,6 @@ import os
 
 from django.core.asgi import get_asgi_application
 
-# daphne may be started directly (not through manage.py): what the web process creates (run
-# folders, uploads) is private to the service's user all the same (R-FS3).
-os.umask(0o077)
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "skillrunner.settings")
 django_asgi = get_asgi_application()
 
