@@ -76,6 +76,20 @@ def start(client, skill_id: str = "trip-planner", **kwargs: Any) -> str:
     return response.json()["request_id"]
 
 
+def start_deciding_after_a_second(client) -> str:
+    """A haiku run whose unanswered question is decided for the user one second after it is asked
+    (R-LC10): not strict, session_timeout_sec 1."""
+    return start(
+        client,
+        "haiku-writer",
+        runtime_options={
+            "execution_mode": "interactive",
+            "interactive_require_user_reply": False,
+            "session_timeout_sec": 1,
+        },
+    )
+
+
 def status_of(client, request_id: str) -> dict[str, Any]:
     response = client.get(f"/v1/jobs/{request_id}")
     assert response.status_code == 200, response.content

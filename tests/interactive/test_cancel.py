@@ -5,7 +5,19 @@ from __future__ import annotations
 
 import pytest
 
-from .helpers import AUTO_FRESH, ask, error_code, haiku_done, history_of, pending_of, reply, result_of, start, status_of
+from .helpers import (
+    AUTO_FRESH,
+    ask,
+    error_code,
+    haiku_done,
+    history_of,
+    pending_of,
+    reply,
+    result_of,
+    start,
+    start_deciding_after_a_second,
+    status_of,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 
@@ -21,15 +33,7 @@ def test_cancel_waiting_resumable_run(api, haiku, fake_codex, settings):
     get 409, a second cancel is not accepted, and no further engine turn runs."""
     settings.SKILLRUNNER_MAX_CONCURRENT_TURNS = 1
     fake_codex.script(ask(), haiku_done())
-    request_id = start(
-        api,
-        "haiku-writer",
-        runtime_options={
-            "execution_mode": "interactive",
-            "interactive_require_user_reply": False,
-            "session_timeout_sec": 1,
-        },
-    )
+    request_id = start_deciding_after_a_second(api)
 
     assert _cancel(api, request_id) == {"request_id": request_id, "status": "canceled", "accepted": True}
     status = status_of(api, request_id)

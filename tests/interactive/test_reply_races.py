@@ -20,7 +20,15 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from .helpers import ask, assert_events_consistent, events_of, haiku_done, history_of, start, status_of
+from .helpers import (
+    ask,
+    assert_events_consistent,
+    events_of,
+    haiku_done,
+    history_of,
+    start_deciding_after_a_second,
+    status_of,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 
@@ -44,15 +52,7 @@ def _waiting_run(api, fake_codex, manual_dispatch) -> str:
     from runs.models import Run
 
     fake_codex.script(ask("Which season?"), haiku_done())
-    request_id = start(
-        api,
-        "haiku-writer",
-        runtime_options={
-            "execution_mode": "interactive",
-            "interactive_require_user_reply": False,
-            "session_timeout_sec": 1,
-        },
-    )
+    request_id = start_deciding_after_a_second(api)
     manual_dispatch.run_inline(request_id, 1)
     assert status_of(api, request_id)["status"] == "waiting_user"
     # The deadline is moved into the past instead of sleeping through session_timeout_sec.

@@ -15,7 +15,18 @@ from django.utils import timezone
 
 from runs.services import AUTO_DECISION_INSTRUCTION
 
-from .helpers import ask, ask_envelope, haiku_done, history_of, plan_done, reply, start, status_of, statuses_through
+from .helpers import (
+    ask,
+    ask_envelope,
+    haiku_done,
+    history_of,
+    plan_done,
+    reply,
+    start,
+    start_deciding_after_a_second,
+    status_of,
+    statuses_through,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 
@@ -132,15 +143,7 @@ def test_auto_decision_names_the_default_policy_when_the_agent_gave_none(api, ha
     from runs.supervision import expire_waits
 
     fake_codex.script(ask(), haiku_done())
-    request_id = start(
-        api,
-        "haiku-writer",
-        runtime_options={
-            "execution_mode": "interactive",
-            "interactive_require_user_reply": False,
-            "session_timeout_sec": 1,
-        },
-    )
+    request_id = start_deciding_after_a_second(api)
     _sleep_past(_run(request_id).wait_deadline_at)
     assert expire_waits() == 1
     assert fake_codex.invocations()[1]["prompt"] == AUTO_DECISION_INSTRUCTION.format(policy="engine_judgement")
@@ -151,15 +154,7 @@ def test_each_new_wait_gets_a_fresh_deadline_and_a_reply_clears_it(api, haiku, f
     from runs.supervision import expire_waits
 
     fake_codex.script(ask("One?"), ask("Two?"), haiku_done())
-    request_id = start(
-        api,
-        "haiku-writer",
-        runtime_options={
-            "execution_mode": "interactive",
-            "interactive_require_user_reply": False,
-            "session_timeout_sec": 1,
-        },
-    )
+    request_id = start_deciding_after_a_second(api)
     first = _run(request_id).wait_deadline_at
     assert reply(api, request_id, 1, "one").status_code == 200
     second = _run(request_id).wait_deadline_at
