@@ -321,6 +321,9 @@ Q_CLUSTER = {
     # The embedded default's broker waits for a wake-up instead of polling (skillrunner/queue_broker.py);
     # 0 turns off django-q2's own fixed sleep between empty queries. The Redis broker blocks.
     "poll": 0,
+    # The sentinel's guard loop (worker respawn, timeouts, status) wakes this often even when
+    # idle; task timeouts here are days, so 2 s instead of django-q2's 0.5 s costs nothing.
+    "guard_cycle": 2,
     "catch_up": False,
     "label": "Task queue",
 }
