@@ -207,6 +207,8 @@ SKILLRUNNER_USER_MAX_RUNNING = _positive_int(
 )
 # A cache hit copies the earlier run's artifacts; larger ones are not reused, the run executes (R-FS2).
 SKILLRUNNER_CACHE_MAX_COPY_BYTES = _positive_int("SKILLRUNNER_CACHE_MAX_COPY_BYTES", 100 * 1024 * 1024)
+# Each log text in a /logs JSON answer; the whole log streams from `?stream=` (R-FS2).
+SKILLRUNNER_LOG_TEXT_MAX_BYTES = _positive_int("SKILLRUNNER_LOG_TEXT_MAX_BYTES", 1024 * 1024)
 SKILLRUNNER_DEFAULT_HARD_TIMEOUT = _positive_int("SKILLRUNNER_DEFAULT_HARD_TIMEOUT", 1200)
 SKILLRUNNER_MAX_HARD_TIMEOUT = _positive_int("SKILLRUNNER_MAX_HARD_TIMEOUT", 6 * 3600)
 SKILLRUNNER_DEFAULT_SESSION_TIMEOUT = _positive_int("SKILLRUNNER_DEFAULT_SESSION_TIMEOUT", 1200)
