@@ -19,6 +19,7 @@ from rest_framework.views import APIView
 from skillrunner.byte_ranges import RangeNotSatisfiable, file_chunks, requested_range
 from skillrunner.errors import ApplicationError, Conflict, NotFound
 from skillrunner.negotiation import JsonWhateverTheClientAccepts
+from skillrunner.throttles import REPLY_SCOPE, RUN_CREATE_SCOPE
 
 from . import selectors, services
 from .bundles import bundle_path
@@ -40,7 +41,6 @@ from .serializers import (
     UsageQuery,
 )
 from .streaming import event_stream
-from .throttles import REPLY_SCOPE, RUN_CREATE_SCOPE
 from .usage import aggregate
 
 

@@ -277,6 +277,8 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {
         "run_create": env.str("SKILLRUNNER_RATE_RUN_CREATE", default="120/min"),
         "interaction_reply": env.str("SKILLRUNNER_RATE_REPLY", default="240/min"),
+        "skill_install": env.str("SKILLRUNNER_RATE_SKILL_INSTALL", default="30/min"),
+        "settings_change": env.str("SKILLRUNNER_RATE_SETTINGS", default="60/min"),
     },
     "UNAUTHENTICATED_USER": None,
 }
