@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import io
+from typing import Any, BinaryIO
+
+from django.conf import settings
 from django.http import FileResponse, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
@@ -12,8 +16,10 @@ from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
-from skillrunner.errors import ApplicationError, Conflict
+from skillrunner.byte_ranges import RangeNotSatisfiable, file_chunks, requested_range
+from skillrunner.errors import ApplicationError, Conflict, NotFound
 from skillrunner.negotiation import JsonWhateverTheClientAccepts
+from skillrunner.throttles import REPLY_SCOPE, RUN_CREATE_SCOPE
 
 from . import selectors, services
 from .bundles import bundle_path
@@ -22,6 +28,7 @@ from .outcome import list_artifacts
 from .serializers import (
     EventRecord,
     InteractionRecord,
+    LogsOutput,
     PendingOutput,
     ReplyInput,
     ResultOutput,
@@ -34,7 +41,6 @@ from .serializers import (
     UsageQuery,
 )
 from .streaming import event_stream
-from .throttles import REPLY_SCOPE, RUN_CREATE_SCOPE
 from .usage import aggregate
 
 
@@ -217,21 +223,92 @@ class BundleView(APIView):
         )
 
 
-class LogsView(APIView):
-    @extend_schema(responses=OpenApiTypes.OBJECT)
-    def get(self, request, request_id):
-        run = selectors.run_for(request.user, request_id)
-        attempts = selectors.attempt_logs(run)
-        latest = attempts[-1] if attempts else {"prompt": "", "stdout": "", "stderr": ""}
+def _log_query(request, sizes: dict[int, dict[str, int]]) -> tuple[int | None, str | None]:
+    """The attempt (`?attempt=N`, else the latest) and the stream (`?stream=`, else None: JSON)."""
+    raw_attempt, stream = request.query_params.get("attempt"), request.query_params.get("stream")
+    if stream is not None and stream not in selectors.LOG_STREAMS:
+        raise ApplicationError("INVALID_LOG_STREAM", f"stream must be one of {', '.join(selectors.LOG_STREAMS)}")
+    if raw_attempt is None:
+        attempt = max(sizes, default=None)
+        if attempt is None and stream is not None:
+            raise NotFound("ATTEMPT_NOT_FOUND", "the run has no logs yet")
+        return attempt, stream
+    if not (raw_attempt.isascii() and raw_attempt.isdigit() and len(raw_attempt) <= 9 and int(raw_attempt) > 0):
+        raise ApplicationError("INVALID_ATTEMPT", "attempt must be a positive integer")
+    if int(raw_attempt) not in sizes:
+        raise NotFound("ATTEMPT_NOT_FOUND", f"the run has no logs of attempt {int(raw_attempt)}")
+    return int(raw_attempt), stream
+
+
+def _log_stream(request, path, size: int):
+    """The whole log as text/plain, read a chunk at a time; a `Range: bytes=…` header gets its part (206)."""
+    try:
+        part = requested_range(request.headers.get("Range"), size)
+    except RangeNotSatisfiable:
         return Response(
-            {
-                "request_id": str(run.pk),
-                "prompt": latest["prompt"],
-                "stdout": latest["stdout"],
-                "stderr": latest["stderr"],
-                "attempts": attempts,
-            }
+            {"detail": {"code": "RANGE_NOT_SATISFIABLE", "message": f"the log holds {size} bytes"}},
+            status=416,
+            headers={"Content-Range": f"bytes */{size}"},
         )
+    start, end = part or (0, size)
+    handle: BinaryIO
+    try:
+        handle = open(path, "rb")
+    except FileNotFoundError:  # an attempt may leave one stream unwritten
+        start = end = 0
+        handle = io.BytesIO()
+    response = StreamingHttpResponse(
+        file_chunks(handle, start, end), content_type="text/plain; charset=utf-8", status=206 if part else 200
+    )
+    response["Content-Length"] = str(end - start)
+    response["Accept-Ranges"] = "bytes"
+    if part:
+        response["Content-Range"] = f"bytes {start}-{end - 1}/{size}"
+    return response
+
+
+class LogsView(APIView):
+    # A stream's answer is text/plain: DRF renders only the JSON index and errors, whatever the client accepts.
+    content_negotiation_class = JsonWhateverTheClientAccepts
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("attempt", int, description="the attempt to show (default: the latest)"),
+            OpenApiParameter(
+                "stream",
+                str,
+                enum=list(selectors.LOG_STREAMS),
+                description="answer the whole of this log as text/plain instead of JSON (supports `Range`)",
+            ),
+            OpenApiParameter("Range", str, OpenApiParameter.HEADER, description="with `stream`: `bytes=start-end`"),
+        ],
+        responses={
+            (200, "application/json"): LogsOutput,
+            (200, "text/plain"): OpenApiTypes.STR,
+            (206, "text/plain"): OpenApiTypes.STR,
+        },
+    )
+    def get(self, request, request_id):
+        run = selectors.with_files(selectors.run_for(request.user, request_id))
+        sizes = selectors.log_sizes(run)
+        attempt, stream = _log_query(request, sizes)
+        if stream is not None:
+            assert attempt is not None  # _log_query answers 404 otherwise
+            return _log_stream(request, selectors.log_path(run, attempt, stream), sizes[attempt][stream])
+        shown = sizes.get(attempt, {}) if attempt is not None else {}
+        cap = settings.SKILLRUNNER_LOG_TEXT_MAX_BYTES
+        answer: dict[str, Any] = {"request_id": run.pk, "attempt_number": attempt}
+        for name in selectors.LOG_STREAMS:
+            size = shown.get(name, 0)
+            path = selectors.log_path(run, attempt, name) if attempt is not None and size else None
+            answer[name] = selectors.log_head(path, cap) if path else ""
+            answer[f"{name}_bytes"] = size
+            answer[f"{name}_truncated"] = size > cap
+        answer["attempts"] = [
+            {"attempt_number": number, **{f"{name}_bytes": size for name, size in streams.items()}}
+            for number, streams in sizes.items()
+        ]
+        return Response(LogsOutput(answer).data)
 
 
 def _after_seq(request) -> int:

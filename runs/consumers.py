@@ -19,13 +19,13 @@ from rest_framework.exceptions import Throttled, ValidationError
 
 from skillrunner.api_errors import exception_handler
 from skillrunner.errors import ApplicationError, NotFound
+from skillrunner.throttles import REPLY_SCOPE, check_rate
 
 from . import selectors, services
 from .live import RunChangeWaiter
 from .models import TERMINAL_STATUSES, Run, RunEvent
 from .selectors import EVENT_PAGE_LIMIT
 from .serializers import ReplyInput, RunStatusOutput
-from .throttles import REPLY_SCOPE, check_rate
 
 logger = logging.getLogger(__name__)
 

@@ -15,12 +15,13 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.urls import reverse
 from rest_framework.exceptions import ValidationError
 
+from skillrunner.throttles import REPLY_SCOPE, check_rate
+
 from . import selectors, services
 from .consumers import CLOSE_INTERNAL_ERROR, CLOSE_UNAUTHENTICATED, current_user
 from .live import UserChangeWaiter
 from .models import Interaction
 from .serializers import ReplyInput
-from .throttles import REPLY_SCOPE, check_rate
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import codecs
+import os
+import re
 import uuid
+from pathlib import Path
 from typing import Any, BinaryIO
 
 from django.conf import settings
@@ -78,22 +82,39 @@ def with_files(run: Run) -> Run:
     return run
 
 
-def attempt_logs(run: Run) -> list[dict[str, Any]]:
-    logs = run.records_dir / "logs"
-    attempts = []
-    for number in range(1, run.attempt_number + 1):
-        parts = {name: logs / f"attempt-{number}.{name}.txt" for name in ("prompt", "stdout", "stderr")}
-        if any(path.exists() for path in parts.values()):
-            attempts.append(
-                {
-                    "attempt_number": number,
-                    **{
-                        name: path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
-                        for name, path in parts.items()
-                    },
-                }
-            )
-    return attempts
+LOG_STREAMS = ("prompt", "stdout", "stderr")
+_LOG_NAME = re.compile(r"attempt-([1-9][0-9]{0,8})\.(prompt|stdout|stderr)\.txt")
+
+
+def log_sizes(run: Run) -> dict[int, dict[str, int]]:
+    """Each attempt that left logs -> the byte size of each stream (0 when absent), by one listing
+    of the run's log folder: no log is opened or read."""
+    sizes: dict[int, dict[str, int]] = {}
+    try:
+        entries = list(os.scandir(run.records_dir / "logs"))
+    except FileNotFoundError:
+        return sizes
+    for entry in entries:
+        match = _LOG_NAME.fullmatch(entry.name)
+        if match and entry.is_file(follow_symlinks=False):
+            attempt = sizes.setdefault(int(match[1]), dict.fromkeys(LOG_STREAMS, 0))
+            attempt[match[2]] = entry.stat(follow_symlinks=False).st_size
+    return dict(sorted(sizes.items()))
+
+
+def log_path(run: Run, attempt_number: int, stream: str) -> Path:
+    return run.records_dir / "logs" / f"attempt-{attempt_number}.{stream}.txt"
+
+
+def log_head(path: Path, max_bytes: int) -> str:
+    """At most `max_bytes` of a UTF-8 log from its start, never cutting a character in two."""
+    try:
+        with open(path, "rb") as log:
+            head = log.read(max_bytes)
+            whole = log.read(1) == b""
+    except FileNotFoundError:
+        return ""
+    return codecs.getincrementaldecoder("utf-8")(errors="replace").decode(head, final=whole)
 
 
 def waiting_questions(user) -> QuerySet[Interaction]:

@@ -175,3 +175,28 @@ class EventRecord(serializers.Serializer):
     kind = serializers.CharField()
     payload = serializers.JSONField()
     ts = serializers.DateTimeField(source="created_at")
+
+
+class AttemptLogSizes(serializers.Serializer):
+    attempt_number = serializers.IntegerField()
+    prompt_bytes = serializers.IntegerField()
+    stdout_bytes = serializers.IntegerField()
+    stderr_bytes = serializers.IntegerField()
+
+
+class LogsOutput(serializers.Serializer):
+    """One attempt's logs, each text at most SKILLRUNNER_LOG_TEXT_MAX_BYTES from its start; the
+    whole of a stream comes from `?attempt=N&stream=<name>` (R-FS2)."""
+
+    request_id = serializers.UUIDField()
+    attempt_number = serializers.IntegerField(allow_null=True, help_text="the attempt shown; null before any")
+    prompt = serializers.CharField()
+    stdout = serializers.CharField()
+    stderr = serializers.CharField()
+    prompt_bytes = serializers.IntegerField(help_text="size of the whole log")
+    stdout_bytes = serializers.IntegerField()
+    stderr_bytes = serializers.IntegerField()
+    prompt_truncated = serializers.BooleanField()
+    stdout_truncated = serializers.BooleanField()
+    stderr_truncated = serializers.BooleanField()
+    attempts = AttemptLogSizes(many=True, help_text="every attempt with logs, oldest first (sizes, no texts)")

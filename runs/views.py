@@ -15,13 +15,13 @@ from rest_framework.exceptions import Throttled, ValidationError
 
 from skillrunner.api_errors import exception_handler
 from skillrunner.errors import ApplicationError, NotFound
+from skillrunner.throttles import RUN_CREATE_SCOPE, form_over_rate
 from skills.selectors import current_version, installed_skills
 
 from . import inbox, runfiles, selectors, services
 from .forms import INPUT, PARAMETER, NewRunForm, RunFilterForm
 from .models import Run
 from .preview import previewable, render_preview
-from .throttles import RUN_CREATE_SCOPE, check_rate
 
 RUNS_PER_PAGE = 25
 
@@ -69,20 +69,17 @@ def new_run(request: HttpRequest, skill_id: str) -> HttpResponse:
     if version is None:
         raise Http404("no such skill")
     form = NewRunForm(version, request.POST or None, request.FILES or None)
-    status = 200
     if request.method == "POST" and form.is_valid():
+        if form_over_rate(form, request.user, RUN_CREATE_SCOPE):
+            return render(request, "runs/new_run.html", {"form": form, "version": version}, status=429)
         try:
-            check_rate(request.user, RUN_CREATE_SCOPE)  # the API's limit (R-FS1)
             run = start_run(request.user, form)
-        except Throttled as exc:
-            form.add_error(None, f"{exc.detail} (RATE_LIMITED)")
-            status = 429
         except ApplicationError as exc:
             for message in exc.messages():
                 form.add_error(None, message)
         else:
             return redirect("ui:run-detail", request_id=run.pk)
-    return render(request, "runs/new_run.html", {"form": form, "version": version}, status=status)
+    return render(request, "runs/new_run.html", {"form": form, "version": version})
 
 
 @login_required

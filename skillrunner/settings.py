@@ -216,6 +216,8 @@ if SKILLRUNNER_RUN_RETENTION_DAYS < 0:
         f"SKILLRUNNER_RUN_RETENTION_DAYS must be 0 (keep forever) or a number of days, got {SKILLRUNNER_RUN_RETENTION_DAYS}"
     )
 SKILLRUNNER_RUN_RETENTION_DELETE_ROWS = env.bool("SKILLRUNNER_RUN_RETENTION_DELETE_ROWS", default=False)
+# Each log text in a /logs JSON answer; the whole log streams from `?stream=` (R-FS2).
+SKILLRUNNER_LOG_TEXT_MAX_BYTES = _positive_int("SKILLRUNNER_LOG_TEXT_MAX_BYTES", 1024 * 1024)
 SKILLRUNNER_DEFAULT_HARD_TIMEOUT = _positive_int("SKILLRUNNER_DEFAULT_HARD_TIMEOUT", 1200)
 SKILLRUNNER_MAX_HARD_TIMEOUT = _positive_int("SKILLRUNNER_MAX_HARD_TIMEOUT", 6 * 3600)
 SKILLRUNNER_DEFAULT_SESSION_TIMEOUT = _positive_int("SKILLRUNNER_DEFAULT_SESSION_TIMEOUT", 1200)
@@ -284,6 +286,8 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {
         "run_create": env.str("SKILLRUNNER_RATE_RUN_CREATE", default="120/min"),
         "interaction_reply": env.str("SKILLRUNNER_RATE_REPLY", default="240/min"),
+        "skill_install": env.str("SKILLRUNNER_RATE_SKILL_INSTALL", default="30/min"),
+        "settings_change": env.str("SKILLRUNNER_RATE_SETTINGS", default="60/min"),
     },
     "UNAUTHENTICATED_USER": None,
 }

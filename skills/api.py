@@ -7,9 +7,11 @@ from rest_framework import serializers
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.permissions import IsAdminUser
 from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from skillrunner.errors import ApplicationError, NotFound
+from skillrunner.throttles import SKILL_INSTALL_SCOPE
 
 from .selectors import installed_skill, installed_skills
 from .services import install_zip
@@ -48,6 +50,8 @@ class SkillDetailView(APIView):
 
 class SkillInstallView(APIView):
     permission_classes = [IsAdminUser]
+    throttle_classes = [ScopedRateThrottle]
+    throttle_scope = SKILL_INSTALL_SCOPE  # shared with the skills page's form (R-FS1)
     parser_classes = [MultiPartParser, FormParser]
 
     @extend_schema(

@@ -9,6 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from skillrunner.errors import ApplicationError
+from skillrunner.throttles import SKILL_INSTALL_SCOPE, form_over_rate
 
 from .forms import SkillPackageForm
 from .selectors import installed_skills
@@ -23,6 +24,10 @@ def skill_list(request: HttpRequest) -> HttpResponse:
             raise PermissionDenied("only staff install skills")
         form = SkillPackageForm(request.POST, request.FILES)
         if form.is_valid():
+            if form_over_rate(form, request.user, SKILL_INSTALL_SCOPE):
+                return render(
+                    request, "skills/skill_list.html", {"skills": installed_skills(), "form": form}, status=429
+                )
             try:
                 version = install_zip(form.cleaned_data["package"], user=request.user)
             except ApplicationError as exc:

@@ -5,7 +5,10 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
+
+from skillrunner.throttles import SETTINGS_SCOPE
 
 from . import services
 from .models import ALL_EVENTS, WebhookEndpoint
@@ -38,7 +41,17 @@ class WebhookCreatedOutput(WebhookOutput):
         fields = ["id", "url", "events", "secret", "created_at"]
 
 
+def _settings_change_throttles(view: APIView) -> list[ScopedRateThrottle]:
+    """Registering and removing webhooks share the settings page's limit (R-FS1); reads are free."""
+    return [ScopedRateThrottle()] if view.request.method in ("POST", "DELETE") else []
+
+
 class WebhookListCreateView(APIView):
+    throttle_scope = SETTINGS_SCOPE
+
+    def get_throttles(self):
+        return _settings_change_throttles(self)
+
     @extend_schema(responses=WebhookOutput(many=True))
     def get(self, request):
         return Response(WebhookOutput(services.endpoints_of(request.user), many=True).data)
@@ -52,6 +65,11 @@ class WebhookListCreateView(APIView):
 
 
 class WebhookDetailView(APIView):
+    throttle_scope = SETTINGS_SCOPE
+
+    def get_throttles(self):
+        return _settings_change_throttles(self)
+
     @extend_schema(request=None, responses={204: None})
     def delete(self, request, webhook_id):
         services.delete_endpoint(request.user, webhook_id)

@@ -63,7 +63,9 @@ def register_callback(run: Run, url: str) -> WebhookEndpoint:
 
 
 def delete_endpoint(owner, endpoint_id: Any) -> None:
-    deleted, _ = endpoints_of(owner).filter(pk=endpoint_id).delete() if str(endpoint_id).isdigit() else (0, None)
+    key = str(endpoint_id)
+    # ASCII digits only: str.isdigit() also accepts "²", which int() and the database refuse.
+    deleted, _ = endpoints_of(owner).filter(pk=int(key)).delete() if key.isascii() and key.isdigit() else (0, None)
     if not deleted:
         raise NotFound("WEBHOOK_NOT_FOUND", f"no webhook {endpoint_id}")
 

@@ -160,6 +160,7 @@ RUN_ENDPOINTS = [
     ("get", "/artifacts/haiku.md"),
     ("get", "/bundle"),
     ("get", "/logs"),
+    ("get", "/logs?attempt=1&stream=stdout"),
     ("get", "/events/history"),
     ("get", "/events"),
 ]

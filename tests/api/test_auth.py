@@ -33,6 +33,7 @@ PROTECTED = [
     ("get", RUN + "/artifacts/artifacts/haiku.md"),
     ("get", RUN + "/bundle"),
     ("get", RUN + "/logs"),
+    ("get", RUN + "/logs?attempt=1&stream=stdout"),
     ("get", RUN + "/events/history"),
     ("get", RUN + "/events"),
 ]

@@ -257,6 +257,54 @@ def test_junk_skill_and_engine_ids_are_never_500(raw, runs):
         assert response.status_code == 404, (path, response.status_code)
 
 
+def test_junk_to_webhook_create_is_never_500(raw, runs):
+    from runs.notifications.models import WebhookEndpoint
+
+    assert _sweep(raw, "/v1/webhooks") == {}
+    assert not WebhookEndpoint.objects.filter(run__isnull=True).exists()
+
+
+@pytest.mark.parametrize(
+    "webhook_id",
+    [
+        "\u00b2",  # a superscript digit: str.isdigit() says yes, int() says no
+        "\u0663",  # an Arabic-Indic three
+        "99999999999999999999",
+        "9223372036854775808",
+        "-1",
+        "0",
+        "1.0",
+        "%00",
+        "x" * 5000,
+        "%ff%fe",
+    ],
+)
+def test_junk_webhook_ids_are_404_never_500(raw, runs, webhook_id):
+    """DELETE /v1/webhooks/{id} with an id that is no webhook of the caller: 404 WEBHOOK_NOT_FOUND."""
+    response = raw.delete(f"/v1/webhooks/{webhook_id}")
+    assert (response.status_code, error_code(response)) == (404, "WEBHOOK_NOT_FOUND")
+
+
+def test_junk_usage_queries_are_400_never_500(raw, runs):
+    wrong = {}
+    for query in (
+        {"since": "yesterday"},
+        {"since": "\u0000"},
+        {"since": "2026-13-45T99:99:99Z"},
+        {"until": "9" * 5000},
+        {"since": "0001-01-01T00:00:00+14:00"},  # before the first representable instant in UTC
+        {"until": "9999-12-31T23:59:59.999999-14:00"},  # after the last one
+        {"group_by": "owner"},
+        {"group_by": "\u0000"},
+        {"group_by": ["day", "skill"]},
+        {"since": "2026-01-02T00:00:00Z", "until": "2026-01-01T00:00:00Z", "group_by": "day"},
+    ):
+        response = raw.get("/v1/usage", query)
+        if response.status_code >= 500 or (response.status_code >= 400 and error_code(response) is None):
+            wrong[str(query)[:60]] = response.status_code
+    assert wrong == {}
+
+
 def test_unpaired_surrogate_in_input_is_refused_or_runs(raw, runs, fake_codex):
     """A string no encoder can write (a lone UTF-16 surrogate) must not crash the run: either
     admission refuses it with a 400, or the run proceeds like any other."""

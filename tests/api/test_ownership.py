@@ -89,6 +89,7 @@ def test_owner_can_use_every_read_endpoint(api, alice_run):
         "/artifacts/artifacts/haiku.md",
         "/bundle",
         "/logs",
+        "/logs?attempt=1&stream=stdout",
         "/events/history",
     ):
         response = api.get(f"/v1/jobs/{alice_run}{suffix}")

@@ -86,4 +86,8 @@ def test_attempt_number_increments_once_per_turn(api, haiku, fake_codex):
     assert [h["attempt_number"] for h in history] == [1, 2, 3]
     logs = api.get(f"/v1/jobs/{request_id}/logs").json()
     assert [a["attempt_number"] for a in logs["attempts"]] == [1, 2, 3, 4]
-    assert logs["prompt"] == "answer 3"
+    assert logs["prompt"] == "answer 3" and logs["attempt_number"] == 4
+    earlier = api.get(f"/v1/jobs/{request_id}/logs", {"attempt": 2}).json()
+    assert earlier["attempt_number"] == 2 and earlier["prompt"] == "answer 1"
+    streamed = api.get(f"/v1/jobs/{request_id}/logs", {"attempt": 3, "stream": "prompt"})
+    assert b"".join(streamed.streaming_content) == b"answer 2"

@@ -2,8 +2,8 @@
 anything a client can send"), with schemathesis, in-process against the Django WSGI app.
 
 Every operation gets schema-conforming and schema-violating requests, with path ids that are
-random, a finished run's and a waiting run's, authenticated as staff (who may reach every
-endpoint). Any 5xx is collected with a curl line to replay it. Bounded: a fixed number of
+random, a finished run's and a waiting run's (and for webhooks, a registered one's), authenticated
+as staff (who may reach every endpoint), with rate limits out of the way and DNS answered locally. Any 5xx is collected with a curl line to replay it. Bounded: a fixed number of
 examples per operation, derandomized so CI sees the same requests every time (set
 SKILLRUNNER_FUZZ_SEED to explore others, SKILLRUNNER_FUZZ_EXAMPLES for more)."""
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import time
 
 import pytest
@@ -51,6 +52,36 @@ def runs(staff_api, api, install_skill, fake_codex):
 
 
 @pytest.fixture
+def offline_dns(monkeypatch):
+    """Webhook URLs resolve without the network: every name a public address, after the same IDNA
+    encoding the real resolver does (which refuses some names with UnicodeError)."""
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        host.encode("idna")
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.215.14", port))]
+
+    monkeypatch.setattr("runs.notifications.destinations.socket.getaddrinfo", getaddrinfo)
+
+
+@pytest.fixture
+def webhook(admin_user, offline_dns) -> str:
+    from runs.notifications.services import register_endpoint
+
+    return str(register_endpoint(owner=admin_user, url="https://hooks.example.com/x", events=["run.failed"]).pk)
+
+
+@pytest.fixture
+def no_rate_limits(monkeypatch):
+    """Thousands of requests a minute: past the limits every write would only be a 429."""
+    from rest_framework.throttling import SimpleRateThrottle
+
+    from skillrunner.throttles import REPLY_SCOPE, RUN_CREATE_SCOPE, SETTINGS_SCOPE, SKILL_INSTALL_SCOPE
+
+    scopes = (REPLY_SCOPE, RUN_CREATE_SCOPE, SETTINGS_SCOPE, SKILL_INSTALL_SCOPE)
+    monkeypatch.setattr(SimpleRateThrottle, "THROTTLE_RATES", dict.fromkeys(scopes, "100000/min"))
+
+
+@pytest.fixture
 def empty_cache(admin_user):
     """Throttle counters live in the cache: start clean and leave nothing for later tests (only
     the fuzzing user's keys: the cache may be a shared Redis)."""
@@ -59,7 +90,9 @@ def empty_cache(admin_user):
     forget_throttling(admin_user)
 
 
-def test_no_request_generated_from_the_openapi_document_gets_a_5xx(staff_api, runs, empty_cache):
+def test_no_request_generated_from_the_openapi_document_gets_a_5xx(
+    staff_api, runs, webhook, no_rate_limits, empty_cache
+):
     import hypothesis
     import schemathesis
     from django.core.wsgi import get_wsgi_application
@@ -111,9 +144,14 @@ def test_no_request_generated_from_the_openapi_document_gets_a_5xx(staff_api, ru
 
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) >= 20, [o.label for o in operations]
+    labels = {operation.label for operation in operations}
+    newer = {"GET /v1/usage", "GET /v1/webhooks", "POST /v1/webhooks", "DELETE /v1/webhooks/{webhook_id}"}
+    assert newer <= labels, newer - labels
     for operation in operations:
         has_run = "{request_id}" in operation.path
-        variants = [None]
+        variants: list[dict[str, str] | None] = [None]
+        if "{webhook_id}" in operation.path:
+            variants += [{"webhook_id": webhook}]  # deleted by the first case that reaches it
         if has_run:
             variants += [{"request_id": runs["done"]}]
             if not operation.path.endswith("/events"):  # a live stream of a waiting run never ends
