@@ -28,8 +28,6 @@ from pathlib import Path
 
 import psycopg
 
-DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/postgres"
-DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 LEFTOVER_TEST_DATABASE = re.compile(r"test_skillrunner_(\d+)")
 START_TIMEOUT = 60
 
@@ -201,13 +199,18 @@ def main(command: list[str]) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     private = PrivateServers()
     try:
-        database_url = os.environ.get("SCALEOUT_DATABASE_URL") or DEFAULT_DATABASE_URL
-        if not postgres_answers(database_url):
-            print(f"test_services: no PostgreSQL at {_safe(database_url)}; starting a private one", file=sys.stderr)
+        # Only servers given by name are used: whatever else listens on this machine's usual ports
+        # belongs to someone else (R-OP6).
+        database_url = os.environ.get("SCALEOUT_DATABASE_URL", "")
+        if not database_url or not postgres_answers(database_url):
+            print(
+                f"test_services: no PostgreSQL given or at {_safe(database_url)}; starting a private one",
+                file=sys.stderr,
+            )
             database_url = private.start_postgres()
-        redis_url = os.environ.get("SCALEOUT_REDIS_URL") or DEFAULT_REDIS_URL
-        if not redis_answers(redis_url):
-            print(f"test_services: no Redis at {_safe(redis_url)}; starting a private one", file=sys.stderr)
+        redis_url = os.environ.get("SCALEOUT_REDIS_URL", "")
+        if not redis_url or not redis_answers(redis_url):
+            print(f"test_services: Redis {_absent(redis_url)}; starting a private one", file=sys.stderr)
             redis_url = private.start_redis()
         drop_leftover_test_databases(database_url)
         env = {**os.environ, "SCALEOUT_DATABASE_URL": database_url, "SCALEOUT_REDIS_URL": redis_url}
@@ -217,6 +220,10 @@ def main(command: list[str]) -> int:
         return returncode
     finally:
         private.stop()
+
+
+def _absent(url: str) -> str:
+    return f"at {_safe(url)} does not answer" if url else "not given"
 
 
 def _safe(url: str) -> str:

@@ -1,5 +1,6 @@
 import logging
 import os
+import select
 import signal
 import threading
 import time
@@ -60,16 +61,25 @@ class Command(BaseCommand):
         signalled: list[int] = []
         signal.signal(signal.SIGTERM, lambda signum, frame: signalled.append(signum))
         signal.signal(signal.SIGINT, lambda signum, frame: signalled.append(signum))
+        # Idle, this process sleeps until a signal arrives (the wake-up fd), the cluster's sentinel
+        # ends (its process sentinel fd) or the next heartbeat is due: no polling in between.
+        wake_read, wake_write = os.pipe()
+        os.set_blocking(wake_write, False)
+        signal.set_wakeup_fd(wake_write)
         self._beat(token)  # recovered and serving: only now does /readyz count this worker (R-OP7)
         self.stdout.write(f"worker {token} started")
         last_beat = time.monotonic()
         while not signalled:
-            time.sleep(0.2)
+            due = last_beat + WORKER_HEARTBEAT_SECONDS - time.monotonic()
+            ready, _, _ = select.select([wake_read, cluster.sentinel.sentinel], [], [], max(0.0, due))
+            if wake_read in ready:
+                os.read(wake_read, 512)
             if not cluster.sentinel.is_alive():
                 break
             if time.monotonic() - last_beat >= WORKER_HEARTBEAT_SECONDS:
                 last_beat = time.monotonic()
                 self._beat(token)
+        signal.set_wakeup_fd(-1)
         stop.set()
         # Stopping: no new turn starts here, nothing dispatches from here, this worker's turns end
         # (their processes see the claim gone and kill their engines), then the cluster winds down.
