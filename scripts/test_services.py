@@ -203,10 +203,7 @@ def main(command: list[str]) -> int:
         # belongs to someone else (R-OP6).
         database_url = os.environ.get("SCALEOUT_DATABASE_URL", "")
         if not database_url or not postgres_answers(database_url):
-            print(
-                f"test_services: no PostgreSQL given or at {_safe(database_url)}; starting a private one",
-                file=sys.stderr,
-            )
+            print(f"test_services: PostgreSQL {_absent(database_url)}; starting a private one", file=sys.stderr)
             database_url = private.start_postgres()
         redis_url = os.environ.get("SCALEOUT_REDIS_URL", "")
         if not redis_url or not redis_answers(redis_url):
