@@ -224,6 +224,24 @@ def test_a_runtime_dependency_is_first_on_path(api, field_notes, fake_codex, set
     assert prefix.parent == settings.DATA_DIR / "skill-envs"
 
 
+def test_the_dependency_environment_is_read_only_to_the_agent(api, field_notes, fake_codex, settings):
+    """R-SK7 with R-SB2: the environment built for the skill is shared by its runs, so the agent
+    may use it but never change it (a changed one would reach the next run of any user)."""
+    probe = "import pyjokes, pathlib, sys; pathlib.Path(sys.prefix, 'pwned').write_text('x')"
+    fake_codex.script(
+        {
+            "shell": f'mkdir -p notes && (python -c "{probe}" 2>&1 || true) > notes/report.md',
+            "message": _answer(),
+        }
+    )
+    request_id = create_job(api, "field-notes", input={"topic": "tides"})["request_id"]
+    status = api.get(f"/v1/jobs/{request_id}").json()
+    assert status["status"] == "succeeded", status
+    report = api.get(f"/v1/jobs/{request_id}/artifacts/artifacts/report.md")
+    assert "Read-only file system" in b"".join(report.streaming_content).decode()
+    assert not list((settings.DATA_DIR / "skill-envs").glob("*/pwned"))
+
+
 def test_a_dependency_that_cannot_be_built_is_a_warning_and_the_turn_still_runs(
     api, tmp_path, install_skill, fake_codex
 ):
