@@ -19,6 +19,7 @@ from . import services
 from .execution import stale_claim_seconds
 from .models import InteractiveProfile, RecoveryState, Run, RunStatus, WorkerCluster
 from .notifications.email import claim_due_questions
+from .notifications.models import WebhookDelivery
 from .notifications.services import offer_due_deliveries
 
 logger = logging.getLogger(__name__)
@@ -181,11 +182,28 @@ def supervise_once() -> None:
     claim_due_questions()
 
 
-def start_supervisor(stop: threading.Event, interval: float = 1.0) -> threading.Thread:
+def has_pending_work() -> bool:
+    """Whether a tick may find something due soon: a run not ended yet, or a webhook to send."""
+    unfinished = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING_USER)
+    return (
+        Run.objects.filter(status__in=unfinished).exists()
+        or WebhookDelivery.objects.filter(state=WebhookDelivery.State.PENDING).exists()
+    )
+
+
+def start_supervisor(stop: threading.Event, interval: float = 1.0, idle_interval: float = 5.0) -> threading.Thread:
+    """Ticks every `interval` while there is work that can come due, every `idle_interval` when
+    there is none: an idle service costs a query every few seconds, not six a second (#16). New
+    work is dispatched on commit by whoever made it; the tick is the safety net."""
+
     def loop() -> None:
-        while not stop.wait(interval):
+        wait = interval
+        while not stop.wait(wait):
+            wait = interval
             try:
                 supervise_once()
+                if not has_pending_work():
+                    wait = idle_interval
             except Exception:
                 logger.exception("supervisor tick failed")
             finally:

@@ -339,3 +339,32 @@ def test_engine_pid_unrecorded_in_a_database_outage_is_recorded_at_the_next_clai
     assert control.should_abort() is False
     assert Run.objects.get(pk=run.pk).engine_pid == 4242
     control.end_turn()
+
+
+@pytest.mark.django_db(transaction=True)  # the supervisor thread reads through its own connection
+def test_the_supervisor_ticks_slowly_while_nothing_can_come_due(alice, monkeypatch):
+    """#16: idle, a tick every idle_interval; once a run is unfinished, every interval."""
+    import threading
+
+    ticks: list[float] = []
+    monkeypatch.setattr(supervision, "supervise_once", lambda: ticks.append(1))
+    stop = threading.Event()
+    thread = supervision.start_supervisor(stop, interval=0.02, idle_interval=30)
+    try:
+        assert wait_until(lambda: len(ticks) == 1, timeout=5)
+        assert not supervision.has_pending_work()
+        stop.wait(0.3)
+        assert len(ticks) == 1  # asleep for the idle interval
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+    _create(alice)  # queued
+    assert supervision.has_pending_work()
+    ticks.clear()
+    stop = threading.Event()
+    thread = supervision.start_supervisor(stop, interval=0.02, idle_interval=30)
+    try:
+        assert wait_until(lambda: len(ticks) >= 5, timeout=5)
+    finally:
+        stop.set()
+        thread.join(timeout=5)
