@@ -16,7 +16,7 @@ from django.utils.html import format_html
 
 from skillrunner.readonly_admin import ReadOnlyAdmin, ReadOnlyInline
 
-from .models import Interaction, Run, RunEvent, TurnUsage
+from .models import EventKind, Interaction, Run, RunEvent, TurnUsage
 
 SHORT_TEXT = 80
 # The fields an auditor reads first; everything else (worker bookkeeping) is folded away below.
@@ -73,6 +73,19 @@ class InteractionInline(ReadOnlyInline):
 
     def get_queryset(self, request) -> QuerySet[Interaction]:
         return super().get_queryset(request).select_related("run", "answered_by")
+
+
+class RunEventInline(ReadOnlyInline):
+    """The run's conversation-level events (status, questions, replies, results, warnings). Live
+    activity, thousands of events for a long turn, is behind the `events` link instead."""
+
+    model = RunEvent
+    fields = ("seq", "kind", "payload", "created_at")
+    show_change_link = False
+
+    def get_queryset(self, request) -> QuerySet[RunEvent]:
+        activity = (EventKind.ACTIVITY, EventKind.ACTIVITY_TRUNCATED)
+        return super().get_queryset(request).exclude(kind__in=activity).select_related("run")
 
 
 class TurnUsageInline(ReadOnlyInline):
@@ -180,10 +193,10 @@ class RunAdmin(ReadOnlyAdmin):
     )
     search_fields = ("request_id", "owner__username", "interactions__prompt", "interactions__response")
     # No date_hierarchy: its year/month links cost a DISTINCT over every run (the created_at
-    # filter serves); events are linked, not inlined: a run may have thousands.
+    # filter serves).
     show_full_result_count = False
     list_per_page = 50
-    inlines = [TurnUsageInline, InteractionInline]
+    inlines = [TurnUsageInline, InteractionInline, RunEventInline]
 
     def get_queryset(self, request) -> QuerySet[Run]:
         tokens = Coalesce("input_tokens", Value(0)) + Coalesce("output_tokens", Value(0))

@@ -69,10 +69,11 @@ def test_admin_lists_never_scan_the_whole_history_for_filters_or_counts(admin_pa
     assert "?engine=codex" in runs_page and "?engine=claude" in runs_page
 
 
-def test_admin_run_page_links_its_events_instead_of_listing_them(admin_pages):
+def test_admin_run_page_inlines_its_conversation_events_and_links_the_activity(admin_pages):
+    """R-UI4 inline events, without the thousands of activity events a long turn makes."""
     run = Run.objects.first()
-    page, queries = admin_pages(f"/admin/runs/run/{run.pk}/change/")
+    page, _ = admin_pages(f"/admin/runs/run/{run.pk}/change/")
     assert f"/admin/runs/runevent/?run__exact={run.pk}" in page and "12 events" in page
-    assert not [sql for sql in queries if "runs_runevent" in sql]
+    assert page.count('class="field-seq"') == 2  # the status and result events, not the 10 activities
     events, _ = admin_pages(f"/admin/runs/runevent/?run__exact={run.pk}")
     assert events.count(f">{run.pk}<") == 12
