@@ -36,6 +36,18 @@ def installation() -> None:
     prepare_installation()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def test_runner_umask() -> None:
+    """Importing skillrunner.asgi sets the service's umask 077 for the whole process (R-FS3). In
+    process, tests that open sockets would then create every later test's fake engine private to
+    root, which the sandbox's engine user cannot execute: import it once here and keep the
+    runner's umask."""
+    previous = os.umask(0o077)
+    import skillrunner.asgi  # noqa: F401
+
+    os.umask(previous)
+
+
 def pytest_sessionfinish(session, exitstatus):
     """A read outside the checkout fails the run even if the code that tried swallowed the error."""
     if OUTSIDE_READS.violations:
