@@ -1,0 +1,131 @@
+"""Live connections (websockets and event streams): the per-user cap (R-FS2), and ending them
+when the credential they were opened with is revoked or its session ends (R-FS3).
+
+One LiveConnection row per open connection. The web process holding connections renews their
+rows in one query per interval (runs.live), whatever their number; a process that dies stops
+renewing, and its rows stop counting after LEASE_SECONDS. Ending a credential deletes its rows
+and, with a cross-process channel layer, wakes the connections at once; without one each web
+process notices its rows are gone at its next check.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterable
+from datetime import timedelta
+from uuid import UUID
+
+from asgiref.sync import async_to_sync
+from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+
+from skillrunner.errors import ApplicationError
+
+from .models import ApiToken, LiveConnection
+
+logger = logging.getLogger(__name__)
+
+LEASE_SECONDS = 90
+RENEW_SECONDS = 30
+# The message a connection's listener gets when its credential ends.
+ENDED = "connection.ended"
+# In chunks, so a process holding thousands of connections never builds one huge query.
+ID_CHUNK = 500
+
+
+class TooManyStreams(ApplicationError):
+    status_code = 429
+
+    def __init__(self) -> None:
+        limit = settings.SKILLRUNNER_USER_MAX_STREAMS
+        super().__init__(
+            "TOO_MANY_STREAMS",
+            f"you have {limit} live connections (websockets and event streams), the most one user may have; "
+            "close one and try again",
+            limit=limit,
+        )
+
+
+def session_digest(session_key: str | None) -> str:
+    return hashlib.sha256(session_key.encode()).hexdigest() if session_key else ""
+
+
+def credential_group(connection: LiveConnection) -> str | None:
+    """The channel-layer group told when this connection's credential ends."""
+    if connection.token_id is not None:
+        return f"token-{connection.token_id}"
+    if connection.session_digest:
+        return f"session-{connection.session_digest[:40]}"
+    return None
+
+
+@transaction.atomic
+def open_connection(user, *, token: ApiToken | None = None, session_key: str | None = None) -> LiveConnection:
+    """Count a new connection of `user`, or raise TooManyStreams (429) when they hold the most allowed."""
+    # One admission at a time per user, so two processes cannot both take the last place.
+    get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("pk", flat=True).first()
+    now = timezone.now()
+    mine = LiveConnection.objects.filter(user=user)
+    mine.filter(expires_at__lte=now).delete()  # left by a process that died
+    if mine.count() >= settings.SKILLRUNNER_USER_MAX_STREAMS:
+        raise TooManyStreams()
+    return LiveConnection.objects.create(
+        user=user,
+        token=token,
+        session_digest=session_digest(session_key),
+        expires_at=now + timedelta(seconds=LEASE_SECONDS),
+    )
+
+
+def close_connection(connection_id: UUID) -> None:
+    LiveConnection.objects.filter(pk=connection_id).delete()
+
+
+def keep_connections(connection_ids: Iterable[UUID], *, renew: bool) -> set[UUID]:
+    """Those of `connection_ids` still open (not ended by their credential); `renew` extends their lease."""
+    ids = list(connection_ids)
+    alive: set[UUID] = set()
+    expires_at = timezone.now() + timedelta(seconds=LEASE_SECONDS)
+    for start in range(0, len(ids), ID_CHUNK):
+        rows = LiveConnection.objects.filter(pk__in=ids[start : start + ID_CHUNK])
+        if renew:
+            rows.update(expires_at=expires_at)
+        alive.update(rows.values_list("pk", flat=True))
+    return alive
+
+
+def end_connections(*, token_ids: Iterable[int] = (), session_key: str | None = None) -> None:
+    """Close the connections opened with these tokens or this browser session, once the caller's
+    transaction commits."""
+    token_ids = list(token_ids)
+    digest = session_digest(session_key)
+    ended = LiveConnection.objects.none()
+    if token_ids:
+        ended = ended | LiveConnection.objects.filter(token_id__in=token_ids)
+    if digest:
+        ended = ended | LiveConnection.objects.filter(session_digest=digest)
+    groups = {credential_group(connection) for connection in ended}
+    ended.delete()
+    transaction.on_commit(lambda: _tell(group for group in groups if group))
+
+
+def end_session_connections(sender, request, **kwargs) -> None:
+    """On user_logged_out: signing out closes the sockets and streams of that browser session (R-FS3)."""
+    end_connections(session_key=request.session.session_key)
+
+
+def _tell(groups: Iterable[str]) -> None:
+    """Best effort: without a cross-process layer, or if this message is lost, each web process
+    finds its ended connections at its next check (runs.live)."""
+    layer = get_channel_layer()
+    if layer is None or isinstance(layer, InMemoryChannelLayer):
+        return
+    for group in groups:
+        try:
+            async_to_sync(layer.group_send)(group, {"type": ENDED})
+        except Exception:
+            logger.warning("could not tell %s that its connections ended", group, exc_info=True)
