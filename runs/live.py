@@ -19,6 +19,7 @@ import logging
 import time
 import weakref
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from uuid import UUID
 
 from asgiref.sync import sync_to_async
@@ -68,8 +69,17 @@ def _changed_groups(rows: list[tuple[int, object, int, str]]) -> list[str]:
     return list(changed)
 
 
+# The watchers' queries run on one thread of their own: one database connection per web process,
+# closed whenever nobody listens (a pool of threads would keep one open in each).
+_WATCHER_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="live-watcher")
+
+
+def _close_database_connection() -> None:
+    db_connection.close()  # the connection of the thread this runs in
+
+
 def _in_thread(function):
-    return sync_to_async(function, thread_sensitive=False)
+    return sync_to_async(function, thread_sensitive=False, executor=_WATCHER_THREAD)
 
 
 class ProcessWatcher:
@@ -116,27 +126,32 @@ class ProcessWatcher:
         interval = WATCH_INTERVAL_SECONDS if local_only else SAFETY_POLL_SECONDS
         check_every = CONNECTION_CHECK_SECONDS if local_only else RENEW_SECONDS
         next_check = next_renewal = time.monotonic() + check_every
-        while self.listeners:
-            try:
-                await asyncio.sleep(interval)
-                rows = await _in_thread(_events_since)(last_id)
-                if rows:
-                    last_id = rows[-1][0]
-                    for group in _changed_groups(rows):
-                        await self._tell(self.listeners.get(group, ()), CHANGED)
-                now = time.monotonic()
-                if now >= next_check and self.connections:
-                    renew = now >= next_renewal
-                    held = list(self.connections)
-                    alive = await _in_thread(keep_connections)(held, renew=renew)
-                    ended = [self.connections[id] for id in held if id not in alive and id in self.connections]
-                    await self._tell(ended, ENDED)
-                    next_check = now + check_every
-                    if renew:
-                        next_renewal = now + RENEW_SECONDS
-            except Exception:  # the database may be briefly away; listeners wait meanwhile
-                logger.warning("the live connection watcher could not read the database", exc_info=True)
-                await asyncio.sleep(SAFETY_POLL_SECONDS)
+        try:
+            while self.listeners:
+                try:
+                    await asyncio.sleep(interval)
+                    rows = await _in_thread(_events_since)(last_id)
+                    if rows:
+                        last_id = rows[-1][0]
+                        for group in _changed_groups(rows):
+                            await self._tell(self.listeners.get(group, ()), CHANGED)
+                    now = time.monotonic()
+                    if now >= next_check and self.connections:
+                        renew = now >= next_renewal
+                        held = list(self.connections)
+                        alive = await _in_thread(keep_connections)(held, renew=renew)
+                        ended = [self.connections[id] for id in held if id not in alive and id in self.connections]
+                        await self._tell(ended, ENDED)
+                        next_check = now + check_every
+                        if renew:
+                            next_renewal = now + RENEW_SECONDS
+                except Exception:  # the database may be briefly away; listeners wait meanwhile
+                    logger.warning("the live connection watcher could not read the database", exc_info=True)
+                    await asyncio.sleep(SAFETY_POLL_SECONDS)
+            self.task = None  # before the await below: a listener arriving meanwhile starts a new watcher
+        finally:
+            # Not awaited: this also runs when the loop shuts down and cancels the watcher.
+            _WATCHER_THREAD.submit(_close_database_connection)
 
     async def _tell(self, channels, kind: str) -> None:
         for channel in list(channels):

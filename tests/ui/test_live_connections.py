@@ -18,6 +18,7 @@ from django.utils import timezone
 from accounts.models import ApiToken, LiveConnection
 from accounts.services import revoke_tokens
 from runs import inbox, live, selectors
+from tests.support.live_service import wait_until
 
 from .conftest import receive_messages, receive_until_closed, run_async, run_socket, token_headers
 
@@ -211,3 +212,22 @@ def test_logging_out_closes_that_sessions_sockets(alice, api, trip_run):
     closed, still_open = run_async(scenario)
     assert [code for _, code in closed] == [CLOSE_UNAUTHENTICATED, CLOSE_UNAUTHENTICATED]
     assert still_open
+
+
+def test_a_process_renews_the_leases_of_its_open_connections(api, trip_run, monkeypatch):
+    """What keeps a live connection counted (and a dead process's not): its process renews it."""
+    monkeypatch.setattr(live, "CONNECTION_CHECK_SECONDS", 0.05)
+    monkeypatch.setattr(live, "RENEW_SECONDS", 0.05)
+    request_id = trip_run()
+
+    async def scenario():
+        socket = await open_run_socket(request_id, token_headers(api))
+        soon = timezone.now() + timedelta(seconds=5)
+        await sync_to_async(LiveConnection.objects.update)(expires_at=soon)
+        renewed = await sync_to_async(wait_until)(
+            lambda: LiveConnection.objects.filter(expires_at__gt=soon).exists(), 10, "the lease to be renewed"
+        )
+        await socket.disconnect()
+        return renewed
+
+    assert run_async(scenario)
