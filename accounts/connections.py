@@ -65,10 +65,13 @@ def credential_group(connection: LiveConnection) -> str | None:
 
 @transaction.atomic
 def open_connection(user, *, token: ApiToken | None = None, session_key: str | None = None) -> LiveConnection:
-    """Count a new connection of `user`, or raise TooManyStreams (429) when they hold the most allowed."""
+    """Count a new connection of `user`, or raise TooManyStreams (429) when they hold the most
+    allowed, or NOT_AUTHENTICATED (401) when `token` was revoked since it authenticated the caller."""
     # One admission at a time per user, so two processes cannot both take the last place.
     get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("pk", flat=True).first()
     now = timezone.now()
+    if token is not None and not _unrevoked(token):
+        raise ApplicationError("NOT_AUTHENTICATED", "this token has been revoked", status_code=401)
     mine = LiveConnection.objects.filter(user=user)
     mine.filter(expires_at__lte=now).delete()  # left by a process that died
     if mine.count() >= settings.SKILLRUNNER_USER_MAX_STREAMS:
@@ -79,6 +82,13 @@ def open_connection(user, *, token: ApiToken | None = None, session_key: str | N
         session_digest=session_digest(session_key),
         expires_at=now + timedelta(seconds=LEASE_SECONDS),
     )
+
+
+def _unrevoked(token: ApiToken) -> bool:
+    """Locks the token row as revoke_tokens does: a token revoked meanwhile either refuses the
+    connection here or finds its row when ending its connections, never neither."""
+    still = ApiToken.objects.select_for_update().filter(pk=token.pk, revoked_at=None)
+    return still.values_list("pk", flat=True).first() is not None
 
 
 def close_connection(connection_id: UUID) -> None:

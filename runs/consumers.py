@@ -125,9 +125,9 @@ class LiveConnectionConsumer(AsyncJsonWebsocketConsumer):
                 token=self.scope.get("api_token"),
                 session_key=session.session_key if session is not None else None,
             )
-        except TooManyStreams as exc:
+        except ApplicationError as exc:  # over the cap, or the token revoked a moment ago
             await self.send_json(error_message(exc))
-            await self.close(code=CLOSE_TOO_MANY_STREAMS)
+            await self.close(code=CLOSE_TOO_MANY_STREAMS if isinstance(exc, TooManyStreams) else CLOSE_UNAUTHENTICATED)
             return False
         return True
 

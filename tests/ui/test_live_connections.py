@@ -15,9 +15,11 @@ from django.conf import settings
 from django.test import Client
 from django.utils import timezone
 
+from accounts.connections import open_connection
 from accounts.models import ApiToken, LiveConnection
 from accounts.services import revoke_tokens
 from runs import inbox, live, selectors
+from skillrunner.errors import ApplicationError
 from tests.support.live_service import wait_until
 
 from .conftest import receive_messages, receive_until_closed, run_async, run_socket, token_headers
@@ -231,3 +233,14 @@ def test_a_process_renews_the_leases_of_its_open_connections(api, trip_run, monk
         return renewed
 
     assert run_async(scenario)
+
+
+def test_a_token_revoked_while_its_connection_opens_is_refused(api):
+    """Revoked between authenticating the caller and counting the connection: no connection is
+    left that its revocation did not see."""
+    token = ApiToken.objects.get(user=api.user)  # as the caller authenticated it
+    revoke_tokens(ApiToken.objects.filter(pk=token.pk))
+    with pytest.raises(ApplicationError) as refused:
+        open_connection(api.user, token=token)
+    assert (refused.value.status_code, refused.value.code) == (401, "NOT_AUTHENTICATED")
+    assert not LiveConnection.objects.exists()
