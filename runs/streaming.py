@@ -1,7 +1,8 @@
 """Server-sent events for GET /v1/jobs/{id}/events, read from the event log only.
 
-The stream is one of its user's live connections (R-FS2): the view opens it, the stream closes it
-when it ends, however it ends. It reads the table only when woken, and ends with an `error` event
+The stream is one of its user's live connections (R-FS2): the view opens it and the stream gives
+it back when it ends, however it ends (a stream whose client left before it started is never
+renewed, and stops counting after accounts.connections.LEASE_SECONDS). It reads the table only when woken, and ends with an `error` event
 once its token is revoked or its browser session ends (R-FS3)."""
 
 from __future__ import annotations
