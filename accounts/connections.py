@@ -21,6 +21,7 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from skillrunner.errors import ApplicationError
@@ -96,12 +97,15 @@ def close_connection(connection_id: UUID) -> None:
 
 
 def keep_connections(connection_ids: Iterable[UUID], *, renew: bool) -> set[UUID]:
-    """Those of `connection_ids` still open (not ended by their credential); `renew` extends their lease."""
+    """Those of `connection_ids` still open; `renew` extends their lease. Ends those whose token
+    was revoked or whose user was deactivated by a path that did not end them itself (a direct
+    update, the admin's change form)."""
     ids = list(connection_ids)
     alive: set[UUID] = set()
     expires_at = timezone.now() + timedelta(seconds=LEASE_SECONDS)
     for start in range(0, len(ids), ID_CHUNK):
         rows = LiveConnection.objects.filter(pk__in=ids[start : start + ID_CHUNK])
+        rows.filter(Q(token__revoked_at__isnull=False) | Q(user__is_active=False)).delete()
         if renew:
             rows.update(expires_at=expires_at)
         alive.update(rows.values_list("pk", flat=True))

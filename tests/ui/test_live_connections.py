@@ -244,3 +244,27 @@ def test_a_token_revoked_while_its_connection_opens_is_refused(api):
         open_connection(api.user, token=token)
     assert (refused.value.status_code, refused.value.code) == (401, "NOT_AUTHENTICATED")
     assert not LiveConnection.objects.exists()
+
+
+@pytest.mark.parametrize("ended_by", ["token revoked in place", "user deactivated"])
+def test_credentials_ended_by_any_path_close_their_sockets(api, trip_run, monkeypatch, ended_by):
+    """Not only revoke_tokens and sign-out: a token revoked by an update of its own (the admin's
+    change form) or a deactivated user ends the sockets at the process's next check."""
+    monkeypatch.setattr(live, "CONNECTION_CHECK_SECONDS", 0.05)
+    monkeypatch.setattr(live, "RENEW_SECONDS", 0.05)
+    request_id = trip_run()
+
+    def end() -> None:
+        if ended_by == "user deactivated":
+            type(api.user).objects.filter(pk=api.user.pk).update(is_active=False)
+        else:
+            ApiToken.objects.filter(user=api.user).update(revoked_at=timezone.now())
+
+    async def scenario():
+        socket = await open_run_socket(request_id, token_headers(api))
+        await receive_messages(socket, 5)
+        await sync_to_async(end)()
+        return await receive_until_closed(socket)
+
+    _, code = run_async(scenario)
+    assert code == CLOSE_UNAUTHENTICATED
