@@ -20,6 +20,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.sessions.models import Session
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -51,16 +52,12 @@ class TooManyStreams(ApplicationError):
         )
 
 
-def session_digest(session_key: str | None) -> str:
-    return hashlib.sha256(session_key.encode()).hexdigest() if session_key else ""
-
-
 def credential_group(connection: LiveConnection) -> str | None:
     """The channel-layer group told when this connection's credential ends."""
     if connection.token_id is not None:
         return f"token-{connection.token_id}"
-    if connection.session_digest:
-        return f"session-{connection.session_digest[:40]}"
+    if connection.session_key:  # a secret: the group is named after its digest
+        return f"session-{hashlib.sha256(connection.session_key.encode()).hexdigest()[:40]}"
     return None
 
 
@@ -80,7 +77,7 @@ def open_connection(user, *, token: ApiToken | None = None, session_key: str | N
     return LiveConnection.objects.create(
         user=user,
         token=token,
-        session_digest=session_digest(session_key),
+        session_key=session_key or "",
         expires_at=now + timedelta(seconds=LEASE_SECONDS),
     )
 
@@ -99,29 +96,37 @@ def close_connection(connection_id: UUID) -> None:
 def keep_connections(connection_ids: Iterable[UUID], *, renew: bool) -> set[UUID]:
     """Those of `connection_ids` still open; `renew` extends their lease. Ends those whose token
     was revoked or whose user was deactivated by a path that did not end them itself (a direct
-    update, the admin's change form)."""
+    update, the admin's change form), and those whose browser session expired or was removed."""
     ids = list(connection_ids)
     alive: set[UUID] = set()
-    expires_at = timezone.now() + timedelta(seconds=LEASE_SECONDS)
+    now = timezone.now()
+    expires_at = now + timedelta(seconds=LEASE_SECONDS)
     for start in range(0, len(ids), ID_CHUNK):
         rows = LiveConnection.objects.filter(pk__in=ids[start : start + ID_CHUNK])
-        rows.filter(Q(token__revoked_at__isnull=False) | Q(user__is_active=False)).delete()
+        rows.filter(_credential_ended(now)).delete()
         if renew:
             rows.update(expires_at=expires_at)
         alive.update(rows.values_list("pk", flat=True))
     return alive
 
 
+def _credential_ended(now) -> Q:
+    ended = Q(token__revoked_at__isnull=False) | Q(user__is_active=False)
+    if settings.SESSION_ENGINE == "django.contrib.sessions.backends.db":  # sessions elsewhere: sign-out only
+        live_sessions = Session.objects.filter(expire_date__gt=now).values("session_key")
+        ended |= ~Q(session_key="") & ~Q(session_key__in=live_sessions)
+    return ended
+
+
 def end_connections(*, token_ids: Iterable[int] = (), session_key: str | None = None) -> None:
     """Close the connections opened with these tokens or this browser session, once the caller's
     transaction commits."""
     token_ids = list(token_ids)
-    digest = session_digest(session_key)
     ended = LiveConnection.objects.none()
     if token_ids:
         ended = ended | LiveConnection.objects.filter(token_id__in=token_ids)
-    if digest:
-        ended = ended | LiveConnection.objects.filter(session_digest=digest)
+    if session_key:
+        ended = ended | LiveConnection.objects.filter(session_key=session_key)
     groups = {credential_group(connection) for connection in ended}
     ended.delete()
     transaction.on_commit(lambda: _tell(group for group in groups if group))

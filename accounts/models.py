@@ -85,8 +85,8 @@ class LiveConnection(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="live_connections")
     token = models.ForeignKey(ApiToken, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
-    # A digest of the browser session's key, never the key itself.
-    session_digest = models.CharField(max_length=64, blank=True, db_index=True)
+    # The browser session's key, as django_session holds it: its connections end with it.
+    session_key = models.CharField(max_length=40, blank=True, db_index=True)
     opened_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField(db_index=True)
 

@@ -12,6 +12,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
+from django.contrib.sessions.models import Session
 from django.test import Client
 from django.utils import timezone
 
@@ -22,7 +23,7 @@ from runs import inbox, live, selectors
 from skillrunner.errors import ApplicationError
 from tests.support.live_service import wait_until
 
-from .conftest import receive_messages, receive_until_closed, run_async, run_socket, token_headers
+from .conftest import SAME_SITE, receive_messages, receive_until_closed, run_async, run_socket, token_headers
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 
@@ -264,6 +265,25 @@ def test_credentials_ended_by_any_path_close_their_sockets(api, trip_run, monkey
         socket = await open_run_socket(request_id, token_headers(api))
         await receive_messages(socket, 5)
         await sync_to_async(end)()
+        return await receive_until_closed(socket)
+
+    _, code = run_async(scenario)
+    assert code == CLOSE_UNAUTHENTICATED
+
+
+def test_an_expired_browser_session_closes_its_sockets(alice, trip_run, monkeypatch):
+    monkeypatch.setattr(live, "CONNECTION_CHECK_SECONDS", 0.05)
+    monkeypatch.setattr(live, "RENEW_SECONDS", 0.05)
+    request_id = trip_run()
+    browser = Client()
+    browser.force_login(alice)
+    key = browser.cookies[settings.SESSION_COOKIE_NAME].value
+    headers = [(b"cookie", f"{settings.SESSION_COOKIE_NAME}={key}".encode()), *SAME_SITE]
+
+    async def scenario():
+        socket = await open_run_socket(request_id, headers)
+        await receive_messages(socket, 5)
+        await sync_to_async(Session.objects.filter(session_key=key).update)(expire_date=timezone.now())
         return await receive_until_closed(socket)
 
     _, code = run_async(scenario)
