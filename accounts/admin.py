@@ -1,6 +1,7 @@
 from django.contrib import admin
 
 from .models import ApiToken
+from .services import revoke_tokens
 
 
 @admin.register(ApiToken)
@@ -17,6 +18,4 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke selected tokens")
     def revoke(self, request, queryset):
-        from django.utils import timezone
-
-        queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+        revoke_tokens(queryset)

@@ -8,15 +8,15 @@ from .models import ApiToken
 LAST_USED_RESOLUTION_SECONDS = 60
 
 
-def user_for_token_key(key: str):
-    """The user an API key belongs to, or None; shared by the REST API and the websocket."""
+def token_for_key(key: str) -> ApiToken | None:
+    """The active token of an active user this API key is, or None; shared by the REST API and the websocket."""
     token = ApiToken.objects.for_key(key)
     if token is None or not token.user.is_active:
         return None
     now = timezone.now()
     if token.last_used_at is None or (now - token.last_used_at).total_seconds() > LAST_USED_RESOLUTION_SECONDS:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
-    return token.user
+    return token
 
 
 def parse_token_header(value: str) -> str | None:
@@ -40,10 +40,10 @@ class HashedTokenAuthentication(authentication.BaseAuthentication):
             if header.split()[:1] == [self.keyword]:
                 raise exceptions.AuthenticationFailed("Invalid token header.")
             return None
-        user = user_for_token_key(key)
-        if user is None:
+        token = token_for_key(key)
+        if token is None:
             raise exceptions.AuthenticationFailed("Invalid or revoked token.")
-        return user, key
+        return token.user, token  # request.auth is the token: streams end when it is revoked (R-FS3)
 
     def authenticate_header(self, request) -> str:
         return self.keyword

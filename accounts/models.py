@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import uuid
 
 from django.conf import settings
 from django.db import models
@@ -71,3 +72,23 @@ class NotificationSettings(models.Model):
 
     def __str__(self) -> str:
         return f"notification settings of {self.user}"
+
+
+class LiveConnection(models.Model):
+    """One open websocket or event stream (R-FS2, R-FS3): counted toward its user's cap, and
+    ended when the token or browser session it was opened with is revoked or ends.
+
+    Rows live in the database every web process shares, so the cap holds across processes. The
+    process holding a connection renews its rows' `expires_at` (accounts.connections); rows of a
+    process that died stop counting once they expire."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="live_connections")
+    token = models.ForeignKey(ApiToken, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    # The browser session's key, as django_session holds it: its connections end with it.
+    session_key = models.CharField(max_length=40, blank=True, db_index=True)
+    opened_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"live connection of {self.user_id} since {self.opened_at}"

@@ -16,6 +16,8 @@ from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
+from accounts.connections import open_connection
+from accounts.models import ApiToken
 from skillrunner.byte_ranges import RangeNotSatisfiable, file_chunks, requested_range
 from skillrunner.errors import ApplicationError, Conflict, NotFound
 from skillrunner.negotiation import JsonWhateverTheClientAccepts
@@ -352,7 +354,13 @@ class EventStreamView(APIView):
     )
     def get(self, request, request_id):
         run = selectors.run_for(request.user, request_id)
-        response = StreamingHttpResponse(event_stream(run.pk, _after_seq(request)), content_type="text/event-stream")
+        after_seq = _after_seq(request)
+        token = request.auth if isinstance(request.auth, ApiToken) else None
+        # 429 TOO_MANY_STREAMS past the user's cap of live connections (R-FS2).
+        connection = open_connection(
+            request.user, token=token, session_key=None if token else request.session.session_key
+        )
+        response = StreamingHttpResponse(event_stream(run.pk, after_seq, connection), content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"
         return response

@@ -17,6 +17,8 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.contrib.auth import get_user_model
 from rest_framework.exceptions import Throttled, ValidationError
 
+from accounts.connections import ENDED, TooManyStreams, close_connection, open_connection
+from accounts.models import LiveConnection
 from skillrunner.api_errors import exception_handler
 from skillrunner.errors import ApplicationError, NotFound
 from skillrunner.throttles import REPLY_SCOPE, check_rate
@@ -34,6 +36,7 @@ CLOSE_INTERNAL_ERROR = 1011
 CLOSE_BAD_REQUEST = 4400
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
+CLOSE_TOO_MANY_STREAMS = 4429
 
 
 def parse_after_seq(query_string: bytes) -> int:
@@ -95,20 +98,59 @@ def ends_run(event: RunEvent) -> bool:
     return event.kind == "status" and event.payload.get("to") in TERMINAL_STATUSES
 
 
-class RunConsumer(AsyncJsonWebsocketConsumer):
-    run: Run | None = None
+def credential_ended() -> ApplicationError:
+    return ApplicationError("NOT_AUTHENTICATED", "the token or session of this connection has ended", status_code=401)
+
+
+class LiveConnectionConsumer(AsyncJsonWebsocketConsumer):
+    """A socket counted toward its user's cap of live connections (R-FS2) and closed with 4401
+    when its token is revoked or its browser session ends (R-FS3)."""
+
+    connection: LiveConnection | None = None
     tail_task: asyncio.Task | None = None
 
-    async def connect(self) -> None:
+    async def open_live_connection(self) -> bool:
+        """Accept the socket for an authenticated user with room under the cap, or close it: 4401, 4429."""
         # Accept before closing with a code: a close sent during the handshake reaches the
         # client as a bare rejection, and it could not tell 4401 from 4404.
         await self.accept()
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return False
+        session = self.scope.get("session")
+        try:
+            self.connection = await database_sync_to_async(open_connection)(
+                user,
+                token=self.scope.get("api_token"),
+                session_key=session.session_key if session is not None else None,
+            )
+        except ApplicationError as exc:  # over the cap, or the token revoked a moment ago
+            await self.send_json(error_message(exc))
+            await self.close(code=CLOSE_TOO_MANY_STREAMS if isinstance(exc, TooManyStreams) else CLOSE_UNAUTHENTICATED)
+            return False
+        return True
+
+    async def end_for_credential(self) -> None:
+        await self.send_json(error_message(credential_ended()))
+        await self.close(code=CLOSE_UNAUTHENTICATED)
+
+    async def disconnect(self, code: int) -> None:
+        if self.tail_task is not None:
+            self.tail_task.cancel()
+        if self.connection is not None:
+            await database_sync_to_async(close_connection)(self.connection.pk)
+
+
+class RunConsumer(LiveConnectionConsumer):
+    run: Run | None = None
+
+    async def connect(self) -> None:
         self.user = self.scope.get("user")
         # Taken by the tail for each batch and by each client action until its answer is sent,
         # so an action's answer always goes out before the close its own effect may cause.
         self.turn = asyncio.Lock()
-        if self.user is None or not self.user.is_authenticated:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
+        if not await self.open_live_connection():
             return
         try:
             cursor = parse_after_seq(self.scope.get("query_string", b""))
@@ -125,16 +167,12 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json(first)
         self.tail_task = asyncio.create_task(self.tail(cursor, finished=first["run"]["status"] in TERMINAL_STATUSES))
 
-    async def disconnect(self, code: int) -> None:
-        if self.tail_task is not None:
-            self.tail_task.cancel()
-
     async def tail(self, cursor: int, *, finished: bool) -> None:
         """Send events after `cursor` as they are committed; close once a finished run is drained."""
         run = self.run
         assert run is not None  # tailing starts only once connect accepted the run
         try:
-            async with RunChangeWaiter(run.pk) as waiter:
+            async with RunChangeWaiter(run.pk, self.connection) as waiter:
                 while True:
                     async with self.turn:
                         # Subscribed before this read, so an event committed meanwhile wakes the next wait.
@@ -148,7 +186,10 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
                         if finished:
                             await self.close(code=CLOSE_NORMAL)
                             return
-                    await waiter.wait()
+                    if await waiter.wait() == ENDED:
+                        async with self.turn:
+                            await self.end_for_credential()
+                        return
         except asyncio.CancelledError:
             raise
         except Exception:

@@ -11,14 +11,14 @@ import logging
 from typing import Any
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.urls import reverse
 from rest_framework.exceptions import ValidationError
 
+from accounts.connections import ENDED
 from skillrunner.throttles import REPLY_SCOPE, check_rate
 
 from . import selectors, services
-from .consumers import CLOSE_INTERNAL_ERROR, CLOSE_UNAUTHENTICATED, current_user
+from .consumers import CLOSE_INTERNAL_ERROR, LiveConnectionConsumer, current_user
 from .live import UserChangeWaiter
 from .models import Interaction
 from .serializers import ReplyInput
@@ -87,34 +87,26 @@ def _int_or_none(text: Any) -> int | None:
         return None
 
 
-class InboxConsumer(AsyncJsonWebsocketConsumer):
+class InboxConsumer(LiveConnectionConsumer):
     """Server → client only: `{"type": "inbox", "count", "questions"}` now and after each change."""
 
-    tail_task: asyncio.Task | None = None
-
     async def connect(self) -> None:
-        await self.accept()
-        user = self.scope.get("user")
-        if user is None or not user.is_authenticated:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
-            return
-        self.tail_task = asyncio.create_task(self.tail(user))
-
-    async def disconnect(self, code: int) -> None:
-        if self.tail_task is not None:
-            self.tail_task.cancel()
+        if await self.open_live_connection():
+            self.tail_task = asyncio.create_task(self.tail(self.scope["user"]))
 
     async def tail(self, user) -> None:
         last: dict[str, Any] | None = None
         try:
-            async with UserChangeWaiter(user.pk) as waiter:
+            async with UserChangeWaiter(user.pk, self.connection) as waiter:
                 while True:
                     # Subscribed before this read, so a change committed meanwhile wakes the next wait.
                     message = await database_sync_to_async(inbox_message)(user)
                     if message != last:
                         await self.send_json(message)
                         last = message
-                    await waiter.wait()
+                    if await waiter.wait() == ENDED:
+                        await self.end_for_credential()
+                        return
         except asyncio.CancelledError:
             raise
         except Exception:

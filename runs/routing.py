@@ -14,7 +14,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.http.request import split_domain_port, validate_host
 from django.urls import path
 
-from accounts.authentication import parse_token_header, user_for_token_key
+from accounts.authentication import parse_token_header, token_for_key
 
 from .consumers import RunConsumer
 from .inbox import InboxConsumer
@@ -67,14 +67,14 @@ def same_origin(scope: dict[str, Any]) -> bool:
 
 
 @database_sync_to_async
-def user_for_header(header: str):
+def token_for_header(header: str):
     key = parse_token_header(header)
-    user = user_for_token_key(key) if key else None
-    return user or AnonymousUser()
+    return token_for_key(key) if key else None
 
 
 class WebsocketAuthMiddleware:
-    """Puts the caller in scope["user"]; an unknown caller gets AnonymousUser and the consumer closes 4401.
+    """Puts the caller in scope["user"] (and their token in scope["api_token"]); an unknown caller
+    gets AnonymousUser and the consumer closes 4401.
 
     A token header is never sent by a browser on its own (pages cannot set it on a websocket),
     so it needs no origin check. Cookies are, even from other sites' pages: a cookie-authenticated
@@ -89,7 +89,8 @@ class WebsocketAuthMiddleware:
     async def __call__(self, scope, receive, send):
         header = authorization_header(scope)
         if header is not None:
-            scope = {**scope, "user": await user_for_header(header)}
+            token = await token_for_header(header)
+            scope = {**scope, "user": token.user if token else AnonymousUser(), "api_token": token}
             return await self.inner(scope, receive, send)
         if not same_origin(scope):
             return await WebsocketDenier()(scope, receive, send)

@@ -226,6 +226,8 @@ SKILLRUNNER_MAX_SESSION_TIMEOUT = _positive_int("SKILLRUNNER_MAX_SESSION_TIMEOUT
 # Fair share (R-FS1): one user's queued runs (uploads awaited included), and the slots one user
 # holds at once (running turns and waits that keep their process).
 SKILLRUNNER_USER_MAX_QUEUED = _positive_int("SKILLRUNNER_USER_MAX_QUEUED", 64)
+# Live connections (websockets and event streams together) one user may hold open at once (R-FS2).
+SKILLRUNNER_USER_MAX_STREAMS = _positive_int("SKILLRUNNER_USER_MAX_STREAMS", 20)
 # A run still waiting for its upload after this long fails with UPLOAD_TIMEOUT (R-FS1).
 SKILLRUNNER_UPLOAD_TIMEOUT_SECONDS = _positive_int("SKILLRUNNER_UPLOAD_TIMEOUT_SECONDS", 3600)
 SKILLRUNNER_KILL_GRACE_SECONDS = env.float("SKILLRUNNER_KILL_GRACE_SECONDS", default=5.0)

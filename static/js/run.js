@@ -646,7 +646,8 @@
       } else if (event.code === 4404) {
         setConnection("This run is not available.");
       } else {
-        setConnection("Connection lost. Reconnecting…");
+        // 4429: this user has too many live connections open; one may close meanwhile.
+        setConnection(event.code === 4429 ? "Too many open pages. Retrying…" : "Connection lost. Reconnecting…");
         window.setTimeout(connect, state.retryMs);
         state.retryMs = Math.min(state.retryMs * 2, RETRY_MAX_MS);
       }

@@ -1,0 +1,150 @@
+"""Live connections (websockets and event streams): the per-user cap (R-FS2), and ending them
+when the credential they were opened with is revoked or its session ends (R-FS3).
+
+One LiveConnection row per open connection. The web process holding connections renews their
+rows in one query per interval (runs.live), whatever their number; a process that dies stops
+renewing, and its rows stop counting after LEASE_SECONDS. Ending a credential deletes its rows
+and, with a cross-process channel layer, wakes the connections at once; without one each web
+process notices its rows are gone at its next check.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterable
+from datetime import timedelta
+from uuid import UUID
+
+from asgiref.sync import async_to_sync
+from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.sessions.models import Session
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from skillrunner.errors import ApplicationError
+
+from .models import ApiToken, LiveConnection
+
+logger = logging.getLogger(__name__)
+
+LEASE_SECONDS = 90
+RENEW_SECONDS = 30
+# The message a connection's listener gets when its credential ends.
+ENDED = "connection.ended"
+# In chunks, so a process holding thousands of connections never builds one huge query.
+ID_CHUNK = 500
+
+
+class TooManyStreams(ApplicationError):
+    status_code = 429
+
+    def __init__(self) -> None:
+        limit = settings.SKILLRUNNER_USER_MAX_STREAMS
+        super().__init__(
+            "TOO_MANY_STREAMS",
+            f"you have {limit} live connections (websockets and event streams), the most one user may have; "
+            "close one and try again",
+            limit=limit,
+        )
+
+
+def credential_group(connection: LiveConnection) -> str | None:
+    """The channel-layer group told when this connection's credential ends."""
+    if connection.token_id is not None:
+        return f"token-{connection.token_id}"
+    if connection.session_key:  # a secret: the group is named after its digest
+        return f"session-{hashlib.sha256(connection.session_key.encode()).hexdigest()[:40]}"
+    return None
+
+
+@transaction.atomic
+def open_connection(user, *, token: ApiToken | None = None, session_key: str | None = None) -> LiveConnection:
+    """Count a new connection of `user`, or raise TooManyStreams (429) when they hold the most
+    allowed, or NOT_AUTHENTICATED (401) when `token` was revoked since it authenticated the caller."""
+    # One admission at a time per user, so two processes cannot both take the last place.
+    get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("pk", flat=True).first()
+    now = timezone.now()
+    if token is not None and not _unrevoked(token):
+        raise ApplicationError("NOT_AUTHENTICATED", "this token has been revoked", status_code=401)
+    mine = LiveConnection.objects.filter(user=user)
+    mine.filter(expires_at__lte=now).delete()  # left by a process that died
+    if mine.count() >= settings.SKILLRUNNER_USER_MAX_STREAMS:
+        raise TooManyStreams()
+    return LiveConnection.objects.create(
+        user=user,
+        token=token,
+        session_key=session_key or "",
+        expires_at=now + timedelta(seconds=LEASE_SECONDS),
+    )
+
+
+def _unrevoked(token: ApiToken) -> bool:
+    """Locks the token row as revoke_tokens does: a token revoked meanwhile either refuses the
+    connection here or finds its row when ending its connections, never neither."""
+    still = ApiToken.objects.select_for_update().filter(pk=token.pk, revoked_at=None)
+    return still.values_list("pk", flat=True).first() is not None
+
+
+def close_connection(connection_id: UUID) -> None:
+    LiveConnection.objects.filter(pk=connection_id).delete()
+
+
+def keep_connections(connection_ids: Iterable[UUID], *, renew: bool) -> set[UUID]:
+    """Those of `connection_ids` still open; `renew` extends their lease. Ends those whose token
+    was revoked or whose user was deactivated by a path that did not end them itself (a direct
+    update, the admin's change form), and those whose browser session expired or was removed."""
+    ids = list(connection_ids)
+    alive: set[UUID] = set()
+    now = timezone.now()
+    expires_at = now + timedelta(seconds=LEASE_SECONDS)
+    for start in range(0, len(ids), ID_CHUNK):
+        rows = LiveConnection.objects.filter(pk__in=ids[start : start + ID_CHUNK])
+        rows.filter(_credential_ended(now)).delete()
+        if renew:
+            rows.update(expires_at=expires_at)
+        alive.update(rows.values_list("pk", flat=True))
+    return alive
+
+
+def _credential_ended(now) -> Q:
+    ended = Q(token__revoked_at__isnull=False) | Q(user__is_active=False)
+    if settings.SESSION_ENGINE == "django.contrib.sessions.backends.db":  # sessions elsewhere: sign-out only
+        live_sessions = Session.objects.filter(expire_date__gt=now).values("session_key")
+        ended |= ~Q(session_key="") & ~Q(session_key__in=live_sessions)
+    return ended
+
+
+def end_connections(*, token_ids: Iterable[int] = (), session_key: str | None = None) -> None:
+    """Close the connections opened with these tokens or this browser session, once the caller's
+    transaction commits."""
+    token_ids = list(token_ids)
+    ended = LiveConnection.objects.none()
+    if token_ids:
+        ended = ended | LiveConnection.objects.filter(token_id__in=token_ids)
+    if session_key:
+        ended = ended | LiveConnection.objects.filter(session_key=session_key)
+    groups = {credential_group(connection) for connection in ended}
+    ended.delete()
+    transaction.on_commit(lambda: _tell(group for group in groups if group))
+
+
+def end_session_connections(sender, request, **kwargs) -> None:
+    """On user_logged_out: signing out closes the sockets and streams of that browser session (R-FS3)."""
+    end_connections(session_key=request.session.session_key)
+
+
+def _tell(groups: Iterable[str]) -> None:
+    """Best effort: without a cross-process layer, or if this message is lost, each web process
+    finds its ended connections at its next check (runs.live)."""
+    layer = get_channel_layer()
+    if layer is None or isinstance(layer, InMemoryChannelLayer):
+        return
+    for group in groups:
+        try:
+            async_to_sync(layer.group_send)(group, {"type": ENDED})
+        except Exception:
+            logger.warning("could not tell %s that its connections ended", group, exc_info=True)

@@ -1,0 +1,290 @@
+"""Live connections (websockets and event streams) per user: capped, idle ones cost no database
+reads (R-FS2), and closed when their token is revoked or their browser session ends (R-FS3).
+
+In process, over the ASGI application; tests/live/test_live_connections.py repeats the essentials
+against a real daphne."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.conf import settings
+from django.contrib.sessions.models import Session
+from django.test import Client
+from django.utils import timezone
+
+from accounts.connections import open_connection
+from accounts.models import ApiToken, LiveConnection
+from accounts.services import revoke_tokens
+from runs import inbox, live, selectors
+from skillrunner.errors import ApplicationError
+from tests.support.live_service import wait_until
+
+from .conftest import SAME_SITE, receive_messages, receive_until_closed, run_async, run_socket, token_headers
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
+
+CLOSE_TOO_MANY_STREAMS = 4429
+CLOSE_UNAUTHENTICATED = 4401
+
+
+def inbox_socket(headers) -> WebsocketCommunicator:
+    from skillrunner.asgi import application
+
+    return WebsocketCommunicator(application, "/ws/inbox/", headers=headers)
+
+
+async def open_run_socket(request_id: str, headers) -> WebsocketCommunicator:
+    socket = run_socket(request_id, headers)
+    assert (await socket.connect())[0]
+    assert (await socket.receive_json_from(5))["type"] == "snapshot"
+    return socket
+
+
+def stream_status(client, request_id: str):
+    """GET /v1/jobs/{id}/events without reading the stream: its status and, if refused, its body."""
+    response = client.get(f"/v1/jobs/{request_id}/events")
+    return response.status_code, (None if response.streaming else response.json())
+
+
+def test_websockets_and_streams_share_one_cap_per_user(api, bob_api, trip_run, settings):
+    settings.SKILLRUNNER_USER_MAX_STREAMS = 2
+    request_id = trip_run()
+    bobs_run = trip_run(bob_api)
+
+    async def scenario():
+        first = await open_run_socket(request_id, token_headers(api))
+        inbox_ = inbox_socket(token_headers(api))
+        assert (await inbox_.connect())[0]
+        assert (await inbox_.receive_json_from(5))["type"] == "inbox"
+        refused = run_socket(request_id, token_headers(api))
+        assert (await refused.connect())[0]
+        refusal = await receive_until_closed(refused)
+        stream = await sync_to_async(stream_status)(api, request_id)
+        bobs = await open_run_socket(bobs_run, token_headers(bob_api))  # another user's cap is their own
+        await first.disconnect()  # its place is free again at once
+        again = await open_run_socket(request_id, token_headers(api))
+        for socket in (inbox_, bobs, again):
+            await socket.disconnect()
+        return refusal, stream
+
+    (messages, code), (status, body) = run_async(scenario)
+    assert code == CLOSE_TOO_MANY_STREAMS
+    assert [(m["type"], m["code"], m["limit"]) for m in messages] == [("error", "TOO_MANY_STREAMS", 2)]
+    assert status == 429
+    assert body["detail"]["code"] == "TOO_MANY_STREAMS" and body["detail"]["limit"] == 2
+    assert not LiveConnection.objects.exists()  # every socket's place was given back
+
+
+def test_an_open_stream_counts_and_a_refused_one_takes_no_place(api, trip_run, settings):
+    settings.SKILLRUNNER_USER_MAX_STREAMS = 1
+    request_id = trip_run()
+    assert stream_status(api, request_id)[0] == 200
+    assert stream_status(api, request_id)[0] == 429
+    assert LiveConnection.objects.count() == 1
+
+
+def test_places_of_other_processes_count_until_their_lease_expires(alice, api, trip_run, settings):
+    """Every web process counts every process's connections; those of a process that died (its
+    lease no longer renewed) stop counting once expired."""
+    settings.SKILLRUNNER_USER_MAX_STREAMS = 2
+    request_id = trip_run()
+    now = timezone.now()
+    LiveConnection.objects.create(user=alice, expires_at=now + timedelta(seconds=60))  # alive elsewhere
+    LiveConnection.objects.create(user=alice, expires_at=now - timedelta(seconds=1))  # its process died
+    assert stream_status(api, request_id)[0] == 200
+    assert stream_status(api, request_id)[0] == 429
+
+
+def test_idle_connections_read_nothing_however_many(api, trip_run, monkeypatch):
+    """N idle sockets on a waiting run cost no read each: the tails read only when woken."""
+    request_id = trip_run()
+    reads = {"events": 0, "inbox": 0}
+    events_after, inbox_message = selectors.events_after, inbox.inbox_message
+
+    def counted_events_after(*args, **kwargs):
+        reads["events"] += 1
+        return events_after(*args, **kwargs)
+
+    def counted_inbox_message(*args, **kwargs):
+        reads["inbox"] += 1
+        return inbox_message(*args, **kwargs)
+
+    monkeypatch.setattr(selectors, "events_after", counted_events_after)
+    monkeypatch.setattr(inbox, "inbox_message", counted_inbox_message)
+    # Were idle listeners polling, it would show many times within the idle second below.
+    monkeypatch.setattr(live, "SAFETY_POLL_SECONDS", 0.05)
+    sockets = 5
+
+    async def scenario():
+        runs = [await open_run_socket(request_id, token_headers(api)) for _ in range(sockets)]
+        inboxes = [inbox_socket(token_headers(api)) for _ in range(sockets)]
+        for socket in inboxes:
+            assert (await socket.connect())[0]
+            await socket.receive_json_from(5)
+        for socket in runs:
+            await receive_messages(socket, 5)  # the run's events so far
+        before = dict(reads)
+        for socket in runs + inboxes:
+            assert await socket.receive_nothing(1.0 / (2 * sockets))
+        idle = {kind: reads[kind] - before[kind] for kind in reads}
+        await sync_to_async(api.post)(
+            f"/v1/jobs/{request_id}/interaction/reply", {"interaction_id": 1, "response": "Oslo"}, format="json"
+        )
+        ends = [await receive_until_closed(socket) for socket in runs]
+        for socket in inboxes:
+            await socket.disconnect()
+        return idle, ends
+
+    idle, ends = run_async(scenario)
+    assert idle == {"events": 0, "inbox": 0}
+    assert all(code == 1000 and messages[-1]["payload"]["to"] == "succeeded" for messages, code in ends)
+
+
+def test_revoking_a_token_closes_its_sockets(api, staff_api, admin_user, trip_run):
+    request_id = trip_run()
+    other = staff_api  # another token: its sockets stay open
+    token = ApiToken.objects.get(user=api.user)
+
+    async def scenario():
+        run = await open_run_socket(request_id, token_headers(api))
+        inbox_ = inbox_socket(token_headers(api))
+        assert (await inbox_.connect())[0]
+        await inbox_.receive_json_from(5)
+        kept = await open_run_socket(request_id, token_headers(other))
+        await receive_messages(run, 5)
+        await receive_messages(kept, 5)
+        await sync_to_async(revoke_tokens)(ApiToken.objects.filter(pk=token.pk))
+        closed = [await receive_until_closed(socket) for socket in (run, inbox_)]
+        still_open = await kept.receive_nothing(0.5)
+        await kept.disconnect()
+        return closed, still_open
+
+    closed, still_open = run_async(scenario)
+    for messages, code in closed:
+        assert code == CLOSE_UNAUTHENTICATED
+        assert [(m["type"], m["code"]) for m in messages if m["type"] == "error"] == [("error", "NOT_AUTHENTICATED")]
+    assert still_open
+
+
+def test_the_admin_revoke_action_revokes_and_closes(api, admin_client, trip_run):
+    request_id = trip_run()
+    token = ApiToken.objects.get(user=api.user)
+
+    async def scenario():
+        run = await open_run_socket(request_id, token_headers(api))
+        await receive_messages(run, 5)
+        answer = await sync_to_async(admin_client.post)(
+            "/admin/accounts/apitoken/", {"action": "revoke", "_selected_action": [token.pk]}
+        )
+        assert answer.status_code == 302
+        return await receive_until_closed(run)
+
+    _, code = run_async(scenario)
+    assert code == CLOSE_UNAUTHENTICATED
+    assert ApiToken.objects.get(pk=token.pk).revoked_at is not None
+
+
+def test_logging_out_closes_that_sessions_sockets(alice, api, trip_run):
+    request_id = trip_run()
+    browser, other_browser = Client(), Client()
+    browser.force_login(alice)
+    other_browser.force_login(alice)
+
+    def headers(client):
+        cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+        return [(b"cookie", cookie.encode()), (b"origin", b"http://localhost"), (b"host", b"localhost")]
+
+    async def scenario():
+        signed_out = await open_run_socket(request_id, headers(browser))
+        inbox_ = inbox_socket(headers(browser))
+        assert (await inbox_.connect())[0]
+        await inbox_.receive_json_from(5)
+        kept = await open_run_socket(request_id, headers(other_browser))
+        await receive_messages(signed_out, 5)
+        await receive_messages(kept, 5)
+        assert (await sync_to_async(browser.post)("/accounts/logout/")).status_code == 302
+        closed = [await receive_until_closed(socket) for socket in (signed_out, inbox_)]
+        still_open = await kept.receive_nothing(0.5)
+        await kept.disconnect()
+        return closed, still_open
+
+    closed, still_open = run_async(scenario)
+    assert [code for _, code in closed] == [CLOSE_UNAUTHENTICATED, CLOSE_UNAUTHENTICATED]
+    assert still_open
+
+
+def test_a_process_renews_the_leases_of_its_open_connections(api, trip_run, monkeypatch):
+    """What keeps a live connection counted (and a dead process's not): its process renews it."""
+    monkeypatch.setattr(live, "CONNECTION_CHECK_SECONDS", 0.05)
+    monkeypatch.setattr(live, "RENEW_SECONDS", 0.05)
+    request_id = trip_run()
+
+    async def scenario():
+        socket = await open_run_socket(request_id, token_headers(api))
+        soon = timezone.now() + timedelta(seconds=5)
+        await sync_to_async(LiveConnection.objects.update)(expires_at=soon)
+        renewed = await sync_to_async(wait_until)(
+            lambda: LiveConnection.objects.filter(expires_at__gt=soon).exists(), 10, "the lease to be renewed"
+        )
+        await socket.disconnect()
+        return renewed
+
+    assert run_async(scenario)
+
+
+def test_a_token_revoked_while_its_connection_opens_is_refused(api):
+    """Revoked between authenticating the caller and counting the connection: no connection is
+    left that its revocation did not see."""
+    token = ApiToken.objects.get(user=api.user)  # as the caller authenticated it
+    revoke_tokens(ApiToken.objects.filter(pk=token.pk))
+    with pytest.raises(ApplicationError) as refused:
+        open_connection(api.user, token=token)
+    assert (refused.value.status_code, refused.value.code) == (401, "NOT_AUTHENTICATED")
+    assert not LiveConnection.objects.exists()
+
+
+@pytest.mark.parametrize("ended_by", ["token revoked in place", "user deactivated"])
+def test_credentials_ended_by_any_path_close_their_sockets(api, trip_run, monkeypatch, ended_by):
+    """Not only revoke_tokens and sign-out: a token revoked by an update of its own (the admin's
+    change form) or a deactivated user ends the sockets at the process's next check."""
+    monkeypatch.setattr(live, "CONNECTION_CHECK_SECONDS", 0.05)
+    monkeypatch.setattr(live, "RENEW_SECONDS", 0.05)
+    request_id = trip_run()
+
+    def end() -> None:
+        if ended_by == "user deactivated":
+            type(api.user).objects.filter(pk=api.user.pk).update(is_active=False)
+        else:
+            ApiToken.objects.filter(user=api.user).update(revoked_at=timezone.now())
+
+    async def scenario():
+        socket = await open_run_socket(request_id, token_headers(api))
+        await receive_messages(socket, 5)
+        await sync_to_async(end)()
+        return await receive_until_closed(socket)
+
+    _, code = run_async(scenario)
+    assert code == CLOSE_UNAUTHENTICATED
+
+
+def test_an_expired_browser_session_closes_its_sockets(alice, trip_run, monkeypatch):
+    monkeypatch.setattr(live, "CONNECTION_CHECK_SECONDS", 0.05)
+    monkeypatch.setattr(live, "RENEW_SECONDS", 0.05)
+    request_id = trip_run()
+    browser = Client()
+    browser.force_login(alice)
+    key = browser.cookies[settings.SESSION_COOKIE_NAME].value
+    headers = [(b"cookie", f"{settings.SESSION_COOKIE_NAME}={key}".encode()), *SAME_SITE]
+
+    async def scenario():
+        socket = await open_run_socket(request_id, headers)
+        await receive_messages(socket, 5)
+        await sync_to_async(Session.objects.filter(session_key=key).update)(expire_date=timezone.now())
+        return await receive_until_closed(socket)
+
+    _, code = run_async(scenario)
+    assert code == CLOSE_UNAUTHENTICATED
