@@ -105,16 +105,14 @@ class NewRunForm(PlainLabelForm):
         execution_mode.choices = [(mode, mode) for mode in version.execution_modes]
         input_schema = version.schemas.get(INPUT) or {}
         self.file_names = file_fields(input_schema)
-        self.schema_names = {
-            INPUT: self._add_schema_fields(INPUT, input_schema),
-            PARAMETER: self._add_schema_fields(PARAMETER, version.schemas.get(PARAMETER) or {}),
-        }
+        self.schema_names = {section: self._add_schema_fields(version, section) for section in (INPUT, PARAMETER)}
 
-    def _add_schema_fields(self, section: str, schema: dict[str, Any]) -> list[str]:
+    def _add_schema_fields(self, version: SkillVersion, section: str) -> list[str]:
+        schema = version.schemas.get(section) or {}
         required = set(schema.get("required") or [])
         files = set(file_fields(schema)) if section == INPUT else set()
         names = []
-        for name, spec in (schema.get("properties") or {}).items():
+        for name, spec in version.properties(section):
             if not isinstance(spec, dict):
                 continue
             if name in files:

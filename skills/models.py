@@ -33,6 +33,11 @@ class SkillVersion(models.Model):
     description = models.TextField(blank=True)
     manifest = models.JSONField(help_text="runner.json as installed")
     schemas = models.JSONField(help_text="{input, parameter, output} JSON Schemas")
+    # PostgreSQL's jsonb keeps no key order, so the order the author gave the input and parameter
+    # properties (the run form's field order) is kept as lists.
+    property_order = models.JSONField(
+        default=dict, help_text="{input, parameter}: property names in the package's order"
+    )
     engines = models.JSONField(default=list)
     unsupported_engines = models.JSONField(default=list)
     effective_engines = models.JSONField(default=list)
@@ -43,6 +48,13 @@ class SkillVersion(models.Model):
     snapshot_dir = models.CharField(max_length=1024)
     package_sha256 = models.CharField(max_length=64)
     installed_at = models.DateTimeField(auto_now_add=True)
+
+    def properties(self, section: str) -> list[tuple[str, Any]]:
+        """The (name, schema) pairs of the section's schema, in the package's order."""
+        properties = (self.schemas.get(section) or {}).get("properties") or {}
+        order = [name for name in self.property_order.get(section, []) if name in properties]
+        return [(name, properties[name]) for name in [*order, *(n for n in properties if n not in order)]]
+
     installed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
 
     class Meta:

@@ -79,6 +79,10 @@ def install_package(package: SkillPackage, *, user=None) -> SkillVersion:
                 description=package.description,
                 manifest=package.manifest,
                 schemas=package.schemas,
+                property_order={
+                    section: list((package.schemas.get(section) or {}).get("properties") or {})
+                    for section in ("input", "parameter")
+                },
                 engines=package.engines,
                 unsupported_engines=package.unsupported_engines,
                 effective_engines=package.effective_engines,
