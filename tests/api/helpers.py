@@ -108,7 +108,7 @@ def wait_until(predicate, timeout: float = 5.0, interval: float = 0.02) -> bool:
 
 def write_executable(path: Path, text: str) -> Path:
     path.write_text(text)
-    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    path.chmod(0o755)  # outright: a sandboxed engine is another uid, and the umask may be the service's 077
     return path
 
 

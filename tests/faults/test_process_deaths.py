@@ -5,7 +5,9 @@ a web process dies under a waiting run and its socket, and the whole service die
 runs in every state.
 
 After each: every run ends or waits on an answerable question, event seqs are 1..N, no (run,
-attempt) reached the engine twice, no engine process is left, no secret in the server logs."""
+attempt) reached the engine twice, no engine process is left, every engine ran sandboxed, no
+secret in the server logs. Engines run in the agent sandbox (R-SB1), whose processes are seen
+from outside (`assert_engine_sandboxed`)."""
 
 from __future__ import annotations
 
@@ -15,8 +17,7 @@ import pytest
 
 from tests.scaleout.deployment import wait_until
 from tests.scaleout.fixtures import QUESTION
-from tests.scaleout.invariants import assert_event_log_sound, check_all
-from tests.support.processes import process_alive
+from tests.scaleout.invariants import assert_engine_sandboxed, assert_event_log_sound, check_all
 from tests.support.wsclient import Closed, WebSocket
 
 pytestmark = [pytest.mark.scaleout, pytest.mark.timeout(150)]
@@ -31,28 +32,27 @@ def _engine_start(d, request_id: str) -> dict:
 
 
 def test_worker_killed_mid_turn_is_reaped_by_the_surviving_worker(deployments):
-    """Two worker clusters; the one running a turn dies. Without any restart, the other fails the
-    turn (ORCHESTRATOR_RESTART_INTERRUPTED), kills its orphaned engine, never reruns it, and
-    keeps taking new runs."""
+    """Two worker clusters; the one running a turn dies, and its sandboxed engine with it (R-SB3).
+    Without any restart, the other fails the turn (ORCHESTRATOR_RESTART_INTERRUPTED), never
+    reruns it, and keeps taking new runs."""
     d = deployments(webs=1, workers=2, max_turns=2).start()
     long = d.create("alice", "haiku-writer", input={"topic": "zzz60 long"})
     d.wait_status("alice", long, {"running"})
     engine = _engine_start(d, long)
-    victim = d.worker_index_of_group(engine["worker_group"])
-    assert victim is not None, (engine, [w.pid for w in d.workers])
+    victim = assert_engine_sandboxed(d, long)
+    assert engine["worker"] == victim, (engine, victim)
 
     d.kill_worker(victim)
+    wait_until(lambda: not d.engine_processes_of(long), 20, "the engine to end with its worker")
     failed = d.wait_status("alice", long, {"failed", "succeeded", "canceled"}, timeout=30)
     assert failed["status"] == "failed" and failed["error"]["code"] == "ORCHESTRATOR_RESTART_INTERRUPTED", failed
     assert failed["recovery_state"] == "failed_reconciled"
-    wait_until(lambda: not process_alive(engine["pid"]), 20, "the orphaned engine to be killed")
 
     later = [d.create("bob", "haiku-writer", input={"topic": f"after {i}"}) for i in range(3)]
     runs = check_all(d)
     assert all(runs[r]["status"] == "succeeded" for r in later), {r: runs[r]["error"] for r in later}
     assert d.engine.starts_per_run()[long] == 1
-    survivor = d.workers[1 - victim].pid
-    assert {c["worker_group"] for c in d.engine.starts() if c["run"] in later} == {survivor}
+    assert {c["worker"] for c in d.engine.starts() if c["run"] in later} == {1 - victim}
 
 
 def test_web_killed_while_a_run_waits(deployments):
@@ -103,10 +103,10 @@ def test_web_killed_while_a_run_waits(deployments):
 
 def test_everything_killed_at_once_with_runs_in_every_state(deployments):
     """Web and worker die together (SIGKILL) with one run of each kind: succeeded, waiting_user
-    (resumable, strict), running, and two queued behind the single slot. After both restart:
-    the running turn fails ORCHESTRATOR_RESTART_INTERRUPTED and its engine is killed, the queued
-    runs run once each, the waiting run is recovered and still answerable, the finished run is
-    untouched (R-LC13)."""
+    (resumable, strict), running, and two queued behind the single slot. The running turn's
+    sandboxed engine dies with its worker (R-SB3). After both restart: the running turn fails
+    ORCHESTRATOR_RESTART_INTERRUPTED, the queued runs run once each, the waiting run is recovered
+    and still answerable, the finished run is untouched (R-LC13)."""
     d = deployments(webs=1, workers=1, max_turns=1).start()
     done = d.create("alice", "haiku-writer", input={"topic": "done before"})
     d.wait_status("alice", done, {"succeeded"})
@@ -114,21 +114,21 @@ def test_everything_killed_at_once_with_runs_in_every_state(deployments):
     d.wait_status("alice", waiting, {"waiting_user"})
     running = d.create("bob", "haiku-writer", input={"topic": "zzz60 interrupted"})
     d.wait_status("bob", running, {"running"})
-    engine = _engine_start(d, running)
+    _engine_start(d, running)
+    assert assert_engine_sandboxed(d, running) == 0
     queued = [d.create("bob", "haiku-writer", input={"topic": f"queued {i}"}) for i in range(2)]
     assert [d.status("bob", r)["status"] for r in queued] == ["queued", "queued"]
     done_events = d.events("alice", done)
 
     d.kill_worker(0)
     d.kill_web(0)
-    assert process_alive(engine["pid"]), "the engine runs in its own session and outlives its worker"
+    wait_until(lambda: not d.engine_processes_of(running), 20, "the engine to end with its worker")
     d.start_web(0)
     d.wait_web(0)
     d.wait_worker(d.start_worker())
 
     failed = d.wait_status("bob", running, {"failed", "succeeded", "canceled"}, timeout=30)
     assert failed["status"] == "failed" and failed["error"]["code"] == "ORCHESTRATOR_RESTART_INTERRUPTED", failed
-    wait_until(lambda: not process_alive(engine["pid"]), 20, "the orphaned engine to be killed")
     for request_id in queued:
         assert d.wait_status("bob", request_id, {"succeeded", "failed"}, timeout=30)["status"] == "succeeded"
 

@@ -7,6 +7,7 @@ Runs on the embedded default and, with the rest of tests/live, on PostgreSQL + R
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 
@@ -14,7 +15,7 @@ import pytest
 
 from tests.support.fake_codex import FakeCodex
 from tests.support.live_service import LiveService
-from tests.support.processes import process_alive, process_group_alive
+from tests.support.processes import process_group_alive, processes_in
 
 pytestmark = [pytest.mark.timeout(150)]
 
@@ -51,7 +52,7 @@ def test_stop_leaves_no_process_and_every_run_in_place(tmp_path, sig):
     """R-OP7/R-LC13: one slot; a run waits for its user, one runs, one is queued behind it."""
     (tmp_path / "engine").mkdir()
     fake = FakeCodex(tmp_path / "engine", tmp_path / "data")
-    release = tmp_path / "release"
+    release = tmp_path / "engine" / "release"  # the install dir, which the sandbox shows the engine (read-only)
     # Every thread's first turn asks a question, but only once `release` exists; the second ends.
     fake.script(
         {"message": "Where to?", "wait_for": str(release)},
@@ -59,13 +60,7 @@ def test_stop_leaves_no_process_and_every_run_in_place(tmp_path, sig):
     )
     live = LiveService(
         tmp_path / "data",
-        # Unconfined: the engine waits for a file the test creates beside it and reports its host
-        # pid; stopping a sandboxed engine with the service is tested in tests/live/test_restart_recovery.
-        env={
-            "SKILLRUNNER_CODEX_BIN": str(fake.binary),
-            "SKILLRUNNER_MAX_CONCURRENT_TURNS": "1",
-            "SKILLRUNNER_SANDBOX": "off",
-        },
+        env={"SKILLRUNNER_CODEX_BIN": str(fake.binary), "SKILLRUNNER_MAX_CONCURRENT_TURNS": "1"},
     )
     try:
         live.manage("migrate", "--noinput")
@@ -79,7 +74,11 @@ def test_stop_leaves_no_process_and_every_run_in_place(tmp_path, sig):
         release.unlink()
         running = _ask(live, token)
         live.wait_for_status(token, running, {"running"})
-        engine = live.wait_until(lambda: fake.invocations()[1:], 20, "the second engine to start")[0]
+        live.wait_until(lambda: fake.invocations()[1:], 20, "the second engine to start")
+        engine = processes_in(tmp_path / "data" / "runs" / running)  # host pids: bwrap and the sandbox's
+        assert engine, "the running turn's engine should be running in its run directory"
+        host = os.readlink("/proc/self/ns/pid")
+        assert [pid for pid in engine if os.readlink(f"/proc/{pid}/ns/pid") != host], "the engine is not sandboxed"
         queued = _ask(live, token)
         assert _status(live, token, queued)["status"] == "queued"
 
@@ -89,7 +88,7 @@ def test_stop_leaves_no_process_and_every_run_in_place(tmp_path, sig):
         except subprocess.TimeoutExpired:
             pytest.fail(f"the service did not stop on {sig.name}:\n{live.log('serve')[-3000:]}")
         live.wait_until(lambda: not process_group_alive(serve.pid), 10, "every process of the service to end")
-        assert not process_alive(engine["pid"]), "the running turn's engine outlived the service"
+        assert processes_in(tmp_path / "data" / "runs") == [], f"engine processes {engine} outlived the service"
         assert "Traceback" not in live.log("serve"), live.log("serve")[-3000:]
 
         release.touch()

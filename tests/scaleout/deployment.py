@@ -7,8 +7,8 @@
   (ignored by trust auth) so tests can check that it never shows up anywhere.
 - Redis: our own `redis-server` on a free loopback port with a password, never the machine's
   shared instance, so tests may kill and restart it.
-- The engine is tests/scaleout/probe_engine.py; the service runs the production settings
-  (`skillrunner.settings`), not the test settings.
+- The engine is tests/scaleout/probe_engine.py, in the agent sandbox (the default, R-SB1); the
+  service runs the production settings (`skillrunner.settings`), not the test settings.
 
 Every process runs in its own process group and is killed at `stop()`; every wait is bounded.
 """
@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.live_service import drop_postgres_database, free_port, fresh_postgres_url, wait_until
+from tests.support.processes import processes_in
 
-from .probe_engine import ProbeEngine
+from .probe_engine import ProbeEngine, worker_tag
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -243,7 +244,7 @@ class Deployment:
         self.data_dir = self.root / "data"
         self.logs_dir = self.root / "logs"
         self.logs_dir.mkdir(parents=True, exist_ok=True)
-        self.engine = ProbeEngine(self.root / "engine")
+        self.engine = ProbeEngine(self.root / "engine", self.data_dir)
         self.redis = RedisServer(self.root / "redis").start()
         try:
             self.admin_database_url = _with_retries(lambda: fresh_postgres_url(postgres_base_url()))
@@ -281,10 +282,6 @@ class Deployment:
             SKILLRUNNER_CLAUDE_API_KEY=self.secrets["SKILLRUNNER_CLAUDE_API_KEY"],
             SKILLRUNNER_IFLOW_API_KEY=self.secrets["SKILLRUNNER_IFLOW_API_KEY"],
             LOG_LEVEL="INFO",
-            # The probe engine reports host pids, its worker's process group and writes beside
-            # itself: a view from outside any sandbox. These suites are about the service's
-            # processes; the engine sandbox (R-SB1-R-SB5) is proven in tests/sandbox, tests/live.
-            SKILLRUNNER_SANDBOX="off",
         )
         self.env.update(env or {})
         self.web_ports = [free_port() for _ in range(webs)]
@@ -335,11 +332,11 @@ class Deployment:
         for name, key in created.items():
             self.secrets[f"token of {name}"] = key
 
-    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
         log = open(self.logs_dir / f"{name}.log", "ab")
         try:
             return subprocess.Popen(
-                argv, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                argv, cwd=REPO, env=env or self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
         finally:
             log.close()
@@ -362,7 +359,9 @@ class Deployment:
 
     def start_worker(self) -> int:
         index = len(self.workers)
-        self.workers.append(self._spawn(f"worker-{index}", [PYTHON, "manage.py", "worker"]))
+        # The tag tells the probe engine which cluster started it (probe_engine.py).
+        env = {**self.env, "PATH": os.pathsep.join([self.env.get("PATH", os.defpath), worker_tag(index)])}
+        self.workers.append(self._spawn(f"worker-{index}", [PYTHON, "manage.py", "worker"], env))
         return index
 
     def wait_worker(self, index: int, timeout: float = 30) -> None:
@@ -417,21 +416,11 @@ class Deployment:
         return {p.stem: p.read_text(errors="replace") for p in sorted(self.logs_dir.glob("*.log"))}
 
     def engine_processes(self) -> list[int]:
-        """Live (non-zombie) processes whose working directory is a run directory."""
-        runs = str((self.data_dir / "runs").resolve()) + "/"
-        found = []
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                cwd = os.readlink(f"/proc/{entry}/cwd")
-                with open(f"/proc/{entry}/stat") as handle:
-                    state = handle.read().rsplit(")", 1)[1].split()[0]
-            except OSError:
-                continue
-            if (cwd + "/").startswith(runs) and state not in ("Z", "X"):
-                found.append(int(entry))
-        return sorted(found)
+        """Live engine processes of every run (host pids, the sandboxes' bwrap included), seen from outside."""
+        return processes_in(self.data_dir / "runs")
+
+    def engine_processes_of(self, request_id: str) -> list[int]:
+        return processes_in(self.data_dir / "runs" / request_id)
 
     def db(self, sql: str, params: tuple = ()) -> list[tuple]:
         """A direct read on the service's database (bypassing any proxy)."""

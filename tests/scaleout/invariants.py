@@ -3,6 +3,8 @@ by the scale-out and the fault tests."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from .deployment import TERMINAL, Deployment, wait_until
@@ -93,6 +95,46 @@ def assert_no_orphan_engines(deployment: Deployment, timeout: float = 15) -> Non
     )
 
 
+def assert_every_engine_sandboxed(deployment: Deployment) -> None:
+    """R-SB1/R-SB3: every engine process that started ran in a PID namespace of its own, not in the
+    one of the service's processes (this test process's, where the deployment starts them)."""
+    host = os.readlink("/proc/self/ns/pid")
+    unconfined = [(c["run"], c["turn"]) for c in deployment.engine.starts() if c["pid_namespace"] in (None, host)]
+    assert unconfined == [], unconfined
+
+
+def _pid_namespace(pid: int) -> str:
+    return os.readlink(f"/proc/{pid}/ns/pid")
+
+
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as handle:
+        return int(handle.read().rsplit(")", 1)[1].split()[1])
+
+
+def assert_engine_sandboxed(deployment: Deployment, request_id: str) -> int:
+    """R-SB3 seen from outside, while the run's turn is running: the pid the worker stored
+    (bwrap, started by the worker) is a child of one worker cluster's process, every other process
+    in the run directory is in another PID namespace than that worker, and the probe is among
+    them. Returns the index of that worker cluster."""
+    stored = wait_until(
+        lambda: deployment.db("SELECT engine_pid FROM runs_run WHERE request_id = %s", (request_id,))[0][0],
+        20,
+        f"the engine pid of {request_id} to be recorded",
+    )
+    spawner = _parent(stored)
+    worker = deployment.worker_index_of_group(os.getpgid(spawner))
+    assert worker is not None, (stored, spawner, [w.pid for w in deployment.workers])
+    inside = [pid for pid in deployment.engine_processes_of(request_id) if pid != stored]
+    worker_namespace = _pid_namespace(spawner)
+    assert worker_namespace == _pid_namespace(deployment.workers[worker].pid)
+    assert [pid for pid in inside if _pid_namespace(pid) == worker_namespace] == [], inside
+    commands = [Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") for pid in inside]
+    assert any(b"probe_engine.py" in arg for command in commands for arg in command), commands
+    assert Path(os.readlink(f"/proc/{stored}/exe")).name == "bwrap", os.readlink(f"/proc/{stored}/exe")
+    return worker
+
+
 def assert_no_secret_in(texts: dict[str, str], secrets: dict[str, str]) -> None:
     leaks = [
         (where, name) for where, text in texts.items() for name, value in secrets.items() if value and value in text
@@ -114,5 +156,6 @@ def check_all(deployment: Deployment, timeout: float = 60) -> dict[str, dict]:
     assert_no_turn_ran_twice(deployment)
     assert_attempts_match_engine_turns(deployment, runs)
     assert_no_orphan_engines(deployment)
+    assert_every_engine_sandboxed(deployment)
     assert_logs_clean(deployment)
     return runs

@@ -1,33 +1,51 @@
 """A `codex` stand-in for multi-process tests that records who ran which turn, when.
 
-It wraps tests/support/fake_codex.py (same JSONL output, same thread/turn bookkeeping) and adds:
-- one script per skill: `<root>/<skill_id>.json`, chosen from the run-local skill copy the
+It runs inside the agent sandbox like a real CLI (R-SB1): `ProbeEngine` installs it with
+tests/support/fake_codex.py (same JSONL output, same thread/turn bookkeeping) in a folder of its
+own, which the sandbox shows read-only, and starts it with the system python (the sandbox shows
+/usr, not the virtualenv). It adds:
+- one script per skill: `<install dir>/<skill_id>.json`, chosen from the run-local skill copy the
   service placed in `<run dir>/.codex/skills/<skill_id>` (so auto and interactive runs can share
   one service);
 - a per-run pause: a prompt containing `zzz<seconds>` (e.g. the input topic "zzz2.5") sleeps that
   long before answering, so a test can hold a turn in `running`;
-- `calls.jsonl`: a `start` record (time, pid, the process group of the worker that spawned it,
-  run id) before anything else and an `end` record after the answer; a turn killed midway has
-  no `end`;
-- `env/<pid>.json`: the environment the engine process was given.
+- in its engine home ($CODEX_HOME: `<data dir>/engine-homes/codex/<request id>`, the one place
+  besides the run dir the sandbox lets it write): `calls.jsonl`, a `start` record (time, a token
+  naming this process, its PID namespace, the worker tag, run id, turn) before anything else and
+  an `end` record after the answer, so a turn killed midway has no `end`; `environments.jsonl`:
+  the environment it was given.
+
+No pid is recorded: inside the sandbox pids are the sandbox's own. What only the host knows
+(which engine processes live, their namespaces, the worker that started them) the tests read from
+outside (`Deployment.engine_processes_of`, `invariants.assert_engine_sandboxed`). The worker tag
+is the one thing the engine learns from its worker: `Deployment` ends each worker cluster's PATH
+with a folder named after its index (PATH is among the variables an engine inherits, R-EN5).
 
 Appends are single `write` calls on O_APPEND files, so concurrent engines never interleave lines.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
-import stat
+import shutil
 import sys
 import time
+import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
 PAUSE = re.compile(r"zzz(\d+(?:\.\d+)?)")
+FAKE_CODEX = Path(__file__).resolve().parents[1] / "support" / "fake_codex.py"
+WORKER_TAG = "probe-worker-"  # the PATH folder `worker_tag(index)` names
+
+
+def worker_tag(index: int) -> str:
+    """The last PATH entry of worker cluster `index`; a name only, never created."""
+    return f"/nonexistent/{WORKER_TAG}{index}"
 
 
 def _append(path: Path, record: dict[str, Any]) -> None:
@@ -44,93 +62,98 @@ def _skill_of(run_dir: Path) -> str:
     return names[0] if names else "default"
 
 
+def _worker_of(path_value: str) -> int | None:
+    tags = [Path(entry).name for entry in path_value.split(os.pathsep) if Path(entry).name.startswith(WORKER_TAG)]
+    return int(tags[-1][len(WORKER_TAG) :]) if tags else None
+
+
 def main(root: Path, argv: list[str]) -> int:
-    sys.path.insert(0, str(REPO))
-    from tests.support.fake_codex import _parse as fake_parse
-    from tests.support.fake_codex import main as fake_main
+    sys.path.insert(0, str(root))  # fake_codex.py is installed beside this file
+    fake = importlib.import_module("fake_codex")
 
     if argv[:1] == ["--version"] or "--help" in argv:
-        return fake_main(str(root / "default.json"), argv)
+        return fake.main(str(root / "default.json"), argv)
     run_dir = Path.cwd()
-    try:
-        worker_group = os.getpgid(os.getppid())
-    except ProcessLookupError:
-        worker_group = None
+    home = Path(os.environ["CODEX_HOME"])
     skill = _skill_of(run_dir)
-    thread, _ = fake_parse(argv)
-    thread_log = root / "threads" / str(thread)
+    thread, _ = fake._parse(argv)
+    thread_log = home / "threads" / str(thread)
     turn = len(thread_log.read_text().splitlines()) if thread and thread_log.exists() else 0
+    process = uuid.uuid4().hex
     start = {
         "event": "start",
         "t": time.time(),
-        "pid": os.getpid(),
-        "worker_group": worker_group,
+        "process": process,
+        "pid_namespace": os.readlink("/proc/self/ns/pid"),
+        "worker": _worker_of(os.environ.get("PATH", "")),
         "run": run_dir.name,
         "skill": skill,
         "turn": turn,
     }
-    _append(root / "calls.jsonl", start)
-    (root / "env").mkdir(exist_ok=True)
-    (root / "env" / f"{os.getpid()}.json").write_text(json.dumps(dict(os.environ)))
+    _append(home / "calls.jsonl", start)
+    _append(home / "environments.jsonl", dict(os.environ))
     pause = PAUSE.search(" ".join(argv))
     if pause:
         time.sleep(float(pause.group(1)))
     script = root / f"{skill}.json"
-    os.environ["CODEX_HOME"] = str(root)  # fake_codex keeps its threads and invocations beside this probe
-    code = fake_main(str(script if script.exists() else root / "default.json"), argv)
-    _append(
-        root / "calls.jsonl", {"event": "end", "t": time.time(), "pid": os.getpid(), "run": run_dir.name, "exit": code}
-    )
+    code = fake.main(str(script if script.exists() else root / "default.json"), argv)
+    _append(home / "calls.jsonl", {"event": "end", "t": time.time(), "process": process, "exit": code})
     return code
 
 
 class ProbeEngine:
-    """The executable, its per-skill scripts and what it recorded."""
+    """The executable, its per-skill scripts and what it recorded in the engine homes of `data_dir`."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, data_dir: Path):
         self.root = Path(root)
+        self.homes = Path(data_dir) / "engine-homes" / "codex"
         self.root.mkdir(parents=True, exist_ok=True)
+        self.root.chmod(0o755)  # the engine runs as an unprivileged uid of its own (engines/sandbox.py)
+        for source in (Path(__file__), FAKE_CODEX):
+            shutil.copyfile(source, self.root / source.name)
+            (self.root / source.name).chmod(0o644)
         self.binary = self.root / "codex"
+        # The system python when there is one: a sandboxed engine sees /usr, not the venv's home.
         self.binary.write_text(
-            f"#!{sys.executable}\n"
-            "import sys\n"
-            f"sys.path.insert(0, {str(REPO)!r})\n"
-            "from pathlib import Path\n"
-            "from tests.scaleout.probe_engine import main\n"
-            f"sys.exit(main(Path({str(self.root)!r}), sys.argv[1:]))\n"
+            f'#!/bin/sh\nPY=/usr/bin/python3\n[ -x "$PY" ] || PY="{sys.executable}"\n'
+            f'exec "$PY" -I "{self.root / "probe_engine.py"}" "{self.root}" "$@"\n'
         )
-        self.binary.chmod(self.binary.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        self.binary.chmod(0o755)
         self.script("default", {"message": "{}"})
 
     def script(self, skill_id: str, *turns: dict[str, Any]) -> None:
-        (self.root / f"{skill_id}.json").write_text(json.dumps({"turns": list(turns)}))
+        path = self.root / f"{skill_id}.json"
+        path.write_text(json.dumps({"turns": list(turns)}))
+        path.chmod(0o644)
 
     def _jsonl(self, name: str) -> list[dict[str, Any]]:
-        path = self.root / name
-        if not path.exists():
-            return []
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        found = []
+        for path in sorted(self.homes.glob(f"*/{name}")):
+            found += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return found
 
     def invocations(self) -> list[dict[str, Any]]:
-        """fake_codex's records: argv, cwd, pid, thread, turn (0 = first turn of the thread), prompt."""
-        return self._jsonl("invocations.jsonl")
+        """fake_codex's records: argv, cwd, thread, turn (0 = first turn of the thread), prompt."""
+        return sorted(self._jsonl("invocations.jsonl"), key=lambda i: i["time"])
 
     def calls(self) -> list[dict[str, Any]]:
-        return self._jsonl("calls.jsonl")
+        return sorted(self._jsonl("calls.jsonl"), key=lambda c: c["t"])
 
     def starts(self) -> list[dict[str, Any]]:
         return [c for c in self.calls() if c["event"] == "start"]
 
     def intervals(self, now: float | None = None) -> list[tuple[float, float, dict[str, Any]]]:
         """(start, end, start record) per engine process; a process without `end` lasts until `now`."""
-        ends = {c["pid"]: c["t"] for c in self.calls() if c["event"] == "end"}
+        calls = self.calls()
+        ends = {c["process"]: c["t"] for c in calls if c["event"] == "end"}
         now = time.time() if now is None else now
-        return [(c["t"], ends.get(c["pid"], now), c) for c in self.starts()]
+        return [(c["t"], ends.get(c["process"], now), c) for c in calls if c["event"] == "start"]
 
     def max_overlap(self) -> int:
         """The largest number of engine processes that were alive at the same instant."""
+        intervals = self.intervals()
         edges = sorted(
-            [(start, 1) for start, _, _ in self.intervals()] + [(end, -1) for _, end, _ in self.intervals()],
+            [(start, 1) for start, _, _ in intervals] + [(end, -1) for _, end, _ in intervals],
             key=lambda e: (e[0], e[1]),
         )
         alive = peak = 0
@@ -151,5 +174,8 @@ class ProbeEngine:
         return [i["prompt"] for i in self.invocations() if Path(i["cwd"]).name == request_id]
 
     def environments(self) -> list[dict[str, str]]:
-        folder = self.root / "env"
-        return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
+        return self._jsonl("environments.jsonl")
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1]), sys.argv[2:]))

@@ -36,7 +36,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import stat
 import subprocess
 import sys
 import time
@@ -224,16 +223,21 @@ class FakeCodex:
         self.script_file = root / "script.json"
         self.binary = root / "codex"
         module = root / "fake_codex.py"
+        # Modes set outright: the sandboxed engine runs as an unprivileged uid of its own, and a test
+        # that imported skillrunner.asgi runs with the service's umask 077 from then on.
+        root.chmod(0o755)
         shutil.copyfile(Path(__file__), module)
+        module.chmod(0o644)
         # The system python when there is one: a sandboxed engine sees /usr, not the venv's home.
         self.binary.write_text(
             f'#!/bin/sh\nPY=/usr/bin/python3\n[ -x "$PY" ] || PY="{sys.executable}"\n'
             f'exec "$PY" -I "{module}" "{self.script_file}" "$@"\n'
         )
-        self.binary.chmod(self.binary.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        self.binary.chmod(0o755)
 
     def script(self, *turns: dict, by_prompt: dict[str, list[dict]] | None = None) -> None:
         self.script_file.write_text(json.dumps({"turns": list(turns), "by_prompt": by_prompt or {}}))
+        self.script_file.chmod(0o644)
 
     def invocations(self) -> list[dict]:
         """Every invocation so far, oldest first, wherever the engine homes were."""
