@@ -155,8 +155,14 @@ def stale_claim_seconds() -> float:
     return settings.SKILLRUNNER_HEARTBEAT_SECONDS * 3 + 5
 
 
-def retry_while_database_away(operation, *args, attempts: int = 30, pause: float = 2.0):
+# How long a finished turn keeps trying to record its outcome while the database is away; the
+# reaper of this host gives a live worker's claim that long beyond the usual staleness.
+OUTCOME_RETRY_SECONDS = 60.0
+
+
+def retry_while_database_away(operation, *args, pause: float = 0.5):
     """Record a turn's outcome even across a short database outage, instead of losing it."""
+    attempts = round(OUTCOME_RETRY_SECONDS / pause)
     for attempt in range(attempts):
         try:
             return operation(*args)

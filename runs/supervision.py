@@ -16,7 +16,7 @@ from django.utils import timezone
 from engines.process import kill_process_group
 
 from . import services
-from .execution import stale_claim_seconds
+from .execution import OUTCOME_RETRY_SECONDS, stale_claim_seconds
 from .models import InteractiveProfile, RecoveryState, Run, RunStatus, WorkerCluster
 from .notifications.email import claim_due_questions
 from .notifications.models import WebhookDelivery
@@ -51,10 +51,14 @@ def _pid_alive(pid: int | None) -> bool:
 
 def _claim_is_dead(run: Run, stale_before) -> bool:
     """A claim whose worker process is gone, or that stopped renewing its heartbeat (a worker
-    cut off from the database, or on a machine that vanished)."""
+    cut off from the database, or on a machine that vanished). A worker of this host that is
+    alive may be recording its outcome right after a database outage (which stopped its
+    heartbeats too): it gets the outcome's retry time on top before its claim counts as dead."""
     host, pid, _ = _parse_claim(run.claimed_by)
-    if host == socket.gethostname() and not _pid_alive(pid):
-        return True
+    if host == socket.gethostname():
+        if not _pid_alive(pid):
+            return True
+        stale_before -= timedelta(seconds=OUTCOME_RETRY_SECONDS)
     return run.heartbeat_at is None or run.heartbeat_at < stale_before
 
 

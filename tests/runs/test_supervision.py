@@ -238,6 +238,24 @@ def test_running_turn_of_a_live_worker_is_left_alone(alice):
     assert Run.objects.get(pk=run.pk).status == "running"
 
 
+def test_a_live_worker_of_this_host_keeps_its_claim_while_it_may_still_record_its_outcome(alice, settings):
+    """After a database outage a live worker's heartbeat is old, but it is about to record the
+    turn's outcome: only past the outcome's retry time does this host's reaper take the claim."""
+    from runs.execution import OUTCOME_RETRY_SECONDS, stale_claim_seconds
+
+    settings.SKILLRUNNER_HEARTBEAT_SECONDS = 1
+    recording = _running(_create(alice), _live_worker())
+    hung = _running(_create(alice), _live_worker())
+    now = timezone.now()
+    Run.objects.filter(pk=recording.pk).update(heartbeat_at=now - timedelta(seconds=stale_claim_seconds() + 5))
+    Run.objects.filter(pk=hung.pk).update(
+        heartbeat_at=now - timedelta(seconds=stale_claim_seconds() + OUTCOME_RETRY_SECONDS + 5)
+    )
+    assert supervision.reap_dead_claims() == 1
+    assert Run.objects.get(pk=recording.pk).status == "running"
+    assert Run.objects.get(pk=hung.pk).error["code"] == "ORCHESTRATOR_RESTART_INTERRUPTED"
+
+
 def test_other_host_claims_are_judged_by_heartbeat(alice, settings):
     settings.SKILLRUNNER_HEARTBEAT_SECONDS = 10
     fresh = _running(_create(alice), "elsewhere:123:tok")
