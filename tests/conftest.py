@@ -36,6 +36,16 @@ def installation() -> None:
     prepare_installation()
 
 
+@pytest.fixture(autouse=True)
+def no_outside_reads():
+    """R-OP6: a read outside the checkout fails the test that made it, even if the code that tried
+    swallowed the error (per test, so it also fails a run spread over pytest-xdist's workers)."""
+    before = len(OUTSIDE_READS.violations)
+    yield
+    made = OUTSIDE_READS.violations[before:]
+    assert not made, "R-OP6: the test read outside the checkout: " + ", ".join(made)
+
+
 def pytest_sessionfinish(session, exitstatus):
     """A read outside the checkout fails the run even if the code that tried swallowed the error."""
     if OUTSIDE_READS.violations:
