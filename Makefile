@@ -45,11 +45,11 @@ sandbox:
 test: test-venv engines system-packages lint
 	$(PY) scripts/test_services.py $(MAKE) --no-print-directory test-suites
 
-# The embedded pass runs on two processes, one test module each at a time (every test has its
-# own data dir, database and ports); the scale-out pass shares one Redis, so it runs alone.
+# Both passes run on two processes, one test module each at a time: every test has its own data
+# dir, database and ports, and each process its own Redis database (tests/settings.py).
 test-suites:
 	$(PY) -m pytest -n 2 --dist loadscope tests
-	DATABASE_URL=$(SCALEOUT_DATABASE_URL) REDIS_URL=$(SCALEOUT_REDIS_URL) $(PY) -m pytest $(wildcard $(SCALEOUT_TESTS))
+	DATABASE_URL=$(SCALEOUT_DATABASE_URL) REDIS_URL=$(SCALEOUT_REDIS_URL) $(PY) -m pytest -n 2 --dist loadscope $(wildcard $(SCALEOUT_TESTS))
 
 lint: test-venv
 	$(VENV)/bin/ruff check .

@@ -2,6 +2,7 @@
 
 import os
 import tempfile
+import urllib.parse
 
 os.environ.setdefault("SKILLRUNNER_DATA_DIR", tempfile.mkdtemp(prefix="skillrunner-test-"))
 os.environ.setdefault("SECRET_KEY", "tests-only-secret-key-never-used-in-production")
@@ -9,6 +10,13 @@ os.environ.setdefault("SECRET_KEY", "tests-only-secret-key-never-used-in-product
 # reuse: ordinary tests must never trip them. Rate-limit tests set tight rates themselves.
 os.environ.setdefault("SKILLRUNNER_RATE_RUN_CREATE", "100000/min")
 os.environ.setdefault("SKILLRUNNER_RATE_REPLY", "100000/min")
+# Under pytest-xdist each worker process (gw0, gw1, …) gets a Redis database of its own, so the
+# channel groups and queues of one worker's tests (keyed by reused user and run ids) never reach
+# another's; the live services a test starts inherit it through REDIS_URL.
+if os.environ.get("REDIS_URL") and os.environ.get("PYTEST_XDIST_WORKER", "").startswith("gw"):
+    _redis = urllib.parse.urlsplit(os.environ["REDIS_URL"])
+    _db = int(_redis.path.lstrip("/") or 0) + 1 + int(os.environ["PYTEST_XDIST_WORKER"][2:])
+    os.environ["REDIS_URL"] = urllib.parse.urlunsplit(_redis._replace(path=f"/{_db}"))
 
 from skillrunner.settings import *  # noqa: E402,F403
 from skillrunner.settings import DATA_DIR, DATABASES, Q_CLUSTER  # noqa: E402
