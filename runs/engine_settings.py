@@ -22,12 +22,16 @@ def engine_binary(engine: str) -> str:
     return shutil.which(engine) or engine
 
 
-def engine_config(engine: str, home_name: str) -> EngineConfig:
+def engine_home(engine: str, home_name: str) -> Path:
     """`home_name` isolates the engine's home: one per run, so no run can read another's sessions."""
+    return settings.DATA_DIR / "engine-homes" / engine / home_name
+
+
+def engine_config(engine: str, home_name: str) -> EngineConfig:
     conf = settings.SKILLRUNNER_ENGINES[engine]
     return EngineConfig(
         binary=engine_binary(engine),
-        home=settings.DATA_DIR / "engine-homes" / engine / home_name,
+        home=engine_home(engine, home_name),
         base_url=conf["base_url"] or None,
         api_key=conf["api_key"] or None,
         default_model=conf["model"] or None,

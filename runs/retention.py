@@ -19,6 +19,7 @@ from django.conf import settings
 from django.utils import timezone
 from django_q.models import Schedule
 
+from .engine_settings import engine_home
 from .models import TERMINAL_STATUSES, Run
 
 logger = logging.getLogger(__name__)
@@ -49,15 +50,15 @@ def remove_expired_runs() -> int:
         batch = list(
             Run.objects.filter(status__in=TERMINAL_STATUSES, finished_at__lt=cutoff, files_removed_at__isnull=True)
             .order_by("finished_at")
-            .values_list("pk", "engine")[:BATCH]
+            .only("request_id", "engine")[:BATCH]
         )
-        for request_id, engine in batch:
-            if _claim(request_id):
-                _remove_folders(request_id, engine)
+        for run in batch:
+            if _claim(run.pk):
+                _remove_folders(run)
                 removed += 1
         if settings.SKILLRUNNER_RUN_RETENTION_DELETE_ROWS:
             # Events, interactions and usage rows cascade; in batches, so no delete grows unbounded.
-            Run.objects.filter(pk__in=[pk for pk, _ in batch], files_removed_at__isnull=False).delete()
+            Run.objects.filter(pk__in=[run.pk for run in batch], files_removed_at__isnull=False).delete()
         if len(batch) < BATCH:
             break
     if removed:
@@ -75,8 +76,7 @@ def _claim(request_id) -> bool:
     )
 
 
-def _remove_folders(request_id, engine: str) -> None:
-    data = settings.DATA_DIR
-    for folder in (data / "runs", data / "run-records", data / "engine-homes" / engine):
+def _remove_folders(run: Run) -> None:
+    for folder in (run.run_dir, run.records_dir, engine_home(run.engine, str(run.pk))):
         # rmtree removes a link the agent left, never what it points to.
-        shutil.rmtree(folder / str(request_id), ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)

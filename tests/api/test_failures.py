@@ -211,3 +211,20 @@ def test_failed_run_keeps_logs_for_diagnosis(api, fake_codex):
     logs = api.get(f"/v1/jobs/{rid}/logs").json()
     assert "turn.failed" in logs["stdout"]
     assert "retrying" in logs["stderr"]
+
+
+def test_a_run_that_could_not_be_created_leaves_no_folder(api, monkeypatch, settings):
+    """The run folder is made before the run commits (a worker may claim it at once); when the
+    run is not created after all, its folder goes too: nothing half-written is left."""
+    from runs.models import Run
+    from runs.services import admission
+
+    def database_gone(*args, **kwargs):
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(admission, "transition", database_gone)
+    with pytest.raises(RuntimeError):
+        api.post("/v1/jobs", {"skill_id": "haiku-writer", "engine": "codex", "input": {"topic": "x"}}, format="json")
+    assert not Run.objects.exists()
+    runs = settings.DATA_DIR / "runs"
+    assert not runs.exists() or not any(runs.iterdir())

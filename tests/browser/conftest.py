@@ -53,19 +53,7 @@ class Live:
         return self._tokens[username]
 
     def start_trip(self, username: str) -> str:
-        status, body = self.service.request(
-            "POST",
-            "/v1/jobs",
-            self.token(username),
-            {
-                "skill_id": "trip-planner",
-                "engine": "codex",
-                "input": {},
-                "runtime_options": {"execution_mode": "interactive"},
-            },
-        )
-        assert status == 200, body
-        return body["request_id"]
+        return self.service.start_trip(self.token(username))
 
     def run_status(self, username: str, request_id: str) -> str:
         return self.service.request("GET", f"/v1/jobs/{request_id}", self.token(username))[1]["status"]

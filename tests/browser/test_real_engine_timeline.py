@@ -57,19 +57,7 @@ def test_real_engine_tool_call_shows_live_in_the_run_page(engine, live, model_se
     model_server.set_script([HOLD_TOOL, {"text": QUESTION}])
     page = new_page()
     log_in(page, "alice")
-    code, body = live.service.request(
-        "POST",
-        "/v1/jobs",
-        live.token("alice"),
-        {
-            "skill_id": "trip-planner",
-            "engine": engine,
-            "input": {},
-            "runtime_options": {"execution_mode": "interactive", "hard_timeout_seconds": 120},
-        },
-    )
-    assert code == 200, body
-    request_id = body["request_id"]
+    request_id = live.service.start_trip(live.token("alice"), engine)  # the finally below cancels it
     try:
         page.goto(f"/runs/{request_id}/")
         timeline = page.locator("details.activity .timeline")

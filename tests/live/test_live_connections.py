@@ -34,20 +34,9 @@ class Service:
         self.run = self.start_waiting_run(self.token)
 
     def start_waiting_run(self, token: str) -> str:
-        status, body = self.live.request(
-            "POST",
-            "/v1/jobs",
-            token,
-            {
-                "skill_id": "trip-planner",
-                "engine": "codex",
-                "input": {},
-                "runtime_options": {"execution_mode": "interactive"},
-            },
-        )
-        assert status == 200, body
-        self.live.wait_for_status(token, body["request_id"], {"waiting_user"})
-        return body["request_id"]
+        request_id = self.live.start_trip(token)
+        self.live.wait_for_status(token, request_id, {"waiting_user"})
+        return request_id
 
     def socket(self, headers: dict[str, str], path: str | None = None) -> WebSocket:
         return WebSocket(self.live.port, path or f"/ws/runs/{self.run}/", headers)

@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -25,22 +26,6 @@ PLAN = {
     "plan_file": "artifacts/plan.md",
     "__SKILL_DONE__": True,
 }
-
-
-def _ask(live, token) -> str:
-    status, body = live.request(
-        "POST",
-        "/v1/jobs",
-        token,
-        {
-            "skill_id": "trip-planner",
-            "engine": "codex",
-            "input": {},
-            "runtime_options": {"execution_mode": "interactive"},
-        },
-    )
-    assert status == 200, body
-    return body["request_id"]
 
 
 def _status(live, token, request_id) -> dict:
@@ -69,17 +54,17 @@ def test_stop_leaves_no_process_and_every_run_in_place(tmp_path, sig):
         live.wait_until(lambda: live._ping() == 204, 60, "the service to answer")
 
         release.touch()
-        waiting = _ask(live, token)
+        waiting = live.start_trip(token)
         live.wait_for_status(token, waiting, {"waiting_user"})
         release.unlink()
-        running = _ask(live, token)
+        running = live.start_trip(token)
         live.wait_for_status(token, running, {"running"})
         live.wait_until(lambda: fake.invocations()[1:], 20, "the second engine to start")
         engine = processes_in(tmp_path / "data" / "runs" / running)  # host pids: bwrap and the sandbox's
         assert engine, "the running turn's engine should be running in its run directory"
         host = os.readlink("/proc/self/ns/pid")
         assert [pid for pid in engine if os.readlink(f"/proc/{pid}/ns/pid") != host], "the engine is not sandboxed"
-        queued = _ask(live, token)
+        queued = live.start_trip(token)
         assert _status(live, token, queued)["status"] == "queued"
 
         serve.send_signal(sig)
@@ -105,3 +90,28 @@ def test_stop_leaves_no_process_and_every_run_in_place(tmp_path, sig):
         assert live.wait_for_status(token, waiting, {"succeeded", "failed"})["status"] == "succeeded"
     finally:
         live.stop()
+
+
+def test_the_worker_ends_when_its_cluster_dies(tmp_path):
+    """A worker whose django-q2 cluster died serves nothing: its main process notices at once (it
+    sleeps on the sentinel's process fd, not on a timer) and ends, so a process manager restarts it."""
+    live = LiveService(tmp_path / "data")
+    try:
+        live.start()
+        worker = live.workers[0]
+        live.wait_until(lambda: _children(worker.pid), 30, "the worker's cluster to start")
+        (sentinel,) = _children(worker.pid)
+        os.kill(sentinel, signal.SIGKILL)
+        try:
+            worker.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the worker outlived its cluster:\n" + live.log("worker-0")[-3000:])
+    finally:
+        live.stop()
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []

@@ -54,19 +54,7 @@ def test_worker_killed_mid_delivery_loses_nothing(live):
         token = live.token("alice")
         status, hook = live.request("POST", "/v1/webhooks", token, {"url": receiver.url})
         assert status == 201, hook
-        status, body = live.request(
-            "POST",
-            "/v1/jobs",
-            token,
-            {
-                "skill_id": "trip-planner",
-                "engine": "codex",
-                "input": {},
-                "runtime_options": {"execution_mode": "interactive"},
-            },
-        )
-        assert status == 200, body
-        request_id = body["request_id"]
+        request_id = live.start_trip(token)
 
         # The run.waiting_user delivery is in flight (the receiver holds it): kill the whole worker.
         live.wait_until(lambda: receiver.received, 30, "the first delivery to arrive")

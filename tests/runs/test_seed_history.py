@@ -26,6 +26,10 @@ def test_seeds_finished_runs_with_their_events_spread_over_a_year(install_skill)
     assert list(run.events.values_list("seq", flat=True)) == [1, 2, 3, 4, 5, 6]
     assert list(run.events.values_list("kind", flat=True)) == ["status", *["activity"] * 4, "result"]
     assert run.last_event_seq == 6
+    statuses = {r.status for r in runs}
+    assert statuses == {"succeeded", "failed", "canceled"}
+    for seeded in runs:  # each run's events carry its own status
+        assert seeded.events.get(seq=1).payload == {"status": seeded.status}
 
 
 def test_refuses_a_database_that_already_holds_runs(install_skill):

@@ -14,64 +14,67 @@ from tests.security.helpers import forget_throttling
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_new_run_form_shares_the_run_create_limit_R_FS1(alice, api, install_skill, fake_codex, monkeypatch):
+@pytest.fixture
+def browser_at_one_per_minute(monkeypatch):
+    """`browser_at_one_per_minute(user, scope)`: a browser logged in as `user` whose rate `scope`
+    allows one request a minute, counted from zero and forgotten afterwards."""
+    users = []
+
+    def make(user, scope: str) -> Client:
+        forget_throttling(user)
+        users.append(user)
+        monkeypatch.setattr(SimpleRateThrottle, "THROTTLE_RATES", {scope: "1/min"})
+        browser = Client()
+        browser.force_login(user)
+        return browser
+
+    yield make
+    for user in users:
+        forget_throttling(user)
+
+
+def test_new_run_form_shares_the_run_create_limit_R_FS1(
+    alice, api, install_skill, fake_codex, browser_at_one_per_minute
+):
     install_skill("haiku-writer")
-    forget_throttling(alice)
-    monkeypatch.setattr(SimpleRateThrottle, "THROTTLE_RATES", {"run_create": "1/min"})
-    browser = Client()
-    browser.force_login(alice)
+    browser = browser_at_one_per_minute(alice, "run_create")
     form = {"input__topic": "sea", "engine": "codex", "execution_mode": "auto"}
-    try:
-        first = browser.post("/runs/new/haiku-writer/", form)
-        assert first.status_code == 302, first.content[:500]
-        refused = browser.post("/runs/new/haiku-writer/", form)
-        assert refused.status_code == 429 and b"RATE_LIMITED" in refused.content
-        api_refused = api.post(
-            "/v1/jobs", {"skill_id": "haiku-writer", "engine": "codex", "input": {"topic": "x"}}, format="json"
-        )
-        assert api_refused.status_code == 429  # one budget across both
-    finally:
-        forget_throttling(alice)
+    first = browser.post("/runs/new/haiku-writer/", form)
+    assert first.status_code == 302, first.content[:500]
+    refused = browser.post("/runs/new/haiku-writer/", form)
+    assert refused.status_code == 429 and b"RATE_LIMITED" in refused.content
+    api_refused = api.post(
+        "/v1/jobs", {"skill_id": "haiku-writer", "engine": "codex", "input": {"topic": "x"}}, format="json"
+    )
+    assert api_refused.status_code == 429  # one budget across both
 
 
-def test_skill_install_form_shares_the_skill_install_limit_R_FS1(admin_user, staff_api, monkeypatch):
-    forget_throttling(admin_user)
-    monkeypatch.setattr(SimpleRateThrottle, "THROTTLE_RATES", {"skill_install": "1/min"})
-    browser = Client()
-    browser.force_login(admin_user)
+def test_skill_install_form_shares_the_skill_install_limit_R_FS1(admin_user, staff_api, browser_at_one_per_minute):
+    browser = browser_at_one_per_minute(admin_user, "skill_install")
     package = zip_folder(BUNDLED_SKILLS / "haiku-writer")
-    try:
-        first = browser.post("/skills/", {"package": upload("haiku.zip", package)})
-        assert first.status_code == 302, first.content[:500]
-        refused = browser.post("/skills/", {"package": upload("haiku.zip", package)})
-        assert refused.status_code == 429 and b"RATE_LIMITED" in refused.content
-        api_refused = staff_api.post(
-            "/v1/skill-packages/install", {"file": upload("haiku.zip", package)}, format="multipart"
-        )
-        assert api_refused.status_code == 429  # one budget across both
-    finally:
-        forget_throttling(admin_user)
+    first = browser.post("/skills/", {"package": upload("haiku.zip", package)})
+    assert first.status_code == 302, first.content[:500]
+    refused = browser.post("/skills/", {"package": upload("haiku.zip", package)})
+    assert refused.status_code == 429 and b"RATE_LIMITED" in refused.content
+    api_refused = staff_api.post(
+        "/v1/skill-packages/install", {"file": upload("haiku.zip", package)}, format="multipart"
+    )
+    assert api_refused.status_code == 429  # one budget across both
 
 
-def test_settings_form_shares_the_settings_limit_with_webhooks_R_FS1(alice, api, monkeypatch):
+def test_settings_form_shares_the_settings_limit_with_webhooks_R_FS1(alice, api, browser_at_one_per_minute):
     from accounts.services import email_questions_enabled
 
-    forget_throttling(alice)
-    monkeypatch.setattr(SimpleRateThrottle, "THROTTLE_RATES", {"settings_change": "1/min"})
-    browser = Client()
-    browser.force_login(alice)
-    try:
-        saved = browser.post("/settings/", {"email": "alice@example.com", "email_questions": "on"})
-        assert saved.status_code == 302, saved.content[:500]
-        refused = browser.post("/settings/", {"email": "mallory@example.com"})
-        assert refused.status_code == 429 and b"RATE_LIMITED" in refused.content
-        alice.refresh_from_db()
-        assert alice.email == "alice@example.com" and email_questions_enabled(alice)  # nothing changed
-        webhook = api.post("/v1/webhooks", {"url": "https://example.com/hook"}, format="json")
-        assert webhook.status_code == 429  # one budget across both
-        assert api.get("/v1/webhooks").status_code == 200  # reads are not counted
-    finally:
-        forget_throttling(alice)
+    browser = browser_at_one_per_minute(alice, "settings_change")
+    saved = browser.post("/settings/", {"email": "alice@example.com", "email_questions": "on"})
+    assert saved.status_code == 302, saved.content[:500]
+    refused = browser.post("/settings/", {"email": "mallory@example.com"})
+    assert refused.status_code == 429 and b"RATE_LIMITED" in refused.content
+    alice.refresh_from_db()
+    assert alice.email == "alice@example.com" and email_questions_enabled(alice)  # nothing changed
+    webhook = api.post("/v1/webhooks", {"url": "https://example.com/hook"}, format="json")
+    assert webhook.status_code == 429  # one budget across both
+    assert api.get("/v1/webhooks").status_code == 200  # reads are not counted
 
 
 @pytest.fixture

@@ -191,6 +191,22 @@ class LiveService:
         except ValueError:
             return status, raw
 
+    def start_trip(self, token: str, engine: str = "codex") -> str:
+        """POST an interactive trip-planner run (the skill that asks first); its request id."""
+        status, body = self.request(
+            "POST",
+            "/v1/jobs",
+            token,
+            {
+                "skill_id": "trip-planner",
+                "engine": engine,
+                "input": {},
+                "runtime_options": {"execution_mode": "interactive"},
+            },
+        )
+        assert status == 200, body
+        return body["request_id"]
+
     wait_until = staticmethod(wait_until)
 
     def wait_for_status(self, token: str, request_id: str, statuses: set[str], timeout: float = 60) -> dict:

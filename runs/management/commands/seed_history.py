@@ -95,16 +95,18 @@ class Command(BaseCommand):
             cursor.execute(
                 f"""
                 INSERT INTO {table} (run_id, seq, kind, payload, created_at)
-                SELECT run_id, seq,
+                SELECT run.id, seq,
                        CASE WHEN seq = 1 THEN 'status' WHEN seq = %(count)s THEN 'result' ELSE 'activity' END,
-                       CASE WHEN seq = 1 OR seq = %(count)s THEN %(status)s::jsonb ELSE %(activity)s::jsonb END,
+                       CASE WHEN seq = 1 OR seq = %(count)s THEN jsonb_build_object('status', run.status)
+                            ELSE %(activity)s::jsonb END,
                        now()
-                FROM unnest(%(runs)s::uuid[]) AS run_id, generate_series(1, %(count)s) AS seq
+                FROM unnest(%(runs)s::uuid[], %(statuses)s::text[]) AS run(id, status),
+                     generate_series(1, %(count)s) AS seq
                 """,
                 {
                     "count": count,
                     "runs": [run.pk for run in batch],
-                    "status": json.dumps({"status": "succeeded"}),
+                    "statuses": [run.status for run in batch],
                     "activity": json.dumps(ACTIVITY),
                 },
             )

@@ -80,6 +80,8 @@ class Command(BaseCommand):
                 last_beat = time.monotonic()
                 self._beat(token)
         signal.set_wakeup_fd(-1)
+        os.close(wake_read)
+        os.close(wake_write)
         stop.set()
         # Stopping: no new turn starts here, nothing dispatches from here, this worker's turns end
         # (their processes see the claim gone and kill their engines), then the cluster winds down.
