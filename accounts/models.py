@@ -25,7 +25,7 @@ class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
             return None
         lookup = key[len(TOKEN_PREFIX) : len(TOKEN_PREFIX) + LOOKUP_LENGTH]
         digest = _digest(key)
-        for token in self.filter(lookup=lookup, revoked_at__isnull=True).select_related("user"):
+        for token in self.filter(lookup=lookup, revoked_at__isnull=True).select_related("user").order_by():
             if hmac.compare_digest(token.key_hash, digest):
                 return token
         return None

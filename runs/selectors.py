@@ -36,11 +36,11 @@ def run_for(user, request_id: Any) -> Run:
     try:
         key = uuid.UUID(str(request_id))
     except ValueError:
-        key = None
-    run = runs_visible_to(user).filter(pk=key).first() if key else None
-    if run is None:
-        raise NotFound("RUN_NOT_FOUND", f"no run {request_id}")
-    return run
+        raise NotFound("RUN_NOT_FOUND", f"no run {request_id}") from None
+    try:
+        return runs_visible_to(user).get(pk=key)
+    except Run.DoesNotExist:
+        raise NotFound("RUN_NOT_FOUND", f"no run {request_id}") from None
 
 
 def events_after(run: Run, after_seq: int, limit: int = EVENT_PAGE_LIMIT) -> list[RunEvent]:

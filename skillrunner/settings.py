@@ -69,7 +69,6 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "skillrunner.middleware.ContentSecurityPolicyMiddleware",
     "skillrunner.middleware.ApiJsonErrorsMiddleware",
-    "skillrunner.middleware.RequestSizeLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -77,6 +76,11 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Sync-only and last: under ASGI, Django then runs the whole chain in the request's one
+    # thread. Below an async-capable middleware, every Django middleware above whitenoise (sync
+    # only) ran in async mode, hopping to a thread and back for each hook: a request that does no
+    # work took 3.5 ms over HTTP instead of 2.1. It still runs before any view reads the body.
+    "skillrunner.middleware.RequestSizeLimitMiddleware",
 ]
 
 ROOT_URLCONF = "skillrunner.urls"
