@@ -120,6 +120,15 @@ if DATABASE_URL:
         SKILLRUNNER_WORKER_CONN_MAX_AGE = DATABASES["default"]["CONN_MAX_AGE"]
     DATABASES["default"].setdefault("CONN_MAX_AGE", 0)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    if not DATABASES["default"]["CONN_MAX_AGE"]:
+        # The web process borrows connections from a pool: opening one cost 2-3 ms of every
+        # request, and the pool bounds how many requests in flight hold one (the rest wait up to
+        # `timeout` s). The worker keeps its own connections instead (it forks; pools do not).
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": 2,
+            "max_size": _positive_int("SKILLRUNNER_WEB_DB_CONNECTIONS", 16),
+            "timeout": 30,
+        }
 else:
     DATABASES = {
         "default": {

@@ -33,6 +33,7 @@ def keep_database_connections() -> None:
     ORM broker would otherwise reconnect at every poll); the web process does not (settings)."""
     for alias in connections:
         connections[alias].settings_dict["CONN_MAX_AGE"] = settings.SKILLRUNNER_WORKER_CONN_MAX_AGE
+        connections[alias].settings_dict["OPTIONS"].pop("pool", None)
 
 
 class Command(BaseCommand):

@@ -1,0 +1,60 @@
+"""Who holds PostgreSQL connections (README "SKILLRUNNER_WEB_DB_CONNECTIONS"): the web process
+borrows from a bounded pool, `manage.py worker` keeps its own, `?conn_max_age=` keeps them
+everywhere, and a bad pool size stops the service at start."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from tests.support.live_service import REPO
+
+PROBE = """
+import json
+import django
+django.setup()
+from django.db import connections
+from runs.management.commands.worker import keep_database_connections
+default = connections["default"].settings_dict
+web = {"pool": default["OPTIONS"].get("pool"), "conn_max_age": default["CONN_MAX_AGE"]}
+keep_database_connections()
+worker = {"pool": default["OPTIONS"].get("pool"), "conn_max_age": default["CONN_MAX_AGE"]}
+print(json.dumps({"web": web, "worker": worker}))
+"""
+
+
+def _probe(tmp_path, database_url: str, **extra: str) -> subprocess.CompletedProcess:
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "skillrunner.settings",
+        "SKILLRUNNER_DATA_DIR": str(tmp_path),
+        "SECRET_KEY": "x" * 50,
+        "DATABASE_URL": database_url,
+        **extra,
+    }
+    return subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=60, cwd=REPO)
+
+
+def test_the_web_pools_its_connections_and_the_worker_keeps_its_own(tmp_path):
+    done = _probe(tmp_path, "postgres://u@127.0.0.1:5432/db", SKILLRUNNER_WEB_DB_CONNECTIONS="7")
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["web"] == {"pool": {"min_size": 2, "max_size": 7, "timeout": 30}, "conn_max_age": 0}
+    assert seen["worker"] == {"pool": None, "conn_max_age": 60}
+
+
+def test_conn_max_age_in_the_url_keeps_connections_everywhere_without_a_pool(tmp_path):
+    done = _probe(tmp_path, "postgres://u@127.0.0.1:5432/db?conn_max_age=30")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {
+        "web": {"pool": None, "conn_max_age": 30},
+        "worker": {"pool": None, "conn_max_age": 30},
+    }
+
+
+def test_a_pool_of_no_connections_stops_the_service(tmp_path):
+    done = _probe(tmp_path, "postgres://u@127.0.0.1:5432/db", SKILLRUNNER_WEB_DB_CONNECTIONS="0")
+    assert done.returncode != 0
+    assert "SKILLRUNNER_WEB_DB_CONNECTIONS must be a positive integer" in done.stderr
