@@ -11,13 +11,10 @@ process notices its rows are gone at its next check.
 from __future__ import annotations
 
 import hashlib
-import logging
 from collections.abc import Iterable
 from datetime import timedelta
 from uuid import UUID
 
-from asgiref.sync import async_to_sync
-from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.sessions.models import Session
@@ -26,10 +23,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from skillrunner.errors import ApplicationError
+from skillrunner.group_messages import send_to_groups
 
 from .models import ApiToken, LiveConnection
-
-logger = logging.getLogger(__name__)
 
 LEASE_SECONDS = 90
 RENEW_SECONDS = 30
@@ -140,11 +136,4 @@ def end_session_connections(sender, request, **kwargs) -> None:
 def _tell(groups: Iterable[str]) -> None:
     """Best effort: without a cross-process layer, or if this message is lost, each web process
     finds its ended connections at its next check (runs.live)."""
-    layer = get_channel_layer()
-    if layer is None or isinstance(layer, InMemoryChannelLayer):
-        return
-    for group in groups:
-        try:
-            async_to_sync(layer.group_send)(group, {"type": ENDED})
-        except Exception:
-            logger.warning("could not tell %s that its connections ended", group, exc_info=True)
+    send_to_groups((group, {"type": ENDED}) for group in groups)

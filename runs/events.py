@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
-from asgiref.sync import async_to_sync
-from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import transaction
 
-from .models import Run, RunEvent
+from skillrunner.group_messages import send_to_groups
 
-logger = logging.getLogger(__name__)
+from .models import Run, RunEvent
 
 
 def group_name(request_id) -> str:
@@ -39,12 +36,7 @@ def notify_run_changed(request_id, owner_id=None) -> None:
     `owner_id` is given for a status change, which also wakes the owner's user-level listeners.
     Without a cross-process layer each web process watches the event table itself (runs.live).
     """
-    layer = get_channel_layer()
-    if layer is None or isinstance(layer, InMemoryChannelLayer):
-        return
-    try:
-        async_to_sync(layer.group_send)(group_name(request_id), {"type": "run.changed"})
-        if owner_id is not None:
-            async_to_sync(layer.group_send)(user_group_name(owner_id), {"type": "run.changed"})
-    except Exception:  # a broken channel layer must never fail a state change
-        logger.warning("could not publish run change for %s", request_id, exc_info=True)
+    messages = [(group_name(request_id), {"type": "run.changed"})]
+    if owner_id is not None:
+        messages.append((user_group_name(owner_id), {"type": "run.changed"}))
+    send_to_groups(messages)
