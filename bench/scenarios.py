@@ -22,7 +22,7 @@ from tests.support.wsclient import Closed, WebSocket
 
 from .engine import ACTIVITY_LINES, ACTIVITY_MARK, read_times
 from .httpclient import Api
-from .system import cpu_seconds, memory_mib, processes_running
+from .system import cpu_seconds
 
 TERMINAL = {"succeeded", "failed", "canceled"}
 POLL_INTERVAL = 0.01  # a tight client poll of GET /v1/jobs/{id}
@@ -525,13 +525,17 @@ def park_waiting(target: Target, runs: int, clients: int = 4, timeout: float = 3
     return {"seconds": parked_at - started, "runs_per_s": runs / (parked_at - started)}
 
 
-def memory_with_waiting(target: Target, runs: int) -> dict[str, Any]:
+def memory_with_waiting(
+    target: Target, runs: int, memory: Callable[[], dict[str, float]], engine_pids: Callable[[], list[int]]
+) -> dict[str, Any]:
+    """(f): `runs` interactive runs parked in waiting_user hold no engine process and no slot;
+    the service's memory with them parked."""
     parked = park_waiting(target, runs)
     time.sleep(2.0)  # let the last turns' bookkeeping finish
-    engines = processes_running(target.engine)
+    engines = engine_pids()
     slots, running = held_slots(target)
     if engines or slots or running:
         raise BenchError(
             f"{runs} waiting runs still hold resources: engine pids {engines}, {slots} slots, {running} running"
         )
-    return {"parked": parked, "memory": memory_mib(target.pgids()), "engines_alive": len(engines), "slots_held": slots}
+    return {"parked": parked, "memory": memory(), "engines_alive": len(engines), "slots_held": slots}
