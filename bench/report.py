@@ -272,6 +272,14 @@ OUTSIDE_ROWS: list[tuple[str, Any, str, str, tuple[str, str] | None, str]] = [
         None,
         "<= 40",
     ),
+    (
+        "server CPU per run, own + reaped, nothing subtracted, one at a time (ms)",
+        _stat("sequential", "cpu", "ms_per_run_unsubtracted"),
+        "{:.0f}",
+        "-",
+        None,
+        "-",
+    ),
     ("server CPU per run, engine excluded, burst (ms)", _stat("burst", "cpu", "ms_per_run"), "{:.0f}", "-", None, "-"),
     ("idle CPU, % of a core", _stat("idle", "cpu_percent"), "{:.2f}", "0.1", None, "<= 0.5"),
     (
