@@ -78,6 +78,16 @@ def waiting(root: Path, config: str, fake: outside.Fake, args: argparse.Namespac
     return result
 
 
+def print_tables(results: dict[str, Any]) -> None:
+    print()
+    print(report.outside_table(results))
+    print()
+    print(report.waiting_table(results["waiting"]))
+    rounds, elapsed = results["args"]["rounds"], results["elapsed_s"]
+    before, after = results["loadavg_before"], results["loadavg_after"]
+    print(f"\n{rounds} round(s); took {elapsed:.0f}s; load average {before} before, {after} after")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -103,7 +113,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--waiting", type=int, default=1000, help="runs parked in waiting_user at cap 4; 0 skips")
     parser.add_argument("--output", type=Path, default=REPO / "test-output" / "bench" / "outside.json")
     parser.add_argument("--keep", action="store_true", help="keep the data directories (service logs)")
+    parser.add_argument("--report", type=Path, help="print the tables of a JSON this wrote earlier, and stop")
     args = parser.parse_args(argv)
+    if args.report:
+        print_tables(json.loads(args.report.read_text()))
+        return 0
     configs = [name.strip() for name in args.configs.split(",") if name.strip()]
     if unknown := [name for name in configs if name not in CONFIGS]:
         parser.error(f"unknown configuration(s): {', '.join(unknown)}")
@@ -142,13 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(root, ignore_errors=True)
     results["elapsed_s"] = time.monotonic() - started
     results["loadavg_after"] = loadavg()
-    print()
-    print(report.outside_table(results))
-    print()
-    print(report.waiting_table(results["waiting"]))
-    print(
-        f"\n{args.rounds} round(s); took {results['elapsed_s']:.0f}s; load average {results['loadavg_before']} before, {results['loadavg_after']} after"
-    )
+    print_tables(results)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(results, indent=1))
     print(f"raw figures: {args.output}")
