@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .httpclient import Api
-from .scenarios import INTERACTIVE_JOB, TERMINAL, BenchError, auto_job
+from .scenarios import INTERACTIVE_JOB, TERMINAL, BenchError, auto_job, create
 from .services import loadavg
 from .system import tree_cpu, tree_memory
 
@@ -131,15 +131,6 @@ class Server:
         """The fake's own CPU seconds over these runs' turns, and how many turns exited."""
         exits = [r for rid in request_ids for r in fake_records(self.data_dir / "runs" / rid) if r["ev"] == "exit"]
         return sum(r["cpu"] for r in exits), len(exits)
-
-
-def create(api: Api, body: dict[str, Any]) -> tuple[str, float, float]:
-    sent = time.time()
-    status, created = api.post("/v1/jobs", body)
-    returned = time.time()
-    if status != 200:
-        raise BenchError(f"POST /v1/jobs answered {status}: {created}")
-    return created["request_id"], sent, returned
 
 
 def poll(api: Api, request_id: str, statuses: set[str], period: float, timeout: float = 60.0) -> tuple[str, float]:

@@ -72,7 +72,7 @@ class Samples:
 # --- observing a run ------------------------------------------------------------------------
 
 
-def _create(api: Api, body: dict[str, Any]) -> tuple[str, float, float]:
+def create(api: Api, body: dict[str, Any]) -> tuple[str, float, float]:
     sent = time.time()
     status, created = api.post("/v1/jobs", body)
     returned = time.time()
@@ -182,7 +182,7 @@ def timeline(
 
 
 def auto_sample(target: Target, api: Api, observe: str, samples: Samples) -> None:
-    request_id, sent, returned = _create(api, auto_job())
+    request_id, sent, returned = create(api, auto_job())
     if observe == "ws":
         watcher = RunWatcher(target, request_id)
         try:
@@ -209,7 +209,7 @@ def auto_sample(target: Target, api: Api, observe: str, samples: Samples) -> Non
 
 
 def interactive_sample(target: Target, api: Api, observe: str, samples: Samples) -> None:
-    request_id, sent, returned = _create(api, INTERACTIVE_JOB)
+    request_id, sent, returned = create(api, INTERACTIVE_JOB)
     watcher = RunWatcher(target, request_id) if observe == "ws" else None
     try:
         if watcher is not None:
@@ -278,7 +278,7 @@ def activity_latency(target: Target, runs: int) -> list[float]:
         for _ in range(runs):
             body = auto_job()
             body["input"]["topic"] = f"{ACTIVITY_MARK} {uuid.uuid4().hex}"
-            request_id, _, _ = _create(api, body)
+            request_id, _, _ = create(api, body)
             ws = target.socket(request_id)
             try:
                 live_from = None
@@ -323,7 +323,7 @@ def webhook_latencies(target: Target, runs: int) -> Samples:
             raise BenchError(f"webhook registration answered {status}: {hook}")
         try:
             for _ in range(runs):
-                request_id, _, _ = _create(api, INTERACTIVE_JOB)
+                request_id, _, _ = create(api, INTERACTIVE_JOB)
                 arrived = _delivery(receiver, request_id, "run.waiting_user")
                 api.post(f"/v1/jobs/{request_id}/interaction/reply", {"interaction_id": 1, "response": "Lisbon"})
                 finished = _delivery(receiver, request_id, "run.succeeded")
