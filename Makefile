@@ -56,6 +56,7 @@ lint: test-venv
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
+# What a user sees, from outside: both configurations at caps 1 and 16 (docs/benchmarks.md).
 bench: test-venv
 	$(PY) -m bench
 

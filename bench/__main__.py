@@ -1,134 +1,91 @@
-"""`make bench`: latency, throughput and memory of the live service on both configurations.
+"""`make bench`: what a user of the API sees, measured from outside, on both configurations.
 
-    .venv/bin/python -m bench [--configs embedded,scaleout] [--quick] [--profile DIR]
+    .venv/bin/python -m bench [--configs embedded,scaleout] [--caps 1,16] [--rounds 3] [--waiting 1000]
 
-Each configuration gets a fresh service (daphne + one `manage.py worker`, started by
-tests.support.live_service) on a fresh database, with the bench engine as SKILLRUNNER_CODEX_BIN.
-Results are printed as a Markdown table and written as JSON (default test-output/bench/).
+For each configuration, cap (SKILLRUNNER_MAX_CONCURRENT_TURNS) and round, a fresh
+`manage.py serve` (what `make run` starts: daphne + `manage.py worker`) on a fresh database,
+with bench/fakecodex.py as its codex, driven by bench/outside.py. Then, per configuration, one
+service at the default cap 4 idles and parks `--waiting` interactive runs in waiting_user.
+Medians across rounds are printed as a Markdown table beside the reference and the floor; the
+raw figures go to test-output/bench/outside.json. `python -m bench.detail` is the detailed
+benchmark (segments, websocket, activity, webhooks, sandbox cost).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import signal
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from tests.support.live_service import REPO, LiveService
 
-from . import report, scenarios
-from .engine import measure_floor, measure_sandbox_cost, write_engine
+from . import outside, report, scenarios
 from .httpclient import Api
-from .system import idle_cpu_percent, memory_mib
+from .services import CONFIGS, bench_service, loadavg, wait_ready
+from .system import tree_engines
 
-CONFIGS = {
-    "embedded": {"DATABASE_URL": "", "REDIS_URL": ""},
-    "scaleout": {
-        "DATABASE_URL": os.environ.get("SCALEOUT_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"),
-        "REDIS_URL": os.environ.get("SCALEOUT_REDIS_URL", "redis://127.0.0.1:6379/0"),
-    },
-}
-# What the benchmark changes from the defaults, and why (also in docs/benchmarks.md):
-# the production settings module, the bench engine, and per-user rate limits high enough for
-# one user to submit 1,000+ runs (the defaults, 120/min and 240/min, would throttle the bench
-# itself). SKILLRUNNER_MAX_CONCURRENT_TURNS keeps its default of 4.
-BENCH_ENV = {
-    "DJANGO_SETTINGS_MODULE": "skillrunner.settings",
-    "SKILLRUNNER_RATE_RUN_CREATE": "100000/min",
-    "SKILLRUNNER_RATE_REPLY": "100000/min",
-    # (g) delivers webhooks to a receiver in this process, on 127.0.0.1 (R-NT2 refuses it otherwise).
-    "SKILLRUNNER_WEBHOOK_ALLOW_PRIVATE": "true",
-}
-OVERALL_TIMEOUT = 20 * 60
+DEFAULT_CAP = 4
 
 
-class _Overtime(Exception):
-    pass
-
-
-def _alarm(signum, frame):
-    raise _Overtime(f"the benchmark ran over {OVERALL_TIMEOUT}s")
-
-
-def _wait_ready(service: LiveService, token: str) -> None:
-    api = Api("127.0.0.1", service.port, token)
-    service.wait_until(lambda: api.get("/v1/system/readyz")[0] == 200, 60, "the worker to report ready")
-    api.close()
-
-
-def bench_config(name: str, root: Path, engine: Path, args: argparse.Namespace, profiler=None) -> dict[str, Any]:
-    service = LiveService(root / name, env={**CONFIGS[name], "SKILLRUNNER_CODEX_BIN": str(engine)})
-    service.env.update(BENCH_ENV)  # LiveService sets tests.settings itself; the bench runs the real settings
-    result: dict[str, Any] = {"config": name, "loadavg_before": _loadavg()}
+@contextmanager
+def serve(
+    data_dir: Path, config: str, cap: int, fake: outside.Fake, poll: float
+) -> Iterator[tuple[LiveService, outside.Server]]:
+    """`manage.py serve` on `config` at slot cap `cap`, ready for a user with a token."""
+    service = bench_service(
+        data_dir, config, {"SKILLRUNNER_CODEX_BIN": str(fake.path), "SKILLRUNNER_MAX_CONCURRENT_TURNS": str(cap)}
+    )
     try:
-        service.start()
+        process = service.start_serve()
+        ping = Api("127.0.0.1", service.port, "")
+        service.wait_until(lambda: _answers(ping), 120, "manage.py serve to answer")
+        ping.close()
         token = service.token("bench")
-        _wait_ready(service, token)
-        target = scenarios.Target(name, service, engine, token)
-        time.sleep(2.0)
-        result["memory"] = {"idle": memory_mib(target.pgids())}
-        result["idle_cpu_percent"] = idle_cpu_percent(target.pgids(), args.idle_seconds)
-        print(f"[{name}] idle: {result['memory']['idle']}, CPU {result['idle_cpu_percent']:.1f}% of a core", flush=True)
-
-        with profiler.phase(target, "latency") if profiler else _null():
-            samples = scenarios.latencies(target, args.auto, args.interactive)
-        result["latency"] = samples.values
-        print(f"[{name}] latency samples done", flush=True)
-        if args.webhooks:
-            result["latency"].update(scenarios.webhook_latencies(target, args.webhooks).values)
-            print(f"[{name}] webhook samples done", flush=True)
-
-        with profiler.phase(target, "activity") if profiler else _null():
-            result["latency"]["activity_ws"] = scenarios.activity_latency(target, args.activity)
-        print(f"[{name}] activity samples: {len(result['latency']['activity_ws'])}", flush=True)
-
-        result["burst"] = []
-        with profiler.phase(target, "burst") if profiler else _null():
-            for _ in range(args.bursts):
-                result["burst"].append(scenarios.burst(target, args.burst_size))
-                time.sleep(1.0)
-        print(
-            f"[{name}] bursts: {[round(b['runs_per_s'], 1) for b in result['burst']]} runs/s; peak PostgreSQL connections {[b['peak_db_connections'] for b in result['burst']]}",
-            flush=True,
-        )
-
-        time.sleep(2.0)
-        result["memory"]["warm"] = memory_mib(target.pgids())
-        result["warm_idle_cpu_percent"] = idle_cpu_percent(target.pgids(), args.idle_seconds)
-        print(
-            f"[{name}] idle after load: {result['memory']['warm']}, CPU {result['warm_idle_cpu_percent']:.1f}% of a core",
-            flush=True,
-        )
-
-        if args.waiting:
-            result["waiting_runs"] = args.waiting
-            waiting = scenarios.memory_with_waiting(target, args.waiting)
-            result["memory"]["waiting"] = waiting["memory"]
-            result["parking"] = waiting["parked"]
-            print(f"[{name}] {args.waiting} waiting: {waiting}", flush=True)
-        result["loadavg_after"] = _loadavg()
+        wait_ready(service, token)
+        yield service, outside.Server(service.port, token, process.pid, data_dir, fake, poll)
     finally:
         service.stop()
+
+
+def _answers(api: Api) -> bool:
+    try:
+        return api.get("/v1/system/ping")[0] == 204
+    except OSError:
+        api.close()
+        return False
+
+
+def waiting(root: Path, config: str, fake: outside.Fake, args: argparse.Namespace) -> dict[str, Any]:
+    """At the default cap: idle memory and CPU, then `--waiting` runs parked in waiting_user."""
+    with serve(root / f"{config}-waiting", config, DEFAULT_CAP, fake, args.poll_ms / 1000) as (service, server):
+        result: dict[str, Any] = {"cap": DEFAULT_CAP, "loadavg_before": loadavg()}
+        result["idle"] = outside.idle(server, args.settle, args.idle_seconds)
+        target = scenarios.Target(config, service, fake.path, server.token)
+        result.update(
+            scenarios.memory_with_waiting(
+                target, args.waiting, server.memory, lambda: tree_engines(server.pid, fake.marks)
+            )
+        )
+        result["runs"] = args.waiting
+        result["loadavg_after"] = loadavg()
     return result
 
 
-def _loadavg() -> str:
-    """1/5/15-minute load averages: the machine may be shared, and the figures depend on it."""
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
+def print_tables(results: dict[str, Any]) -> None:
+    print()
+    print(report.outside_table(results))
+    print()
+    print(report.waiting_table(results["waiting"]))
+    rounds, elapsed = results["args"]["rounds"], results["elapsed_s"]
+    before, after = results["loadavg_before"], results["loadavg_after"]
+    print(f"\n{rounds} round(s); took {elapsed:.0f}s; load average {before} before, {after} after")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,79 +93,73 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--configs", default="embedded,scaleout", help="comma-separated: embedded, scaleout")
+    parser.add_argument("--caps", default="1,16", help="SKILLRUNNER_MAX_CONCURRENT_TURNS values, comma-separated")
+    parser.add_argument("--rounds", type=int, default=3, help="fresh services per configuration and cap")
+    parser.add_argument("--seq", type=int, default=30, help="auto runs one at a time, per round")
+    parser.add_argument("--inter", type=int, default=10, help="interactive runs one at a time, per round")
+    parser.add_argument("--warmup", type=int, default=2, help="discarded runs before each of the two")
+    parser.add_argument("--burst", type=int, default=50, help="runs submitted at once")
+    parser.add_argument("--poll-ms", type=float, default=20.0, help="status polling period of one run")
+    parser.add_argument("--burst-poll-ms", type=float, default=50.0, help="period of a polling round in a burst")
     parser.add_argument(
-        "--auto",
-        type=int,
-        default=100,
-        help="auto-run latency samples per configuration (half polled, half on the websocket)",
+        "--delay-burst-ms",
+        type=float,
+        default=1000.0,
+        help="another burst with this engine time, at caps >= 16; 0 skips",
     )
-    parser.add_argument("--interactive", type=int, default=60, help="interactive-run latency samples per configuration")
-    parser.add_argument(
-        "--activity", type=int, default=10, help="runs printing 20 activity lines each (stdout line -> websocket)"
-    )
-    parser.add_argument("--webhooks", type=int, default=30, help="interactive runs timed for (g) webhook delivery")
-    parser.add_argument("--bursts", type=int, default=3, help="repetitions of (e)")
-    parser.add_argument("--burst-size", type=int, default=50)
-    parser.add_argument("--waiting", type=int, default=1000, help="runs parked in waiting_user for (f); 0 skips")
-    parser.add_argument("--floor", type=int, default=200, help="floor samples")
-    parser.add_argument("--sandbox", type=int, default=100, help="sandbox cost samples (each mode)")
-    parser.add_argument("--idle-seconds", type=float, default=10.0, help="window for the idle CPU measurement")
-    parser.add_argument("--quick", action="store_true", help="small samples, 100 waiting runs: a smoke run")
-    parser.add_argument("--profile", type=Path, help="record py-spy profiles of web and worker into this directory")
-    parser.add_argument("--output", type=Path, default=REPO / "test-output" / "bench" / "results.json")
-    parser.add_argument("--keep", action="store_true", help="keep the data directories (logs) for inspection")
+    parser.add_argument("--settle", type=float, default=5.0, help="quiet seconds before a memory reading")
+    parser.add_argument("--idle-seconds", type=float, default=10.0, help="idle CPU window")
+    parser.add_argument("--floor", type=int, default=30, help="direct spawns of the fake for the floor")
+    parser.add_argument("--waiting", type=int, default=1000, help="runs parked in waiting_user at cap 4; 0 skips")
+    parser.add_argument("--output", type=Path, default=REPO / "test-output" / "bench" / "outside.json")
+    parser.add_argument("--keep", action="store_true", help="keep the data directories (service logs)")
+    parser.add_argument("--report", type=Path, help="print the tables of a JSON this wrote earlier, and stop")
     args = parser.parse_args(argv)
-    if args.quick:
-        args.auto, args.interactive, args.bursts, args.waiting, args.floor, args.activity = 10, 6, 1, 100, 50, 3
-        args.sandbox = 20
+    if args.report:
+        print_tables(json.loads(args.report.read_text()))
+        return 0
     configs = [name.strip() for name in args.configs.split(",") if name.strip()]
-    unknown = [name for name in configs if name not in CONFIGS]
-    if unknown:
+    if unknown := [name for name in configs if name not in CONFIGS]:
         parser.error(f"unknown configuration(s): {', '.join(unknown)}")
+    caps = [int(cap) for cap in args.caps.split(",")]
 
-    profiler = None
-    if args.profile:
-        from .profiling import Profiler
-
-        profiler = Profiler(args.profile)
-
-    signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(OVERALL_TIMEOUT)
-    root = Path(tempfile.mkdtemp(prefix="skillrunner-bench-"))
+    root = Path(tempfile.mkdtemp(prefix="skillrunner-outside-"))
+    root.chmod(0o755)  # the fake's directory is shown to the sandboxed engine, which runs as another uid
     started = time.monotonic()
     failed = True
+    results: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}, "loadavg_before": loadavg()}
     try:
-        engine = write_engine(root / "engine")
-        floor = measure_floor(engine, root / "floor", args.floor)
-        sandbox_cost = measure_sandbox_cost(engine, root / "sandbox-cost", args.sandbox)
-        results = {name: bench_config(name, root, engine, args, profiler) for name in configs}
+        fake = outside.Fake.install(root / "engine")
+        results["floor"] = outside.floor(fake, root / "floor", args.floor)
+        print(f"floor: {json.dumps(results['floor'])}", flush=True)
+        results["runs"] = {}
+        for config in configs:
+            for cap in caps:
+                key = f"{config} cap {cap}"
+                results["runs"][key] = []
+                for index in range(args.rounds):
+                    data_dir = root / f"{config}-cap{cap}-{index}"
+                    with serve(data_dir, config, cap, fake, args.poll_ms / 1000) as (_, server):
+                        result = outside.measure(server, args, delay_burst=cap >= 16)
+                    results["runs"][key].append(result)
+                    print(f"[{key} round {index + 1}] {report.round_line(result)}", flush=True)
+        results["waiting"] = {}
+        if args.waiting:
+            for config in configs:
+                results["waiting"][config] = waiting(root, config, fake, args)
+                print(f"[{config} waiting] {json.dumps(results['waiting'][config])[:400]}", flush=True)
         failed = False
     finally:
-        signal.alarm(0)
         if args.keep or failed:
             print(f"data (and the service logs) kept in {root}")
         else:
             shutil.rmtree(root, ignore_errors=True)
-    elapsed = time.monotonic() - started
-
-    print()
-    print(report.table(results, floor))
-    print()
-    print(report.breakdown(results))
-    print()
-    print(report.sample_counts(results))
-    print()
-    print(report.sandbox_cost(sandbox_cost))
-    print(f"floor n={args.floor}; SKILLRUNNER_MAX_CONCURRENT_TURNS=4 (default); took {elapsed:.0f}s")
-    for name, result in results.items():
-        print(f"{name}: load average {result['loadavg_before']} before, {result.get('loadavg_after', '?')} after")
+    results["elapsed_s"] = time.monotonic() - started
+    results["loadavg_after"] = loadavg()
+    print_tables(results)
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(
-        json.dumps({"results": results, "floor": floor, "sandbox_cost": sandbox_cost, "elapsed_s": elapsed}, indent=1)
-    )
-    print(f"raw samples: {args.output}")
-    if profiler:
-        print(profiler.summary())
+    args.output.write_text(json.dumps(results, indent=1))
+    print(f"raw figures: {args.output}")
     return 0
 
 

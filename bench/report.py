@@ -166,3 +166,197 @@ def sandbox_cost(timings: dict[str, list[float]]) -> str:
             f"(n={len(timings['bwrap'])} per mode, interleaved)",
         ]
     )
+
+
+# --- `python -m bench`: the outside driver's figures ---------------------------------------------
+
+
+def _stat(*path: str) -> Any:
+    """A median (ms) from a round's result, by its path of keys."""
+
+    def read(result: dict[str, Any]) -> float | None:
+        node: Any = result
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else None
+        return node
+
+    return read
+
+
+# (label, value of one round, format, FastAPI reference at cap 1 / cap 16, floor, target).
+# The reference: the FastAPI Skill Runner v0.7.9 measured with the shared driver on this machine
+# kind (20 ms polling, 3 rounds, medians); the targets of issue #16 apply to both configurations.
+OUTSIDE_ROWS: list[tuple[str, Any, str, str, tuple[str, str] | None, str]] = [
+    (
+        "POST /v1/jobs round trip (ms)",
+        _stat("sequential", "stats", "post_latency", "median_ms"),
+        "{:.1f}",
+        "-",
+        None,
+        "-",
+    ),
+    (
+        "(a) POST returned -> engine started (ms)",
+        _stat("sequential", "stats", "a_post_returned_to_engine_start", "median_ms"),
+        "{:.1f}",
+        "66 / 69",
+        ("spawn_to_start", "spawn -> script start"),
+        "<= 13",
+    ),
+    (
+        "(b) POST sent -> succeeded seen, 20 ms polling (ms)",
+        _stat("sequential", "stats", "b_post_sent_to_succeeded_seen", "median_ms"),
+        "{:.1f}",
+        "217 / 225",
+        ("subprocess_total", "subprocess.run total"),
+        "<= 45",
+    ),
+    (
+        "engine exit -> succeeded seen (ms)",
+        _stat("sequential", "stats", "engine_exit_to_succeeded_seen", "median_ms"),
+        "{:.1f}",
+        "-",
+        None,
+        "-",
+    ),
+    (
+        "engine runtime, start stamp -> exit stamp (ms)",
+        _stat("sequential", "stats", "engine_runtime", "median_ms"),
+        "{:.1f}",
+        "-",
+        None,
+        "-",
+    ),
+    (
+        "(c) asking engine exit -> waiting_user seen (ms)",
+        _stat("interactive", "stats", "c_engine_exit_to_waiting_user_seen", "median_ms"),
+        "{:.1f}",
+        "131 / 136",
+        None,
+        "<= 26",
+    ),
+    (
+        "(d) reply sent -> resumed engine started (ms)",
+        _stat("interactive", "stats", "d_reply_sent_to_resumed_start", "median_ms"),
+        "{:.1f}",
+        "72 / 96",
+        ("spawn_to_start", "spawn -> script start"),
+        "<= 15",
+    ),
+    (
+        "(d') reply returned -> resumed engine started (ms)",
+        _stat("interactive", "stats", "d_reply_returned_to_resumed_start", "median_ms"),
+        "{:.1f}",
+        "-",
+        None,
+        "-",
+    ),
+    (
+        "reply POST round trip (ms)",
+        _stat("interactive", "stats", "reply_latency", "median_ms"),
+        "{:.1f}",
+        "-",
+        None,
+        "-",
+    ),
+    ("(e) 50-run burst, runs/s", _stat("burst", "runs_per_s"), "{:.1f}", "4.5 / 6.6", None, ">= 30"),
+    ("(e) 50-run burst, 1000 ms engine, runs/s", _stat("delay_burst", "runs_per_s"), "{:.1f}", "- / 5.9", None, "-"),
+    ("(e) most engines at once in the burst", _stat("burst", "max_concurrent_engines"), "{:.0f}", "-", None, "-"),
+    ("status GET (ms)", _stat("sequential", "get_latency", "status", "median_ms"), "{:.1f}", "4.2", None, "<= 3"),
+    ("result GET (ms)", _stat("sequential", "get_latency", "result", "median_ms"), "{:.1f}", "-", None, "-"),
+    (
+        "server CPU per run, engine excluded, one at a time (ms)",
+        _stat("sequential", "cpu", "ms_per_run"),
+        "{:.0f}",
+        "157",
+        None,
+        "<= 40",
+    ),
+    (
+        "server CPU per run, own + reaped, nothing subtracted, one at a time (ms)",
+        _stat("sequential", "cpu", "ms_per_run_unsubtracted"),
+        "{:.0f}",
+        "-",
+        None,
+        "-",
+    ),
+    ("server CPU per run, engine excluded, burst (ms)", _stat("burst", "cpu", "ms_per_run"), "{:.0f}", "-", None, "-"),
+    ("idle CPU, % of a core", _stat("idle", "cpu_percent"), "{:.2f}", "0.1", None, "<= 0.5"),
+    (
+        "idle PSS of the process tree (MiB)",
+        _stat("idle", "memory", "pss_mib"),
+        "{:.0f}",
+        "78 (1 process)",
+        None,
+        "<= 160 at cap 4",
+    ),
+    ("idle RSS of the process tree (MiB)", _stat("idle", "memory", "rss_mib"), "{:.0f}", "-", None, "-"),
+    ("processes in the tree", _stat("idle", "memory", "processes"), "{:.0f}", "1", None, "-"),
+    ("PSS after the burst (MiB)", _stat("memory_after_burst", "pss_mib"), "{:.0f}", "-", None, "-"),
+]
+
+
+def _median_of(rounds: list[dict[str, Any]], read: Any) -> float | None:
+    values = [value for value in (read(result) for result in rounds) if value is not None]
+    return median(values) if values else None
+
+
+def round_line(result: dict[str, Any]) -> str:
+    """The headline figures of one round, for the progress output."""
+    picks = [row for row in OUTSIDE_ROWS if row[3] not in ("-", "1")]  # the figures with a reference
+    parts = [
+        f"{label.split(' (')[0]} {fmt.format(read(result))}"
+        for label, read, fmt, *_ in picks
+        if read(result) is not None
+    ]
+    return ", ".join(parts) + f"; load {result['loadavg_before']} -> {result['loadavg_after']}"
+
+
+def outside_table(results: dict[str, Any]) -> str:
+    """Rows = figures; columns = reference, each configuration and cap (median across rounds), floor, target."""
+    keys = list(results["runs"])
+    header = ["figure (median)", "FastAPI ref cap 1 / 16", *keys, "floor", "target"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for label, read, fmt, reference, floor, target in OUTSIDE_ROWS:
+        cells = []
+        for key in keys:
+            value = _median_of(results["runs"][key], read)
+            cells.append("-" if value is None else fmt.format(value))
+        floor_cell = "-"
+        if floor:
+            floor_cell = f"{results['floor'][floor[0]]['median_ms']:.1f} ({floor[1]})"
+        lines.append("| " + " | ".join([label, reference, *cells, floor_cell, target]) + " |")
+    loads = [f"{key}: {', '.join(r['loadavg_before'].split()[0] for r in results['runs'][key])}" for key in keys]
+    lines.append("")
+    lines.append("1-minute load average at the start of each round: " + "; ".join(loads))
+    return "\n".join(lines)
+
+
+def waiting_table(waiting: dict[str, dict[str, Any]]) -> str:
+    """At the default cap: idle, and with runs parked in waiting_user."""
+    if not waiting:
+        return "(no waiting-runs figure: --waiting 0)"
+    names = list(waiting)
+    lines = ["| at cap 4 | " + " | ".join(names) + " | target |", "|---|" + "---|" * (len(names) + 1)]
+    rows = [
+        (
+            "idle PSS (RSS) of the tree, MiB",
+            lambda w: (
+                f"{w['idle']['memory']['pss_mib']:.0f} ({w['idle']['memory']['rss_mib']:.0f}), {w['idle']['memory']['processes']} processes"
+            ),
+            "PSS <= 160",
+        ),
+        ("idle CPU, % of a core", lambda w: f"{w['idle']['cpu_percent']:.2f}", "<= 0.5"),
+        (
+            lambda: f"{next(iter(waiting.values()))['runs']:,} runs in waiting_user: PSS (RSS), MiB",
+            lambda w: f"{w['memory']['pss_mib']:.0f} ({w['memory']['rss_mib']:.0f})",
+            "-",
+        ),
+        ("... engine processes alive / slots held", lambda w: f"{w['engines_alive']} / {w['slots_held']}", "0 / 0"),
+        ("... parking rate, runs/s", lambda w: f"{w['parked']['runs_per_s']:.1f}", "-"),
+    ]
+    for label, cell, target in rows:
+        text = label() if callable(label) else label
+        lines.append("| " + " | ".join([text, *[cell(waiting[name]) for name in names], target]) + " |")
+    loads = "; ".join(f"{name}: {waiting[name]['loadavg_before']}" for name in names)
+    return "\n".join([*lines, "", f"load average before: {loads}"])

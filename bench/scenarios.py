@@ -22,7 +22,7 @@ from tests.support.wsclient import Closed, WebSocket
 
 from .engine import ACTIVITY_LINES, ACTIVITY_MARK, read_times
 from .httpclient import Api
-from .system import cpu_seconds, memory_mib, processes_running
+from .system import cpu_seconds
 
 TERMINAL = {"succeeded", "failed", "canceled"}
 POLL_INTERVAL = 0.01  # a tight client poll of GET /v1/jobs/{id}
@@ -72,7 +72,7 @@ class Samples:
 # --- observing a run ------------------------------------------------------------------------
 
 
-def _create(api: Api, body: dict[str, Any]) -> tuple[str, float, float]:
+def create(api: Api, body: dict[str, Any]) -> tuple[str, float, float]:
     sent = time.time()
     status, created = api.post("/v1/jobs", body)
     returned = time.time()
@@ -182,7 +182,7 @@ def timeline(
 
 
 def auto_sample(target: Target, api: Api, observe: str, samples: Samples) -> None:
-    request_id, sent, returned = _create(api, auto_job())
+    request_id, sent, returned = create(api, auto_job())
     if observe == "ws":
         watcher = RunWatcher(target, request_id)
         try:
@@ -209,7 +209,7 @@ def auto_sample(target: Target, api: Api, observe: str, samples: Samples) -> Non
 
 
 def interactive_sample(target: Target, api: Api, observe: str, samples: Samples) -> None:
-    request_id, sent, returned = _create(api, INTERACTIVE_JOB)
+    request_id, sent, returned = create(api, INTERACTIVE_JOB)
     watcher = RunWatcher(target, request_id) if observe == "ws" else None
     try:
         if watcher is not None:
@@ -278,7 +278,7 @@ def activity_latency(target: Target, runs: int) -> list[float]:
         for _ in range(runs):
             body = auto_job()
             body["input"]["topic"] = f"{ACTIVITY_MARK} {uuid.uuid4().hex}"
-            request_id, _, _ = _create(api, body)
+            request_id, _, _ = create(api, body)
             ws = target.socket(request_id)
             try:
                 live_from = None
@@ -323,7 +323,7 @@ def webhook_latencies(target: Target, runs: int) -> Samples:
             raise BenchError(f"webhook registration answered {status}: {hook}")
         try:
             for _ in range(runs):
-                request_id, _, _ = _create(api, INTERACTIVE_JOB)
+                request_id, _, _ = create(api, INTERACTIVE_JOB)
                 arrived = _delivery(receiver, request_id, "run.waiting_user")
                 api.post(f"/v1/jobs/{request_id}/interaction/reply", {"interaction_id": 1, "response": "Lisbon"})
                 finished = _delivery(receiver, request_id, "run.succeeded")
@@ -525,13 +525,17 @@ def park_waiting(target: Target, runs: int, clients: int = 4, timeout: float = 3
     return {"seconds": parked_at - started, "runs_per_s": runs / (parked_at - started)}
 
 
-def memory_with_waiting(target: Target, runs: int) -> dict[str, Any]:
+def memory_with_waiting(
+    target: Target, runs: int, memory: Callable[[], dict[str, float]], engine_pids: Callable[[], list[int]]
+) -> dict[str, Any]:
+    """(f): `runs` interactive runs parked in waiting_user hold no engine process and no slot;
+    the service's memory with them parked."""
     parked = park_waiting(target, runs)
     time.sleep(2.0)  # let the last turns' bookkeeping finish
-    engines = processes_running(target.engine)
+    engines = engine_pids()
     slots, running = held_slots(target)
     if engines or slots or running:
         raise BenchError(
             f"{runs} waiting runs still hold resources: engine pids {engines}, {slots} slots, {running} running"
         )
-    return {"parked": parked, "memory": memory_mib(target.pgids()), "engines_alive": len(engines), "slots_held": slots}
+    return {"parked": parked, "memory": memory(), "engines_alive": len(engines), "slots_held": slots}

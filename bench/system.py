@@ -93,3 +93,65 @@ def cpu_seconds(pgid: int) -> dict[str, float]:
             children += int(fields[13]) + int(fields[14])
     tick = os.sysconf("SC_CLK_TCK")
     return {"own": own / tick, "children": children / tick}
+
+
+# --- a server's whole process tree, as `python -m bench` measures it from outside ---------------
+
+
+def _children_of() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            fields = _stat_fields(int(name))
+            if fields:
+                children.setdefault(int(fields[1]), []).append(int(name))
+    return children
+
+
+def _runs(pid: int, marks: list[bytes]) -> bool:
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return True  # gone meanwhile: nothing to count
+    return any(mark in argv for mark in marks)
+
+
+def tree_pids(root: int, exclude: list[bytes]) -> list[int]:
+    """`root` and its descendants, without any process whose command line holds one of
+    `exclude` (the engine: bwrap names the executable it starts) and without what those forked."""
+    children = _children_of()
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        if pid != root and _runs(pid, exclude):
+            continue
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
+
+
+def tree_cpu(root: int, exclude: list[bytes]) -> dict[str, float]:
+    """CPU seconds so far of the tree: its members' own (utime + stime) and that of the children
+    they reaped (cutime + cstime: engines, probes), at wall-clock time `t`."""
+    own = reaped = 0
+    pids = tree_pids(root, exclude)
+    for pid in pids:
+        fields = _stat_fields(pid)
+        if fields:
+            own += int(fields[11]) + int(fields[12])
+            reaped += int(fields[13]) + int(fields[14])
+    tick = os.sysconf("SC_CLK_TCK")
+    return {"own_s": own / tick, "reaped_s": reaped / tick, "processes": len(pids), "t": time.time()}
+
+
+def tree_memory(root: int, exclude: list[bytes]) -> dict[str, float]:
+    """Summed RSS and PSS (MiB, from smaps_rollup) of the tree."""
+    pids = tree_pids(root, exclude)
+    rss = sum(_kib(f"/proc/{pid}/smaps_rollup", "Rss") for pid in pids)
+    pss = sum(_kib(f"/proc/{pid}/smaps_rollup", "Pss") for pid in pids)
+    return {"processes": len(pids), "rss_mib": rss / 1024, "pss_mib": pss / 1024}
+
+
+def tree_engines(root: int, marks: list[bytes]) -> list[int]:
+    """The live processes under `root` whose command line holds one of `marks`."""
+    return [pid for pid in tree_pids(root, []) if _runs(pid, marks) and (_stat_fields(pid) or ["Z"])[0] not in "ZX"]
