@@ -7,6 +7,8 @@ rest (skill copy + patch, process run, failure detection, protocol interpretatio
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -57,6 +59,34 @@ class EngineOutput:
 T = TypeVar("T")
 _probe_lock = threading.Lock()
 _probe_cache: dict[tuple[str, str, int, int], Any] = {}
+
+
+def _probe_file(directory: Path, key: tuple[str, str, int, int]) -> Path:
+    return directory / (hashlib.sha256(json.dumps(key).encode()).hexdigest() + ".json")
+
+
+def _stored_probe(directory: Path | None, key: tuple[str, str, int, int]) -> tuple[Any] | None:
+    """(answer,) as another process stored it for ``key``, or None."""
+    if directory is None:
+        return None
+    try:
+        stored = json.loads(_probe_file(directory, key).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return (stored["answer"],) if isinstance(stored, dict) and stored.get("key") == list(key) else None
+
+
+def _store_probe(directory: Path | None, key: tuple[str, str, int, int], answer: Any) -> None:
+    if directory is None:
+        return
+    target = _probe_file(directory, key)
+    staging = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}")
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        staging.write_text(json.dumps({"key": key, "answer": answer}), encoding="utf-8")
+        os.replace(staging, target)  # readers see the whole answer or none
+    except OSError:
+        staging.unlink(missing_ok=True)  # only a cache: the next process asks the CLI itself
 
 
 def json_lines(text: str) -> list[dict[str, Any]]:
@@ -359,7 +389,8 @@ class EngineAdapter(ABC):
         raise NotImplementedError(f"{self.name} is {self.interactive_profile}: it has no live session")
 
     def probe(self, config: EngineConfig, purpose: str, run: Callable[[str, dict[str, str], Path], T]) -> T | None:
-        """Run ``run(binary_path, env, cwd)`` once per binary file (path + mtime + size).
+        """Run ``run(binary_path, env, cwd)`` once per binary file (path + mtime + size) in this
+        process, and once per installation when ``config.probe_dir`` is set (answers: JSON values).
 
         Returns None, uncached, when the binary cannot be found.
         """
@@ -373,8 +404,13 @@ class EngineAdapter(ABC):
         with _probe_lock:
             if key in _probe_cache:
                 return cast(T, _probe_cache[key])
-        self.prepare_home(config)  # probes run with the isolated home too: CLIs write into it
-        value = run(path, env, Path(config.home))
+        stored = _stored_probe(config.probe_dir, key)
+        if stored:
+            value = stored[0]
+        else:
+            self.prepare_home(config)  # probes run with the isolated home too: CLIs write into it
+            value = run(path, env, Path(config.home))
+            _store_probe(config.probe_dir, key, value)
         with _probe_lock:
             _probe_cache[key] = value
         return value

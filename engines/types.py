@@ -60,6 +60,10 @@ class EngineConfig:
     # beneath everything above in the engine's config files.
     skill_settings: dict[str, Any] = field(default_factory=dict)
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)
+    # Where the processes of one installation share probe answers (`--version`, `exec --help`),
+    # so a freshly forked worker does not spawn the CLI again before its first turn. Never a
+    # folder an agent can write to: a planted answer would become part of every command line.
+    probe_dir: Path | None = None
 
 
 @dataclass(frozen=True)

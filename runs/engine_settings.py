@@ -37,6 +37,7 @@ def engine_config(engine: str, home_name: str) -> EngineConfig:
         default_model=conf["model"] or None,
         kill_grace_seconds=settings.SKILLRUNNER_KILL_GRACE_SECONDS,
         sandbox=sandbox_settings(),
+        probe_dir=settings.DATA_DIR / "engine-probes",
     )
 
 

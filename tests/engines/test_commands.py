@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+import engines.base
 from engines.claude import user_message
 from engines.codex import BYPASS, FULL_AUTO, YOLO, choose_auto_flag
 from engines.registry import ADAPTERS, ENGINE_NAMES, get_adapter
@@ -145,6 +146,29 @@ def test_codex_auto_flag_probe_runs_once_per_binary(tmp_path: Path) -> None:
     adapter, config = get_adapter("codex"), make_config(tmp_path, binary)
     assert adapter.auto_flags(config) == adapter.auto_flags(config) == [YOLO]
     assert calls.read_text().splitlines() == ["exec --help"]
+
+
+def test_probe_answers_are_shared_by_the_processes_of_an_installation(tmp_path: Path, monkeypatch) -> None:
+    """A worker process forked later finds the answer instead of spawning the CLI before its first
+    turn; a changed binary is asked again, and a file that is not the answer for it is ignored."""
+    calls = tmp_path / "calls"
+    binary = write_script(tmp_path / "codex", f'echo "$*" >> {calls}\n' + 'echo "  --yolo"\n')
+    adapter = get_adapter("codex")
+    config = make_config(tmp_path, binary, probe_dir=tmp_path / "probes")
+    assert adapter.auto_flags(config) == [YOLO]
+    monkeypatch.setattr(engines.base, "_probe_cache", {})  # a process started afterwards
+    assert adapter.auto_flags(config) == [YOLO]
+    assert calls.read_text().splitlines() == ["exec --help"]
+
+    (stored,) = (tmp_path / "probes").iterdir()
+    stored.write_text('{"key": ["codex-auto-flag", "/elsewhere", 1, 1], "answer": "--planted"}')
+    monkeypatch.setattr(engines.base, "_probe_cache", {})
+    assert adapter.auto_flags(config) == [YOLO]
+    assert calls.read_text().splitlines() == ["exec --help", "exec --help"]
+
+    write_script(binary, f'echo "$*" >> {calls}\n' + 'echo "  --full-auto  low friction"\n')
+    monkeypatch.setattr(engines.base, "_probe_cache", {})
+    assert adapter.auto_flags(config) == [FULL_AUTO]
 
 
 @pytest.mark.skipif(not REAL_CODEX.exists(), reason="codex CLI not installed (make engines)")
