@@ -103,6 +103,8 @@ TEMPLATES = [
     },
 ]
 
+# Seconds a web request waits for a pooled PostgreSQL connection before answering 503.
+WEB_DB_CONNECTION_WAIT_SECONDS = 3
 # Seconds a database connection of `manage.py worker` is kept (it sets this on its connections).
 SKILLRUNNER_WORKER_CONN_MAX_AGE = 60
 DATABASE_URL = env.str("DATABASE_URL", default="")
@@ -122,12 +124,13 @@ if DATABASE_URL:
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
     if not DATABASES["default"]["CONN_MAX_AGE"]:
         # The web process borrows connections from a pool: opening one cost 2-3 ms of every
-        # request, and the pool bounds how many requests in flight hold one (the rest wait up to
-        # `timeout` s). The worker keeps its own connections instead (it forks; pools do not).
+        # request, and the pool bounds how many requests in flight hold one. The rest wait for
+        # one, at most `timeout` s: also how long a request takes to answer 503 while the database
+        # is away, so it is short. The worker keeps its own connections (it forks; pools do not).
         DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
             "min_size": 2,
             "max_size": _positive_int("SKILLRUNNER_WEB_DB_CONNECTIONS", 16),
-            "timeout": 30,
+            "timeout": WEB_DB_CONNECTION_WAIT_SECONDS,
         }
 else:
     DATABASES = {

@@ -41,7 +41,7 @@ def test_the_web_pools_its_connections_and_the_worker_keeps_its_own(tmp_path):
     done = _probe(tmp_path, "postgres://u@127.0.0.1:5432/db", SKILLRUNNER_WEB_DB_CONNECTIONS="7")
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
-    assert seen["web"] == {"pool": {"min_size": 2, "max_size": 7, "timeout": 30}, "conn_max_age": 0}
+    assert seen["web"] == {"pool": {"min_size": 2, "max_size": 7, "timeout": 3}, "conn_max_age": 0}
     assert seen["worker"] == {"pool": None, "conn_max_age": 60}
 
 

@@ -61,7 +61,9 @@ def test_database_unreachable_for_a_few_seconds(deployments):
 
     d.proxy.cut()
     time.sleep(1)
-    ready, body = d.request("GET", "/v1/system/readyz")
+    # Answered within seconds, not after the client gives up: a web process waits a bounded time
+    # for a pooled connection (PostgreSQL) before it reports the database away.
+    ready, body = d.request("GET", "/v1/system/readyz", timeout=10)
     assert ready == 503 and body["checks"]["database"].startswith("error"), (ready, body)
     time.sleep(2)
     d.proxy.restore()
