@@ -1,11 +1,12 @@
 """A web process must not hoard PostgreSQL connections (R-OP2: several web processes on one
 database, whose `max_connections` is shared by all of them and the workers; PostgreSQL's default
 is 100). Django's documentation: "When using ASGI, persistent connections should be disabled"
-(ref/databases, Persistent connections): under daphne every request runs in its own thread
-context, so a kept-alive connection is a new connection per thread that nobody reuses or closes.
+(ref/databases, Persistent connections): under daphne every request runs in a context of its own,
+so a kept-alive connection is a new connection per request that nobody reuses or closes. The web
+process borrows from a pool instead (settings: SKILLRUNNER_WEB_DB_CONNECTIONS).
 
 Four API clients making 120 requests must leave the web process with about as many connections as
-there were requests in flight, not one per request thread."""
+there were requests in flight, not one per request."""
 
 from __future__ import annotations
 
