@@ -16,7 +16,7 @@ import pytest
 
 from tests.support.fake_codex import FakeCodex
 from tests.support.live_service import LiveService
-from tests.support.processes import process_group_alive, processes_in
+from tests.support.processes import process_alive, process_group_alive, processes_in
 
 pytestmark = [pytest.mark.timeout(150)]
 
@@ -106,6 +106,29 @@ def test_the_worker_ends_when_its_cluster_dies(tmp_path):
             worker.wait(timeout=20)
         except subprocess.TimeoutExpired:
             pytest.fail("the worker outlived its cluster:\n" + live.log("worker-0")[-3000:])
+    finally:
+        live.stop()
+
+
+def test_serve_stops_everything_when_one_of_its_children_dies(tmp_path):
+    """`make run` forks web and worker, then waits for them as a Django-free parent: the web's
+    death stops the worker and its cluster too, and the parent exits non-zero for a process
+    manager to see."""
+    live = LiveService(tmp_path / "data")
+    try:
+        live.manage("migrate", "--noinput")
+        serve = live.start_serve()
+        live.wait_until(lambda: live._ping() == 204, 60, "the service to answer")
+        assert b"skillrunner.serve_parent" in Path(f"/proc/{serve.pid}/cmdline").read_bytes()
+        web, worker = _children(serve.pid)  # forked in this order
+        live.wait_until(lambda: _children(worker), 30, "the worker's cluster to start")
+        service = [web, worker, *_children(worker)]
+        os.kill(web, signal.SIGKILL)
+        try:
+            assert serve.wait(timeout=40) == 1
+        except subprocess.TimeoutExpired:
+            pytest.fail("serve outlived its web process:\n" + live.log("serve")[-3000:])
+        live.wait_until(lambda: not any(process_alive(pid) for pid in service), 10, "every process to end")
     finally:
         live.stop()
 
