@@ -13,21 +13,17 @@ TURN_TASK = "runs.tasks.execute_turn"
 DELIVERY_TASK = "runs.tasks.send_webhook"
 QUESTION_EMAIL_TASK = "runs.tasks.send_question_email"
 
-# `dispatch_queued_runs` offers the oldest queued runs for the free slots on every run created,
-# every slot released and every supervisor tick, so while a run waits in the task queue it is
-# offered again and again. Each duplicate task costs a cluster worker a whole round (dequeue,
-# claim transaction, result save, acknowledgement) ahead of the useful tasks behind it: 50 runs
-# submitted at once produced up to 36 tasks for one turn and throughput fell from 13 to 4 runs/s.
-# So a process enqueues one turn at most once per window. Duplicates stay harmless (claims are
-# atomic) and still happen across processes; if a task was consumed without a claim (no slot
-# at that instant), the run is offered again after the window, by the next release or tick.
+# A webhook delivery is enqueued on each attempt that falls due, and the supervisor's tick looks
+# for due attempts every second: a process enqueues one delivery at most once per window, so a
+# delivery waiting in the task queue is not enqueued again. (Turns are offered once across all
+# processes instead: services.dispatching.)
 REOFFER_AFTER_SECONDS = 2.0
 _offered: dict[Hashable, float] = {}
 _offered_lock = threading.Lock()
 
 
 def recently_offered(key: Hashable) -> bool:
-    """Whether `key` (a turn, a webhook delivery) was offered within the window; marks it offered if not."""
+    """Whether `key` (a webhook delivery) was offered within the window; marks it offered if not."""
     now = time.monotonic()
     with _offered_lock:
         if now - _offered.get(key, float("-inf")) < REOFFER_AFTER_SECONDS:
@@ -39,9 +35,13 @@ def recently_offered(key: Hashable) -> bool:
         return False
 
 
+def runs_tasks_inline() -> bool:
+    """A synchronous cluster (in-process tests) runs a task inside async_task: nothing is pending."""
+    return bool(Conf.SYNC)
+
+
 def _enqueue_once(key: Hashable, func: str, *args, task_name: str, **options) -> None:
-    # A synchronous cluster (in-process tests) runs the task right here, so nothing is pending.
-    if not Conf.SYNC and recently_offered(key):
+    if not runs_tasks_inline() and recently_offered(key):
         return
     try:
         async_task(func, *args, task_name=task_name, **options)
@@ -52,13 +52,7 @@ def _enqueue_once(key: Hashable, func: str, *args, task_name: str, **options) ->
 
 
 def enqueue_turn(request_id, attempt_number: int) -> None:
-    _enqueue_once(
-        (str(request_id), attempt_number),
-        TURN_TASK,
-        str(request_id),
-        attempt_number,
-        task_name=f"turn-{request_id}-{attempt_number}",
-    )
+    async_task(TURN_TASK, str(request_id), attempt_number, task_name=f"turn-{request_id}-{attempt_number}")
 
 
 def enqueue_delivery(delivery_pk: int) -> None:

@@ -78,6 +78,9 @@ class Run(models.Model):
 
     holds_slot = models.BooleanField(default=False, db_index=True)
     claimed_by = models.CharField(max_length=128, blank=True, help_text="worker holding the running turn")
+    offered_at = models.DateTimeField(
+        null=True, blank=True, editable=False, help_text="when a task for this queued turn was last enqueued"
+    )
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     engine_pid = models.IntegerField(null=True, blank=True)
     last_event_seq = models.PositiveIntegerField(default=0)

@@ -51,6 +51,8 @@ def transition(
         raise Conflict("INVALID_TRANSITION", f"a {previous} run cannot become {to}")
     released_slot = False
     run.status = to
+    if to == RunStatus.QUEUED:
+        run.offered_at = None  # a turn newly queued is offered at once (services.dispatching)
     if result is not None:
         run.result = result
         run.error = result["error"]

@@ -1,0 +1,77 @@
+"""Offering queued turns to the task queue (runs.services.dispatching): with a real cluster every
+process dispatches, so a queued run is offered by one process at a time and not again within the
+window; a run queued anew is offered at once. (In-process tests run tasks inline, where nothing is
+ever pending; these tests switch that off.)"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from tests.api.helpers import create_job
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def queued_tasks(monkeypatch, install_skill, manual_dispatch, settings):
+    """The task queue of a real cluster: tasks wait (recorded by manual_dispatch) until run."""
+    install_skill("haiku-writer")
+    monkeypatch.setattr("runs.dispatch.runs_tasks_inline", lambda: False)
+    settings.SKILLRUNNER_MAX_CONCURRENT_TURNS = 4
+    settings.SKILLRUNNER_USER_MAX_RUNNING = 4
+    return manual_dispatch.enqueued
+
+
+def test_a_queued_run_is_offered_once_within_the_window(api, queued_tasks):
+    from runs.services import dispatch_queued_runs
+
+    first = create_job(api)["request_id"]
+    second = create_job(api)["request_id"]
+    assert queued_tasks == [(first, 1), (second, 1)]  # each offered when created
+    assert dispatch_queued_runs() == 0  # a release or a tick meanwhile, in any process
+    assert queued_tasks == [(first, 1), (second, 1)]
+
+
+def test_a_run_whose_task_found_no_slot_is_offered_again_after_the_window(api, queued_tasks):
+    from runs.models import Run
+    from runs.services import dispatch_queued_runs
+    from runs.services.dispatching import REOFFER_AFTER
+
+    request_id = create_job(api)["request_id"]
+    offered = Run.objects.get(pk=request_id).offered_at
+    Run.objects.filter(pk=request_id).update(offered_at=offered - REOFFER_AFTER - timedelta(seconds=1))
+    assert dispatch_queued_runs() == 1
+    assert queued_tasks == [(request_id, 1), (request_id, 1)]
+    assert Run.objects.get(pk=request_id).offered_at > offered
+
+
+def test_another_process_that_read_the_same_offer_does_not_offer_it_too(api, queued_tasks):
+    from runs.models import Run
+    from runs.services.dispatching import REOFFER_AFTER, _take_offer
+
+    request_id = create_job(api)["request_id"]
+    stale = Run.objects.get(pk=request_id).offered_at - REOFFER_AFTER - timedelta(seconds=1)
+    Run.objects.filter(pk=request_id).update(offered_at=stale)
+    assert _take_offer(request_id, stale) is True  # the first of two processes that read `stale`
+    assert _take_offer(request_id, stale) is False  # the second: the compare-and-set fails
+
+
+def test_a_run_queued_anew_is_offered_at_once(api, fake_codex, queued_tasks):
+    """A reply (or a repair round) queues the run again: its next turn must not wait out the
+    window of the offer of its first turn."""
+    from django.db import transaction
+
+    from runs.models import Run
+    from runs.services import claim_turn, dispatch_queued_runs
+    from runs.services.lifecycle import locked, transition
+
+    request_id = create_job(api)["request_id"]
+    assert claim_turn(request_id, 1, "host:1:w") is not None
+    assert queued_tasks == [(request_id, 1)]
+    with transaction.atomic():
+        transition(locked(request_id), "queued")
+    assert queued_tasks == [(request_id, 1), (request_id, 1)]  # offered again on commit
+    assert Run.objects.get(pk=request_id).offered_at is not None
+    assert dispatch_queued_runs() == 0
