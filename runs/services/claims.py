@@ -36,7 +36,10 @@ def claim_turn(request_id, attempt_number: int, worker_id: str) -> Run | None:
         if run is None or run.status != RunStatus.QUEUED or run.attempt_number != attempt_number or run.awaiting_upload:
             return None
         if not run.holds_slot and not may_take_slot(run):
-            return None  # it stays queued; dispatch offers it again when its turn comes
+            # It stays queued, and this task is used up: the run is offered again as soon as a
+            # slot frees, not only once the offer window has passed (services.dispatching).
+            Run.objects.filter(pk=run.pk).update(offered_at=None)
+            return None
         now = timezone.now()
         run.holds_slot = True
         run.claimed_by = worker_id

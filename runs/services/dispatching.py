@@ -21,9 +21,10 @@ logger = logging.getLogger(__name__)
 # for the free slots. Each duplicate task costs a cluster worker a whole round (dequeue, claim
 # transaction, acknowledgement) ahead of the useful ones: a 50-run burst at cap 16 made 407 turn
 # tasks that found nothing to claim beside 65 that ran. So one process at a time offers a queued
-# run (`Run.offered_at`, set by compare-and-set) and nobody offers it again within REOFFER_AFTER.
-# A task consumed without a claim (no slot at that instant) leaves its run queued: the next
-# release or tick after the window offers it again. A run newly queued is offered at once.
+# run (`Run.offered_at`, set by compare-and-set) and nobody offers it again within REOFFER_AFTER,
+# unless that task is used up first: one that finds no slot clears the offer (claims), so the next
+# release offers the run again at once. Only a task lost on the way waits out the window (the
+# supervisor's tick offers it again then). A run newly queued is offered at once.
 REOFFER_AFTER = timedelta(seconds=2)
 
 

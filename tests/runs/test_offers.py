@@ -34,7 +34,22 @@ def test_a_queued_run_is_offered_once_within_the_window(api, queued_tasks):
     assert queued_tasks == [(first, 1), (second, 1)]
 
 
-def test_a_run_whose_task_found_no_slot_is_offered_again_after_the_window(api, queued_tasks):
+def test_a_run_whose_task_found_no_slot_is_offered_again_when_a_slot_frees(api, queued_tasks, settings):
+    from runs.models import Run
+    from runs.services import cancel_run, claim_turn
+
+    first = create_job(api)["request_id"]
+    second = create_job(api)["request_id"]
+    assert queued_tasks == [(first, 1), (second, 1)]
+    settings.SKILLRUNNER_MAX_CONCURRENT_TURNS = 1
+    assert claim_turn(first, 1, "host:1:w") is not None
+    assert claim_turn(second, 1, "host:1:w") is None  # its task, consumed while no slot is free
+    assert Run.objects.get(pk=second).offered_at is None
+    cancel_run(Run.objects.get(pk=first))  # the slot frees: offered at once, not after the window
+    assert queued_tasks == [(first, 1), (second, 1), (second, 1)]
+
+
+def test_a_run_whose_task_was_lost_is_offered_again_after_the_window(api, queued_tasks):
     from runs.models import Run
     from runs.services import dispatch_queued_runs
     from runs.services.dispatching import REOFFER_AFTER
