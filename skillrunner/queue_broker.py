@@ -17,7 +17,10 @@ import time
 from pathlib import Path
 
 from django.conf import settings
+from django.utils import timezone
 from django_q.brokers.orm import ORM
+from django_q.conf import Conf
+from django_q.models import OrmQ
 
 # Settings set django-q2's own `poll` to 0: the wait below replaces its fixed sleep.
 FIRST_WAIT_SECONDS = 0.01
@@ -34,9 +37,14 @@ class WakeableORM(ORM):
     _wait: float = 0.0
 
     def enqueue(self, task):
-        pk = super().enqueue(task)
+        # Not through ORM.get_connection(): outside a transaction it calls close_old_connections(),
+        # which in the web process (CONN_MAX_AGE 0) closed the request's own connection, so that
+        # every run created opened a second one. SQLite connections never go stale.
+        package = OrmQ.objects.using(Conf.ORM).create(
+            key=self.list_key or Conf.CLUSTER_NAME, payload=task, lock=timezone.now()
+        )
         _wake_waiting_pushers()
-        return pk
+        return package.pk
 
     def dequeue(self):
         tasks = super().dequeue()
