@@ -133,6 +133,32 @@ def test_serve_stops_everything_when_one_of_its_children_dies(tmp_path):
         live.stop()
 
 
+@pytest.mark.skipif(
+    not os.environ.get("DATABASE_URL", "").startswith("postgres"), reason="the web's PostgreSQL connection pool"
+)
+def test_the_web_that_serve_forked_reconnects_when_the_database_drops_its_connections(tmp_path):
+    """serve migrates before it forks the web: the web's connection pool must be its own (a pool
+    made before the fork would have no threads to open new connections in the child)."""
+    import psycopg
+
+    live = LiveService(tmp_path / "data")
+    try:
+        live.manage("migrate", "--noinput")
+        token = live.token("alice")
+        live.start_serve()
+        live.wait_until(lambda: live._ping() == 204, 60, "the service to answer")
+        assert live.request("GET", "/v1/jobs", token)[0] == 200
+        server, name = live.database_url.rsplit("/", 1)
+        with psycopg.connect(f"{server}/postgres", autocommit=True) as admin:
+            dropped = admin.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = %s", (name,)
+            ).fetchone()
+        assert dropped and dropped[0] >= 1
+        live.wait_until(lambda: live.request("GET", "/v1/jobs", token)[0] == 200, 30, "the web to reconnect")
+    finally:
+        live.stop()
+
+
 def _children(pid: int) -> list[int]:
     try:
         return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]

@@ -37,7 +37,7 @@ class Command(BaseCommand):
         call_command("load_skills")
         import skillrunner.asgi  # noqa: F401  the web application and all it imports, before the fork
 
-        connections.close_all()  # a connection shared with a child would be closed under it
+        _close_database_connections()
         gc.collect()
         gc.freeze()
         # Until skillrunner.serve_parent has its handlers in place, a stop signal waits instead of
@@ -48,6 +48,17 @@ class Command(BaseCommand):
         self.stdout.flush()
         python = sys.executable  # the same process (pid, children, blocked signals) goes on without Django
         os.execv(python, [python, "-m", "skillrunner.serve_parent", *map(str, children)])
+
+
+def _close_database_connections() -> None:
+    """Before the fork: a connection shared with a child would be closed under it, and a
+    PostgreSQL pool's threads do not exist in a child, which could then never open a connection
+    again (the pool the migrations used must go, not only its connections)."""
+    for connection in connections.all():
+        connection.close()
+        close_pool = getattr(connection, "close_pool", None)
+        if close_pool is not None:
+            close_pool()
 
 
 def _serve_web(host: str, port: int) -> None:
