@@ -38,13 +38,16 @@ def _kib(path: str, key: str) -> int:
     return 0
 
 
-def memory_mib(pgids: set[int]) -> dict[str, float]:
+def _memory_of(pids: list[int]) -> dict[str, float]:
     """Summed RSS (shared pages counted once per process, as `ps` shows them) and summed PSS
     (shared pages split between their sharers, so forked workers are not counted twice)."""
-    pids = group_members(pgids)
-    rss = sum(_kib(f"/proc/{pid}/status", "VmRSS") for pid in pids)
+    rss = sum(_kib(f"/proc/{pid}/smaps_rollup", "Rss") for pid in pids)
     pss = sum(_kib(f"/proc/{pid}/smaps_rollup", "Pss") for pid in pids)
     return {"processes": len(pids), "rss_mib": rss / 1024, "pss_mib": pss / 1024}
+
+
+def memory_mib(pgids: set[int]) -> dict[str, float]:
+    return _memory_of(group_members(pgids))
 
 
 def processes_running(executable: Path) -> list[int]:
@@ -64,33 +67,31 @@ def processes_running(executable: Path) -> list[int]:
     return found
 
 
-def _cpu_ticks(pids: list[int]) -> int:
-    total = 0
+def _cpu_ticks(pids: list[int]) -> tuple[int, int]:
+    """Clock ticks of `pids`: their own (utime + stime, fields 14 and 15 of stat) and those of
+    the children they reaped (cutime + cstime: engines, probes)."""
+    own = reaped = 0
     for pid in pids:
         fields = _stat_fields(pid)
         if fields:
-            total += int(fields[11]) + int(fields[12])  # utime + stime (fields 14 and 15 of stat)
-    return total
+            own += int(fields[11]) + int(fields[12])
+            reaped += int(fields[13]) + int(fields[14])
+    return own, reaped
 
 
 def idle_cpu_percent(pgids: set[int], seconds: float = 10.0) -> float:
     """CPU used by the service's processes over `seconds` of doing nothing, in % of one core:
     the cost of its polling loops (task queue, supervisor, event watcher, heartbeats)."""
     pids = group_members(pgids)
-    before = _cpu_ticks(pids)
+    before, _ = _cpu_ticks(pids)
     time.sleep(seconds)
-    return 100.0 * (_cpu_ticks(pids) - before) / os.sysconf("SC_CLK_TCK") / seconds
+    return 100.0 * (_cpu_ticks(pids)[0] - before) / os.sysconf("SC_CLK_TCK") / seconds
 
 
 def cpu_seconds(pgid: int) -> dict[str, float]:
     """CPU seconds so far of one process group: its own (user + system) and that of its reaped
     children (the engine processes a worker waited for)."""
-    own = children = 0
-    for pid in group_members({pgid}):
-        fields = _stat_fields(pid)
-        if fields:
-            own += int(fields[11]) + int(fields[12])
-            children += int(fields[13]) + int(fields[14])
+    own, children = _cpu_ticks(group_members({pgid}))
     tick = os.sysconf("SC_CLK_TCK")
     return {"own": own / tick, "children": children / tick}
 
@@ -133,23 +134,15 @@ def tree_pids(root: int, exclude: list[bytes]) -> list[int]:
 def tree_cpu(root: int, exclude: list[bytes]) -> dict[str, float]:
     """CPU seconds so far of the tree: its members' own (utime + stime) and that of the children
     they reaped (cutime + cstime: engines, probes), at wall-clock time `t`."""
-    own = reaped = 0
     pids = tree_pids(root, exclude)
-    for pid in pids:
-        fields = _stat_fields(pid)
-        if fields:
-            own += int(fields[11]) + int(fields[12])
-            reaped += int(fields[13]) + int(fields[14])
+    own, reaped = _cpu_ticks(pids)
     tick = os.sysconf("SC_CLK_TCK")
     return {"own_s": own / tick, "reaped_s": reaped / tick, "processes": len(pids), "t": time.time()}
 
 
 def tree_memory(root: int, exclude: list[bytes]) -> dict[str, float]:
-    """Summed RSS and PSS (MiB, from smaps_rollup) of the tree."""
-    pids = tree_pids(root, exclude)
-    rss = sum(_kib(f"/proc/{pid}/smaps_rollup", "Rss") for pid in pids)
-    pss = sum(_kib(f"/proc/{pid}/smaps_rollup", "Pss") for pid in pids)
-    return {"processes": len(pids), "rss_mib": rss / 1024, "pss_mib": pss / 1024}
+    """Summed RSS and PSS (MiB) of the tree."""
+    return _memory_of(tree_pids(root, exclude))
 
 
 def tree_engines(root: int, marks: list[bytes]) -> list[int]:

@@ -34,12 +34,8 @@ def usage_visible_to(user) -> QuerySet[TurnUsage]:
 def run_for(user, request_id: Any) -> Run:
     """The run, or a 404 that does not reveal whether someone else's run exists."""
     try:
-        key = uuid.UUID(str(request_id))
-    except ValueError:
-        raise NotFound("RUN_NOT_FOUND", f"no run {request_id}") from None
-    try:
-        return runs_visible_to(user).get(pk=key)
-    except Run.DoesNotExist:
+        return runs_visible_to(user).get(pk=uuid.UUID(str(request_id)))
+    except (ValueError, Run.DoesNotExist):  # not a UUID, or no run of theirs
         raise NotFound("RUN_NOT_FOUND", f"no run {request_id}") from None
 
 

@@ -3,12 +3,12 @@
 import os
 from concurrent.futures import ThreadPoolExecutor
 
+import django
 from asgiref.sync import ThreadSensitiveContext
-from django.core.asgi import get_asgi_application
 from django.core.handlers.asgi import ASGIHandler
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "skillrunner.settings")
-get_asgi_application()  # sets Django up
+django.setup(set_prefix=False)  # what get_asgi_application() does before it makes its own handler
 
 
 class ReusedThreadsASGIHandler(ASGIHandler):

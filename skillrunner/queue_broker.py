@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 from django.conf import settings
-from django.utils import timezone
 from django_q.brokers.orm import ORM
 from django_q.conf import Conf
 from django_q.models import OrmQ
@@ -36,15 +35,19 @@ class WakeableORM(ORM):
     _socket_path: Path | None = None
     _wait: float = 0.0
 
+    @staticmethod
+    def get_connection(list_key: str | None = None):
+        # django-q2's calls close_old_connections() first, outside a transaction. async_task makes
+        # a broker per enqueue, and both its constructor and enqueue ask for the connection: in the
+        # web process (CONN_MAX_AGE 0) that closed the request's own connection, so every run
+        # created opened a second one. The broker's database is SQLite here, whose connections
+        # never go stale.
+        return OrmQ.objects.using(Conf.ORM)
+
     def enqueue(self, task):
-        # Not through ORM.get_connection(): outside a transaction it calls close_old_connections(),
-        # which in the web process (CONN_MAX_AGE 0) closed the request's own connection, so that
-        # every run created opened a second one. SQLite connections never go stale.
-        package = OrmQ.objects.using(Conf.ORM).create(
-            key=self.list_key or Conf.CLUSTER_NAME, payload=task, lock=timezone.now()
-        )
+        pk = super().enqueue(task)
         _wake_waiting_pushers()
-        return package.pk
+        return pk
 
     def dequeue(self):
         tasks = super().dequeue()

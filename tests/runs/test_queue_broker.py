@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 
 import pytest
+from django.db import connection
 
 from skillrunner.queue_broker import WakeableORM, _wakeup_dir
 
@@ -28,3 +29,13 @@ def test_enqueue_wakes_the_waiting_pusher_and_clears_dead_sockets():
     assert listening.recv(1) == b"!"
     assert not dead.exists()
     assert [payload for _, payload in pusher.dequeue()] == ["payload"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_enqueue_uses_the_callers_database_connection():
+    """django-q2's broker closed the caller's connection first (close_old_connections with
+    CONN_MAX_AGE 0), twice per enqueue, so every run created in the web process opened another."""
+    connection.ensure_connection()
+    before = connection.connection
+    WakeableORM(list_key="connection-test").enqueue("payload")
+    assert connection.connection is before
