@@ -161,7 +161,8 @@ OUTCOME_RETRY_SECONDS = 60.0
 
 
 def retry_while_database_away(operation, *args, pause: float = 0.5):
-    """Record a turn's outcome even across a short database outage, instead of losing it."""
+    """Record a turn's outcome (or start a worker) even across a short database outage, instead
+    of losing it."""
     attempts = round(OUTCOME_RETRY_SECONDS / pause)
     for attempt in range(attempts):
         try:
@@ -169,6 +170,8 @@ def retry_while_database_away(operation, *args, pause: float = 0.5):
         except (OperationalError, InterfaceError):
             if attempt == attempts - 1:
                 raise
+            if attempt == 0:
+                logger.warning("the database did not answer; trying again for %.0fs", OUTCOME_RETRY_SECONDS)
             connection.close()
             time.sleep(pause)
 

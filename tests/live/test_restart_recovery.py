@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import urllib.error
-import urllib.request
 
 import pytest
 
@@ -27,16 +25,6 @@ def live(tmp_path):
     service.fake = fake
     yield service
     service.stop()
-
-
-def _readyz(live) -> int | None:
-    try:
-        with urllib.request.urlopen(live.url + "/v1/system/readyz", timeout=5) as response:
-            return response.status
-    except urllib.error.HTTPError as error:
-        return error.code
-    except OSError:
-        return None  # the web server is not listening yet
 
 
 def _create(live, token, skill="haiku-writer", **extra):
@@ -103,15 +91,15 @@ def test_waiting_resumable_run_survives_restart_and_stays_answerable(live):
     request_id = _create(live, token, skill="trip-planner", input={}, runtime_options={"execution_mode": "interactive"})
     live.wait_for_status(token, request_id, {"waiting_user"})
 
-    assert _readyz(live) == 200
+    assert live.readyz() == 200
     live.kill(live.workers[0], signal.SIGKILL)
     # R-OP7: the heartbeat the killed worker left a moment ago never counts.
-    assert _readyz(live) == 503
+    assert live.readyz() == 503
     live.kill(live.web, signal.SIGKILL)
     live.start_web()
     live.start_worker()
     # The first 200 comes only after the new worker's start-up recovery.
-    live.wait_until(lambda: _readyz(live) == 200, 60, "the restarted service to be ready", interval=0.02)
+    live.wait_until(lambda: live.readyz() == 200, 60, "the restarted service to be ready", interval=0.02)
     status = live.request("GET", f"/v1/jobs/{request_id}", token)[1]
     assert status["recovery_state"] == "recovered_waiting", status
     assert status["status"] == "waiting_user" and status["pending_interaction_id"] == 1

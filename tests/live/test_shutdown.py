@@ -159,6 +159,41 @@ def test_the_web_that_serve_forked_reconnects_when_the_database_drops_its_connec
         live.stop()
 
 
+@pytest.mark.skipif(not os.environ.get("DATABASE_URL", "").startswith("postgres"), reason="PostgreSQL's backends")
+def test_a_worker_whose_connection_drops_while_it_recovers_waits_for_the_database(tmp_path):
+    """The worker's start-up (restart recovery) reads the runs table: a lock held here stops it
+    there, so dropping every connection then hits it mid-recovery every time. Before, the worker
+    died of it, and serve stopped the web with it."""
+    import psycopg
+
+    live = LiveService(tmp_path / "data")
+    try:
+        live.manage("migrate", "--noinput")
+        token = live.token("alice")
+        with psycopg.connect(live.database_url) as admin:
+            admin.execute("LOCK TABLE runs_run IN ACCESS EXCLUSIVE MODE")
+            serve = live.start_serve()
+
+            def blocked_on_the_lock() -> int:
+                admin.execute("SELECT pg_stat_clear_snapshot()")  # else one view per transaction
+                return admin.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                    " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+                ).fetchone()[0]
+
+            live.wait_until(blocked_on_the_lock, 60, "the worker's recovery to wait on the runs table")
+            dropped = admin.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchone()
+            assert dropped and dropped[0] >= 1
+        live.wait_until(lambda: live.readyz() == 200 or serve.poll() is not None, 60, "the worker to recover")
+        assert serve.poll() is None, "serve ended with its worker:\n" + live.log("serve")[-3000:]
+        assert live.request("GET", "/v1/jobs", token)[0] == 200
+    finally:
+        live.stop()
+
+
 def _children(pid: int) -> list[int]:
     try:
         return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]

@@ -174,6 +174,15 @@ class LiveService:
         except (urllib.error.URLError, OSError):
             return None
 
+    def readyz(self) -> int | None:
+        try:
+            with urllib.request.urlopen(self.url + "/v1/system/readyz", timeout=5) as response:
+                return response.status
+        except urllib.error.HTTPError as error:
+            return error.code
+        except OSError:
+            return None  # the web server is not listening yet
+
     def request(self, method: str, path: str, token: str, body: Any = None) -> tuple[int, Any]:
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.url + path, data=data, method=method)

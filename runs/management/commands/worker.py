@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand
 from django.db import close_old_connections, connections
 from django_q.cluster import Cluster
 
-from runs.execution import CLUSTER_TOKEN_ENV, share_stop_flag
+from runs.execution import CLUSTER_TOKEN_ENV, retry_while_database_away, share_stop_flag
 from runs.retention import sync_schedule as sync_retention_schedule
 from runs.supervision import (
     WORKER_HEARTBEAT_SECONDS,
@@ -44,9 +44,9 @@ class Command(BaseCommand):
         keep_database_connections()
         token = uuid.uuid4().hex[:12]
         os.environ[CLUSTER_TOKEN_ENV] = token
-        call_command("load_skills", verbosity=0)
-        sync_retention_schedule()
-        recover_on_worker_start()
+        # A connection dropped while starting (the database restarting, a failover) is waited out
+        # as a running worker would, instead of ending the worker (and with it `serve`).
+        retry_while_database_away(self._recover)
         stop = threading.Event()
         cluster_stopping = share_stop_flag()
         cluster = Cluster()
@@ -98,6 +98,12 @@ class Command(BaseCommand):
             forget_worker(token)
         except Exception:
             logger.warning("could not remove worker %s from the worker table", token, exc_info=True)
+
+    def _recover(self) -> None:
+        """Everything before the cluster takes work; each step may run again after a failure."""
+        call_command("load_skills", verbosity=0)
+        sync_retention_schedule()
+        recover_on_worker_start()
 
     def _beat(self, token: str) -> None:
         """Renew this worker's presence (the first beat records it). A database outage must not
