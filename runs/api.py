@@ -75,7 +75,7 @@ class JobListCreateView(APIView):
         responses=RunStatusOutput(many=True),
     )
     def get(self, request):
-        runs = selectors.runs_visible_to(request.user)
+        runs = selectors.runs_visible_to(request.user).prefetch_related("turn_usage")
         status_filter = request.query_params.get("status")
         if status_filter:
             if status_filter not in RunStatus.values:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -112,6 +115,52 @@ class RunStatusOutput(serializers.ModelSerializer):
     @extend_schema_field(RunUsageOutput)
     def get_usage(self, run: Run) -> dict:
         return run_usage(run)
+
+    def to_representation(self, run: Run) -> dict[str, Any]:
+        """The fields above describe the shape (OpenAPI); building them per serializer (a deep
+        copy of two dozen fields) took 1 ms of a 6 ms status GET, so the data comes from
+        status_payload, which a test holds to the fields' own rendering."""
+        return status_payload(run)
+
+
+_TIMESTAMP = serializers.DateTimeField()  # DRF's rendering of a datetime, used field by field
+
+
+def _timestamp(value: datetime | None) -> str | None:
+    return None if value is None else _TIMESTAMP.to_representation(value)
+
+
+def _coded(message: dict[str, Any]) -> dict[str, str]:
+    return {"code": str(message["code"]), "message": str(message["message"])}
+
+
+def status_payload(run: Run) -> dict[str, Any]:
+    """GET /v1/jobs/{id}, and each run of GET /v1/jobs (RunStatusOutput's shape)."""
+    return {
+        "request_id": str(run.request_id),
+        "status": run.status,
+        "skill_id": run.skill.skill_id,
+        "skill_version": run.skill_version.version,
+        "engine": run.engine,
+        "model": run.model,
+        "execution_mode": run.execution_mode,
+        "interactive_profile": run.interactive_profile,
+        "attempt_number": run.attempt_number,
+        "repair_round": run.repair_round,
+        "repair_rounds": run.repair_rounds,
+        "created_at": _timestamp(run.created_at),
+        "updated_at": _timestamp(run.updated_at),
+        "warnings": [_coded(warning) for warning in run.warnings],
+        "error": _coded(run.error) if run.error is not None else None,
+        "pending_interaction_id": run.pending_interaction_id,
+        "interaction_count": run.interaction_count,
+        "auto_decision_count": run.auto_decision_count,
+        "recovery_state": run.recovery_state,
+        "wait_deadline_at": _timestamp(run.wait_deadline_at),
+        "awaiting_upload": run.awaiting_upload,
+        "cache_hit": run.cache_hit,
+        "usage": run_usage(run),
+    }
 
 
 class UploadOutput(serializers.Serializer):

@@ -1,5 +1,6 @@
-"""skillrunner.asgi: each HTTP request's sync code runs on a thread kept from an earlier request,
-one request per thread at a time, and only so many threads are kept."""
+"""skillrunner.asgi: each HTTP request's sync code (middleware chain and view, as one sync call)
+runs on a thread kept from an earlier request, one request per thread at a time, and only so
+many threads are kept."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import threading
 
 from asgiref.sync import sync_to_async
 
-from skillrunner.asgi import ReusedThreadsASGIHandler
+from skillrunner.asgi import ReusedThreadsASGIHandler, django_asgi
 
 
 class ThreadRecordingHandler(ReusedThreadsASGIHandler):
@@ -55,3 +56,32 @@ def test_requests_at_the_same_time_each_have_a_thread_and_only_so_many_are_kept(
     handler = asyncio.run(asyncio.wait_for(at_once(4), timeout=10))
     assert len(set(handler.threads)) == 4
     assert len(handler._idle) == 2
+
+
+def test_the_middleware_chain_is_one_sync_call_that_answers_through_asgi():
+    """In async mode Django would hop thread -> event loop -> thread inside every request."""
+    assert not asyncio.iscoroutinefunction(django_asgi._middleware_chain)
+    sent = []
+    messages = [{"type": "http.request", "body": b"", "more_body": False}]
+
+    async def receive():
+        if messages:
+            return messages.pop()
+        await asyncio.Event().wait()  # the client stays connected
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": "/v1/system/ping",
+        "query_string": b"",
+        "headers": [(b"host", b"127.0.0.1")],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8000),
+    }
+    asyncio.run(asyncio.wait_for(django_asgi(scope, receive, send), timeout=10))
+    start = sent[0]
+    assert start["status"] == 204
+    assert b"content-security-policy" in {name.lower() for name, _ in start["headers"]}  # the chain ran
