@@ -31,6 +31,15 @@ def compact_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def tool_summary(arguments: Any, keys: tuple[str, ...]) -> str:
+    """A tool call in one line: the first of `keys` its arguments hold as text, else them all."""
+    if isinstance(arguments, dict):
+        for key in keys:
+            if isinstance(arguments.get(key), str):
+                return arguments[key]
+    return compact_json(arguments)
+
+
 class ActivityParser:
     """Base of the per-engine parsers: JSON line decoding, tool bookkeeping, held-back text."""
 

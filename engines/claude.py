@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .activity import Activity, ActivityParser, compact_json, text_of, usage_report
+from .activity import Activity, ActivityParser, text_of, tool_summary, usage_report
 from .base import EngineAdapter, EngineOutput, json_lines, write_if_changed
 from .process import ResidentProcess, SpawnError, spawn
 from .sandbox import SandboxUnavailable
@@ -58,13 +58,8 @@ def _assistant_text(event: dict[str, Any]) -> str:
 _FILE_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit")
 
 
-def _tool_command(name: str, tool_input: Any) -> str:
-    if not isinstance(tool_input, dict):
-        return compact_json(tool_input)
-    for key in ("command", "file_path", "path", "pattern", "url", "query", "description"):
-        if isinstance(tool_input.get(key), str):
-            return tool_input[key]
-    return compact_json(tool_input)
+# The argument that says what a tool call does, by Claude Code's tool parameter names.
+TOOL_SUMMARY_KEYS = ("command", "file_path", "path", "pattern", "url", "query", "description")
 
 
 class ClaudeActivity(ActivityParser):
@@ -111,7 +106,7 @@ class ClaudeActivity(ActivityParser):
                 path = tool_input.get("file_path") or tool_input.get("notebook_path")
                 if isinstance(path, str):
                     self._file_tools[tool_id] = path
-            return self.tool_started(tool_id, name, _tool_command(name, tool_input))
+            return self.tool_started(tool_id, name, tool_summary(tool_input, TOOL_SUMMARY_KEYS))
         if block_type == "tool_result":
             tool_id = str(block.get("tool_use_id") or "")
             ok = not block.get("is_error")

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .activity import Activity, ActivityParser, compact_json, usage_report
+from .activity import Activity, ActivityParser, tool_summary, usage_report
 from .base import EngineAdapter, EngineOutput, argv_prompt, json_lines, write_if_changed
 from .skill_config import deep_merge
 from .types import EngineConfig, TurnRequest
@@ -29,13 +29,8 @@ SETTINGS: dict[str, Any] = {
 }
 
 
-def _tool_command(parameters: Any) -> str:
-    if not isinstance(parameters, dict):
-        return compact_json(parameters)
-    for key in ("command", "file_path", "absolute_path", "path", "pattern", "url", "query"):
-        if isinstance(parameters.get(key), str):
-            return parameters[key]
-    return compact_json(parameters)
+# The argument that says what a tool call does, by Gemini CLI's tool parameter names.
+TOOL_SUMMARY_KEYS = ("command", "file_path", "absolute_path", "path", "pattern", "url", "query")
 
 
 class GeminiActivity(ActivityParser):
@@ -55,7 +50,7 @@ class GeminiActivity(ActivityParser):
             parameters = event.get("parameters")
             if name in _FILE_TOOLS and isinstance(parameters, dict) and isinstance(parameters.get("file_path"), str):
                 self._file_tools[tool_id] = parameters["file_path"]
-            return self.tool_started(tool_id, name, _tool_command(parameters))
+            return self.tool_started(tool_id, name, tool_summary(parameters, TOOL_SUMMARY_KEYS))
         if kind == "tool_result":
             tool_id = str(event.get("tool_id") or "")
             ok = event.get("status") == "success"

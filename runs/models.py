@@ -1,3 +1,7 @@
+"""A run and what it leaves behind: its interactions (the audit trail of questions and answers),
+its numbered events, the usage of each turn; and the rows that coordinate workers (the dispatch
+lock, the registry of recovered workers). State changes go through runs.services, never here."""
+
 from __future__ import annotations
 
 import json

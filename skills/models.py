@@ -1,3 +1,6 @@
+"""Installed skills: a skill id and the immutable versions installed under it, each a snapshot
+of the package (manifest, schemas, files) that runs of that version use."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,3 +1,5 @@
+"""Reads of installed skills: what the API, the pages and run admission see as installed."""
+
 from __future__ import annotations
 
 from django.db.models import QuerySet

@@ -3,6 +3,7 @@ over the `websockets` library: JSON messages, bounded reads, the close code when
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -34,13 +35,17 @@ class WebSocket:
         headers = dict(headers or {})
         # The library sends no Origin unless asked; tests set one (or deliberately none).
         origin = headers.pop("Origin", None)
+        # Entered as a context manager (closed by close()), as websockets 17.1+ asks of connect().
+        self._context = contextlib.ExitStack()
         try:
-            self.connection: ClientConnection = connect(
-                f"ws://{host}:{port}{path}",
-                additional_headers=headers,
-                origin=origin,
-                open_timeout=timeout,
-                max_size=None,
+            self.connection: ClientConnection = self._context.enter_context(
+                connect(
+                    f"ws://{host}:{port}{path}",
+                    additional_headers=headers,
+                    origin=origin,
+                    open_timeout=timeout,
+                    max_size=None,
+                )
             )
         except InvalidStatus as refused:
             raise HandshakeRefused(refused.response.status_code) from refused
@@ -64,4 +69,4 @@ class WebSocket:
         self.connection.send(json.dumps(message))
 
     def close(self) -> None:
-        self.connection.close()
+        self._context.close()
