@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shlex
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,3 +83,28 @@ def finish(client, request_id: str, timeout: float = 60) -> dict:
 def command_results(run_dir: Path) -> dict[str, dict]:
     """What the fake engine's ``commands`` step left in the run directory, by command."""
     return {entry["command"]: entry for entry in json.loads((run_dir / "commands.json").read_text())}
+
+
+# An HTTP request from inside the sandbox with Python's urllib: a bare Debian machine has no curl
+# (and a missing curl would make every "unreachable" probe pass). As `curl -sS`: the response body
+# on stdout and exit 0 for any HTTP response, exit 1 when none comes.
+_HTTP_PROBE = """
+import sys, urllib.error, urllib.request
+url, body, key = sys.argv[1:4]
+headers = {"Content-Type": "application/json", **({"Authorization": "Bearer " + key} if key else {})}
+try:
+    response = urllib.request.urlopen(urllib.request.Request(url, body.encode() or None, headers), timeout=5)
+except urllib.error.HTTPError as refused:
+    response = refused
+except OSError as failed:
+    sys.exit(f"no response from {url}: {failed}")  # exit status 1
+print(response.read().decode(errors="replace"))
+"""
+SANDBOX_PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+
+
+def http_probe(url: str, body: str = "", bearer_variable: str = "") -> str:
+    """A shell command requesting `url` (a POST when there is a body), with the bearer token the
+    environment variable `bearer_variable` holds inside the sandbox, if one is named."""
+    key = f'"${bearer_variable}"' if bearer_variable else "''"
+    return " ".join([SANDBOX_PYTHON, "-c", shlex.quote(_HTTP_PROBE), shlex.quote(url), shlex.quote(body), key])

@@ -15,7 +15,7 @@ from django.db import connection
 
 from tests.api.helpers import HAIKU_DATA, haiku_step, processes_in, wait_until
 
-from .conftest import SERVER_SECRET_KEY, VICTIM_SECRET, command_results, finish, start
+from .conftest import SERVER_SECRET_KEY, VICTIM_SECRET, command_results, finish, http_probe, start
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 
@@ -148,13 +148,15 @@ def test_provider_mode_reaches_only_the_provider_and_never_holds_the_key(
         engines = {name: dict(conf) for name, conf in settings.SKILLRUNNER_ENGINES.items()}
         engines["codex"].update(base_url=provider.url + "/v1", api_key="operator-real-key-5150")
         settings.SKILLRUNNER_ENGINES = engines
-        relay = "curl -sS -m 5 http://127.0.0.1:18080/v1/responses -H 'Content-Type: application/json'"
-        relay += ' -H "Authorization: Bearer $SKILLRUNNER_PROVIDER_API_KEY"'
-        relay += """ -d '{"model": "gpt-5.5", "input": "hi", "stream": true}'"""
+        relay = http_probe(
+            "http://127.0.0.1:18080/v1/responses",
+            body='{"model": "gpt-5.5", "input": "hi", "stream": true}',
+            bearer_variable="SKILLRUNNER_PROVIDER_API_KEY",
+        )
         probes = {
-            "provider directly": f"curl -sS -m 5 {provider.url}/v1/responses",
-            "database server": "curl -sS -m 5 http://127.0.0.1:5432/",
-            "internet": "curl -sS -m 5 https://example.com/",
+            "provider directly": http_probe(f"{provider.url}/v1/responses"),
+            "database server": http_probe("http://127.0.0.1:5432/"),
+            "internet": http_probe("https://example.com/"),
         }
         fake_codex.script(haiku_step(commands=["env", relay, *probes.values()]))
         request_id = start(api, manual_dispatch, "provider")

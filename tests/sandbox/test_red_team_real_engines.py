@@ -15,10 +15,11 @@ import os
 import pytest
 from django.db import connection
 
+from engines.sandbox import PROVIDER_PORT
 from tests.real_engines.conftest import require_engine
 from tests.support.scripted_model_server import ScriptedModelServer
 
-from .conftest import SERVER_SECRET_KEY, VICTIM_SECRET
+from .conftest import SERVER_SECRET_KEY, VICTIM_SECRET, http_probe
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 
@@ -37,7 +38,8 @@ def _probe_command(victim, provider_url: str) -> str:
     steps += [
         f"touch {victim.data_dir}/pwned 2>/dev/null && echo WRITE-OK || echo WRITE-DENIED",
         f"kill -0 {os.getpid()} 2>/dev/null && echo SIGNAL-OK || echo SIGNAL-DENIED",
-        f"curl -sS -m 5 -o /dev/null {provider_url}/ 2>/dev/null && echo NET-OK || echo NET-DENIED",
+        f"{http_probe(provider_url + '/')} >/dev/null 2>&1 && echo NET-OK || echo NET-DENIED",
+        f"{http_probe(f'http://127.0.0.1:{PROVIDER_PORT}/')} >/dev/null 2>&1 && echo RELAY-OK || echo RELAY-DENIED",
         'echo "KEYS=[$OPENAI_API_KEY|$SKILLRUNNER_PROVIDER_API_KEY|$GEMINI_API_KEY|$ANTHROPIC_API_KEY]"',
         "printf 'waves fold\\ninto the grey\\nmorning\\n' > artifacts/haiku.md",
     ]
@@ -73,6 +75,7 @@ def test_real_cli_shell_tool_cannot_escape_or_see_the_key(engine, api, victim, s
         assert output.count("READ-DENIED") >= 3, output
         for escaped in ("READ-OK", "WRITE-OK", "SIGNAL-OK", "NET-OK"):
             assert escaped not in output, output
+        assert "RELAY-OK" in output, output  # the probe itself works: the way out it may take answers
         assert "WRITE-DENIED" in output and "SIGNAL-DENIED" in output and "NET-DENIED" in output, output
         assert "skillrunner-placeholder-" in output, output
         for secret in (REAL_KEY, VICTIM_SECRET, SERVER_SECRET_KEY):
