@@ -6,7 +6,7 @@ SCALEOUT_DATABASE_URL / SCALEOUT_REDIS_URL are used when set and reachable. Othe
 starts private throwaway servers (a fresh `initdb` cluster in a temporary directory, run as an
 unprivileged user, and `redis-server --save ''`, both on free loopback ports), exports their URLs
 under those names to COMMAND, and stops them and removes their directories when COMMAND ends,
-fails or is interrupted. Before and after, databases `test_skillrunner_<pid>` left by test
+fails or is interrupted. Before and after, databases `test_skillrunner_<pid>[_gw<N>]` left by test
 processes that no longer run are dropped from the server used.
 """
 
@@ -28,7 +28,8 @@ from pathlib import Path
 
 import psycopg
 
-LEFTOVER_TEST_DATABASE = re.compile(r"test_skillrunner_(\d+)")
+# pytest-django adds _gw<N> under pytest-xdist; the number is the test process's pid (tests/settings.py).
+LEFTOVER_TEST_DATABASE = re.compile(r"test_skillrunner_(\d+)(?:_gw\d+)?")
 START_TIMEOUT = 60
 
 
