@@ -1,10 +1,14 @@
 """Settings for the test suite: the production settings, with a throwaway data dir and key."""
 
+import atexit
 import os
+import shutil
 import tempfile
 import urllib.parse
 
-os.environ.setdefault("SKILLRUNNER_DATA_DIR", tempfile.mkdtemp(prefix="skillrunner-test-"))
+if "SKILLRUNNER_DATA_DIR" not in os.environ:  # a live service a test starts is given its own
+    os.environ["SKILLRUNNER_DATA_DIR"] = tempfile.mkdtemp(prefix="skillrunner-test-")
+    atexit.register(shutil.rmtree, os.environ["SKILLRUNNER_DATA_DIR"], ignore_errors=True)
 os.environ.setdefault("SECRET_KEY", "tests-only-secret-key-never-used-in-production")
 # Throttle counters live in the cache, which outlives a test and is keyed by user ids that tests
 # reuse: ordinary tests must never trip them. Rate-limit tests set tight rates themselves.
