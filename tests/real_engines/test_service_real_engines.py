@@ -14,6 +14,7 @@ import time
 import zipfile
 
 import pytest
+from django.db import connections
 
 from tests.support.scripted_model_server import ScriptedModelServer
 
@@ -115,9 +116,18 @@ def test_interactive_run_asks_waits_resumes_and_finishes_with_done_marker(
         "runtime_options": {"execution_mode": "interactive"},
     }
     responses: list = []
+
     # A sticky engine (claude) keeps its turn task alive while it waits, so the POST that runs
     # the task inline only returns at the end: run it beside the replying client.
-    creator = threading.Thread(target=lambda: responses.append(api.post("/v1/jobs", body, format="json")))
+    # Django's test client leaves the request's connection open, so the thread closes its own (a
+    # connection left in a finished thread kept the test database from being dropped).
+    def create() -> None:
+        try:
+            responses.append(api.post("/v1/jobs", body, format="json"))
+        finally:
+            connections.close_all()
+
+    creator = threading.Thread(target=create)
     creator.start()
     deadline = time.monotonic() + 120
     while not api.get("/v1/jobs").json()["results"] and time.monotonic() < deadline:
