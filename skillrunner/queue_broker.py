@@ -18,8 +18,6 @@ from pathlib import Path
 
 from django.conf import settings
 from django_q.brokers.orm import ORM
-from django_q.conf import Conf
-from django_q.models import OrmQ
 
 # Settings set django-q2's own `poll` to 0: the wait below replaces its fixed sleep.
 FIRST_WAIT_SECONDS = 0.01
@@ -34,15 +32,6 @@ class WakeableORM(ORM):
     _socket: socket.socket | None = None
     _socket_path: Path | None = None
     _wait: float = 0.0
-
-    @staticmethod
-    def get_connection(list_key: str | None = None):
-        # django-q2's calls close_old_connections() first, outside a transaction. async_task makes
-        # a broker per enqueue, and both its constructor and enqueue ask for the connection: in the
-        # web process (CONN_MAX_AGE 0) that closed the request's own connection, so every run
-        # created opened a second one. The broker's database is SQLite here, whose connections
-        # never go stale.
-        return OrmQ.objects.using(Conf.ORM)
 
     def enqueue(self, task):
         pk = super().enqueue(task)

@@ -103,7 +103,8 @@ TEMPLATES = [
 
 # Seconds a web request waits for a pooled PostgreSQL connection before answering 503.
 WEB_DB_CONNECTION_WAIT_SECONDS = 3
-# Seconds a database connection of `manage.py worker` is kept (it sets this on its connections).
+# Seconds a database connection is kept by `manage.py worker` (it sets this on its connections),
+# and on SQLite by the web process too.
 SKILLRUNNER_WORKER_CONN_MAX_AGE = 60
 DATABASE_URL = env.str("DATABASE_URL", default="")
 if DATABASE_URL:
@@ -111,10 +112,10 @@ if DATABASE_URL:
     if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
         raise ImproperlyConfigured("DATABASE_URL must point at PostgreSQL (postgres://...)")
     # Persistent connections only in `manage.py worker`, whose processes and threads live long
-    # (it switches them on itself). daphne runs each request's sync code in a thread of its own,
-    # where a kept connection is never reused, only left open until the thread is collected: 50
-    # concurrent requests left 64 open and a few such bursts exhausted max_connections ("too many
-    # clients", 500s); Django advises against persistent connections under ASGI.
+    # (it switches them on itself). In the web, a kept connection belongs to a request thread,
+    # and a burst makes threads beyond the 16 skillrunner.asgi keeps: when each request had a
+    # thread of its own, 50 concurrent requests left 64 connections open and a few such bursts
+    # exhausted max_connections ("too many clients", 500s). The web borrows from a pool instead.
     # `?conn_max_age=N` overrides both.
     if "CONN_MAX_AGE" in DATABASES["default"]:
         SKILLRUNNER_WORKER_CONN_MAX_AGE = DATABASES["default"]["CONN_MAX_AGE"]

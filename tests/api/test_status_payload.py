@@ -57,3 +57,20 @@ def test_a_run_with_error_warnings_deadline_and_usage(api, manual_dispatch):
 def test_the_payload_has_exactly_the_declared_fields(api, manual_dispatch):
     run = Run.objects.get(pk=create_job(api)["request_id"])
     assert list(status_payload(run)) == list(RunStatusOutput().fields)
+
+
+def test_the_list_reads_usage_for_the_whole_page_at_once(api, manual_dispatch):
+    """GET /v1/jobs prefetches turn usage; one run read alone does not (runs.selectors)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def queries_of_the_list() -> int:
+        with CaptureQueriesContext(connection) as queries:
+            assert api.get("/v1/jobs").status_code == 200
+        return len(queries)
+
+    create_job(api)
+    one = queries_of_the_list()
+    for _ in range(3):
+        create_job(api)
+    assert queries_of_the_list() == one

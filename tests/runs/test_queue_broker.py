@@ -33,8 +33,9 @@ def test_enqueue_wakes_the_waiting_pusher_and_clears_dead_sockets():
 
 @pytest.mark.django_db(transaction=True)
 def test_enqueue_uses_the_callers_database_connection():
-    """django-q2's broker closed the caller's connection first (close_old_connections with
-    CONN_MAX_AGE 0), twice per enqueue, so every run created in the web process opened another."""
+    """django-q2's broker runs close_old_connections() twice per enqueue: with connections not
+    kept (CONN_MAX_AGE 0) that closed the caller's, so every run created in the web process opened
+    another. They are kept on the embedded default (settings), in the web too."""
     connection.ensure_connection()
     before = connection.connection
     WakeableORM(list_key="connection-test").enqueue("payload")

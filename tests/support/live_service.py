@@ -168,15 +168,15 @@ class LiveService:
         return self.manage("create_api_token", username, *(["--staff"] if staff else [])).strip().splitlines()[-1]
 
     def _ping(self) -> int | None:
-        try:
-            with urllib.request.urlopen(self.url + "/v1/system/ping", timeout=2) as response:
-                return response.status
-        except (urllib.error.URLError, OSError):
-            return None
+        return self._status_of("/v1/system/ping", timeout=2)
 
     def readyz(self) -> int | None:
+        return self._status_of("/v1/system/readyz", timeout=5)
+
+    def _status_of(self, path: str, timeout: float) -> int | None:
+        """The HTTP status of GET `path` (no token), or None while nothing answers."""
         try:
-            with urllib.request.urlopen(self.url + "/v1/system/readyz", timeout=5) as response:
+            with urllib.request.urlopen(self.url + path, timeout=timeout) as response:
                 return response.status
         except urllib.error.HTTPError as error:
             return error.code
