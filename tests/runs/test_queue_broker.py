@@ -35,7 +35,10 @@ def test_enqueue_wakes_the_waiting_pusher_and_clears_dead_sockets():
 def test_enqueue_uses_the_callers_database_connection():
     """django-q2's broker runs close_old_connections() twice per enqueue: with connections not
     kept (CONN_MAX_AGE 0) that closed the caller's, so every run created in the web process opened
-    another. They are kept on the embedded default (settings), in the web too."""
+    another. They are kept on the embedded default (settings), in the web too, for
+    SKILLRUNNER_WORKER_CONN_MAX_AGE seconds from when they opened: so the test opens its own
+    rather than inherit one an earlier test opened more than that long ago."""
+    connection.close()
     connection.ensure_connection()
     before = connection.connection
     WakeableORM(list_key="connection-test").enqueue("payload")
