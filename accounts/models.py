@@ -18,15 +18,26 @@ def _digest(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
+def split_key(key: str) -> tuple[str, str] | None:
+    """The lookup a well-formed key is found by and the digest its stored hash must equal."""
+    if not key.startswith(TOKEN_PREFIX) or len(key) < len(TOKEN_PREFIX) + LOOKUP_LENGTH + 16:
+        return None
+    return key[len(TOKEN_PREFIX) : len(TOKEN_PREFIX) + LOOKUP_LENGTH], _digest(key)
+
+
+def is_key_hash(stored: str, digest: str) -> bool:
+    return hmac.compare_digest(stored, digest)  # constant time: no timing hint about the hash
+
+
 class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
     def for_key(self, key: str) -> ApiToken | None:
         """The active token whose key this is, compared in constant time."""
-        if not key.startswith(TOKEN_PREFIX) or len(key) < len(TOKEN_PREFIX) + LOOKUP_LENGTH + 16:
+        parts = split_key(key)
+        if parts is None:
             return None
-        lookup = key[len(TOKEN_PREFIX) : len(TOKEN_PREFIX) + LOOKUP_LENGTH]
-        digest = _digest(key)
+        lookup, digest = parts
         for token in self.filter(lookup=lookup, revoked_at__isnull=True).select_related("user").order_by():
-            if hmac.compare_digest(token.key_hash, digest):
+            if is_key_hash(token.key_hash, digest):
                 return token
         return None
 

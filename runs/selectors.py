@@ -6,16 +6,26 @@ import codecs
 import os
 import re
 import uuid
+from collections.abc import Iterable
+from datetime import timedelta
+from functools import cache
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import connection
 from django.db.models import F, QuerySet
+from django.utils import timezone
 
+from accounts.authentication import LAST_USED_RESOLUTION_SECONDS
+from accounts.models import ApiToken, is_key_hash, split_key
 from skillrunner.errors import ApplicationError, NotFound
+from skills.models import Skill, SkillVersion
 
 from . import runfiles
 from .models import Interaction, Run, RunEvent, TurnUsage
+from .usage import USAGE_KEYS
 
 EVENT_PAGE_LIMIT = 500
 
@@ -25,6 +35,99 @@ def runs_visible_to(user) -> QuerySet[Run]:
     (prefetching it for one run cost more than the query itself)."""
     runs = Run.objects.select_related("skill", "skill_version", "owner")
     return runs if user.is_staff else runs.filter(owner=user)
+
+
+class StatusRead(NamedTuple):
+    """What GET /v1/jobs/{id} shows of a run (runs.serializers.status_payload)."""
+
+    run: Run
+    skill_id: str
+    skill_version: str
+    turns: Iterable[TurnUsage]
+
+
+def status_read(run: Run) -> StatusRead:
+    """For a run read through runs_visible_to."""
+    return StatusRead(run, run.skill.skill_id, run.skill_version.version, run.turn_usage.all())
+
+
+# The Run columns status_payload reads (with the primary key, which Run.objects.raw needs).
+STATUS_FIELDS = (
+    "request_id",
+    "status",
+    "engine",
+    "model",
+    "execution_mode",
+    "interactive_profile",
+    "attempt_number",
+    "repair_round",
+    "repair_rounds",
+    "created_at",
+    "updated_at",
+    "warnings",
+    "error",
+    "pending_interaction_id",
+    "interaction_count",
+    "auto_decision_count",
+    "recovery_state",
+    "wait_deadline_at",
+    "awaiting_upload",
+    "cache_hit",
+)
+
+
+@cache
+def _status_by_token_sql() -> str:
+    """One statement for the token, its user, one run they may see (runs_visible_to's rule) and
+    its turns' usage: one row per turn, or one with null turn columns."""
+    run_columns = ", ".join(f"r.{name}" for name in STATUS_FIELDS)
+    turn_columns = ", ".join(f"u.{name} AS turn_{name}" for name in ("id", "attempt_number", *USAGE_KEYS))
+    return (
+        f"SELECT {run_columns}, s.skill_id AS read_skill_id, v.version AS read_skill_version,"
+        f" t.key_hash AS read_key_hash, {turn_columns}"
+        f" FROM {Run._meta.db_table} r"
+        f" JOIN {Skill._meta.db_table} s ON s.id = r.skill_id"
+        f" JOIN {SkillVersion._meta.db_table} v ON v.id = r.skill_version_id"
+        f" JOIN {ApiToken._meta.db_table} t"
+        "  ON t.lookup = %s AND t.revoked_at IS NULL AND t.last_used_at >= %s"
+        f" JOIN {get_user_model()._meta.db_table} a ON a.id = t.user_id AND a.is_active"
+        f" LEFT JOIN {TurnUsage._meta.db_table} u ON u.run_id = r.request_id"
+        " WHERE r.request_id = %s AND (a.is_staff OR r.owner_id = a.id)"
+        " ORDER BY u.id"
+    )
+
+
+def status_read_by_token(key: str, request_id: str) -> StatusRead | None:
+    """A run's status for an API key in one raw statement, no queryset to compile (a status GET
+    spent most of its time compiling its three queries). None for anything but a plain answer: a
+    key that is not an active token of an active user, a token due for its last-used stamp
+    (accounts.authentication sets it), a run that is not there or not theirs. The full path
+    answers those, its errors included."""
+    parts = split_key(key)
+    try:
+        run_id = uuid.UUID(request_id)
+    except ValueError:
+        return None
+    if parts is None:
+        return None
+    lookup, digest = parts
+    stamped_since = timezone.now() - timedelta(seconds=LAST_USED_RESOLUTION_SECONDS)
+    params = [
+        lookup,
+        ApiToken._meta.get_field("last_used_at").get_db_prep_value(stamped_since, connection),
+        Run._meta.get_field("request_id").get_db_prep_value(run_id, connection),
+    ]
+    raw: Iterable[Any] = Run.objects.raw(_status_by_token_sql(), params)  # Runs with the extra columns
+    rows = [row for row in raw if is_key_hash(row.read_key_hash, digest)]
+    if not rows:
+        return None
+    turns = [
+        TurnUsage(attempt_number=row.turn_attempt_number, **{key: getattr(row, f"turn_{key}") for key in USAGE_KEYS})
+        for row in rows
+        if row.turn_id is not None
+    ]
+    first = rows[0]
+    return StatusRead(first, first.read_skill_id, first.read_skill_version, turns)
 
 
 def usage_visible_to(user) -> QuerySet[TurnUsage]:

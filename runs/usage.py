@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.db.models import Count, F, QuerySet, Sum
@@ -35,12 +36,9 @@ def _sum(values: list[Any]) -> Any:
     return sum(present) if present else None
 
 
-def run_usage(run: Run) -> dict[str, Any]:
+def run_usage(turn_usage: Iterable[TurnUsage]) -> dict[str, Any]:
     """`usage` of GET /v1/jobs/{id}: run totals and one entry per turn, unreported keys null."""
-    turns = [
-        {"attempt": turn.attempt_number, **{key: getattr(turn, key) for key in USAGE_KEYS}}
-        for turn in run.turn_usage.all()
-    ]
+    turns = [{"attempt": turn.attempt_number, **{key: getattr(turn, key) for key in USAGE_KEYS}} for turn in turn_usage]
     return {**{key: _sum([turn[key] for turn in turns]) for key in USAGE_KEYS}, "turns": turns}
 
 

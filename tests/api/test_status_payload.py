@@ -10,6 +10,7 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from runs.models import Run
+from runs.selectors import status_read
 from runs.serializers import RunStatusOutput, status_payload
 from runs.usage import record_turn_usage
 from tests.api.helpers import create_job
@@ -28,8 +29,8 @@ def rendered_by_the_fields(run: Run) -> dict:
 
 def test_a_queued_run(api, manual_dispatch):
     run = Run.objects.get(pk=create_job(api)["request_id"])
-    assert status_payload(run) == rendered_by_the_fields(run)
-    assert api.get(f"/v1/jobs/{run.pk}").json() == status_payload(run)
+    assert status_payload(status_read(run)) == rendered_by_the_fields(run)
+    assert api.get(f"/v1/jobs/{run.pk}").json() == status_payload(status_read(run))
 
 
 def test_a_run_with_error_warnings_deadline_and_usage(api, manual_dispatch):
@@ -47,7 +48,7 @@ def test_a_run_with_error_warnings_deadline_and_usage(api, manual_dispatch):
     record_turn_usage(run, 1, {"input_tokens": 120, "output_tokens": 30, "cost_usd": 0.25}, 900)
     record_turn_usage(run, 2, None, None)
     run = Run.objects.get(pk=request_id)
-    payload = status_payload(run)
+    payload = status_payload(status_read(run))
     assert payload == rendered_by_the_fields(run)
     assert payload["error"] == {"code": "ENGINE_FAILED", "message": "exit 2"}
     assert payload["wait_deadline_at"].endswith("Z") and payload["usage"]["input_tokens"] == 120
@@ -56,7 +57,7 @@ def test_a_run_with_error_warnings_deadline_and_usage(api, manual_dispatch):
 
 def test_the_payload_has_exactly_the_declared_fields(api, manual_dispatch):
     run = Run.objects.get(pk=create_job(api)["request_id"])
-    assert list(status_payload(run)) == list(RunStatusOutput().fields)
+    assert list(status_payload(status_read(run))) == list(RunStatusOutput().fields)
 
 
 def test_the_list_reads_usage_for_the_whole_page_at_once(api, manual_dispatch):
