@@ -24,6 +24,7 @@ wraps the command with it, so adapters never see it. What the agent gets:
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import secrets
@@ -244,6 +245,41 @@ def _process_tree(root_pid: int) -> list[tuple[int, int]]:
     return found
 
 
+STATE_PREFIX = "skillrunner-sandbox-"
+STATE_LOCK = "held"
+
+
+def _locked_state_dir() -> tuple[Path, int]:
+    """A private directory for a sandbox's passwd, group and provider socket, with a lock file
+    its process holds until close() or its death (the kernel drops the lock with the process,
+    even a SIGKILLed one). The lock is taken before the file gets the name a sweep looks for."""
+    state = Path(tempfile.mkdtemp(prefix=STATE_PREFIX))
+    held = os.open(state / f"{STATE_LOCK}.new", os.O_CREAT | os.O_WRONLY, 0o600)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    os.rename(state / f"{STATE_LOCK}.new", state / STATE_LOCK)
+    return state, held
+
+
+def remove_orphaned_state() -> int:
+    """Removes the state directories no live process holds: those of turns whose worker was
+    killed before it could close() them. Returns how many went."""
+    removed = 0
+    for state in Path(tempfile.gettempdir()).glob(f"{STATE_PREFIX}*"):
+        try:
+            lock = os.open(state / STATE_LOCK, os.O_RDONLY)
+        except OSError:  # none yet (being made), or not a directory of ours
+            continue
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            continue  # a turn in progress
+        finally:
+            os.close(lock)
+        shutil.rmtree(state, ignore_errors=True)
+        removed += 1
+    return removed
+
+
 class Sandbox:
     """One engine process's confinement; ``close()`` once that process has ended."""
 
@@ -253,7 +289,8 @@ class Sandbox:
         self.home = Path(os.path.abspath(config.home))
         self.request = request
         self.uid = sandbox_uid(self.run_dir) if os.geteuid() == 0 else os.getuid()
-        self._state = Path(tempfile.mkdtemp(prefix="skillrunner-sandbox-"))
+        self._state, held = _locked_state_dir()
+        self._held: int | None = held
         self._forwarder: ProviderForwarder | None = None
         self.engine_config = config
         if settings.network == "provider":
@@ -409,3 +446,6 @@ class Sandbox:
         if self._forwarder is not None:
             self._forwarder.close()
         shutil.rmtree(self._state, ignore_errors=True)
+        if self._held is not None:  # closed once: its number may be another file's afterwards
+            os.close(self._held)
+            self._held = None

@@ -7,6 +7,7 @@ import signal
 
 import pytest
 
+from engines.sandbox import STATE_PREFIX
 from tests.support.fake_codex import FakeCodex
 from tests.support.live_service import LiveService
 from tests.support.processes import processes_in
@@ -20,8 +21,11 @@ DONE_HAIKU = {"files": {"artifacts/haiku.md": "a\nb\nc\n"}, "message": json.dump
 @pytest.fixture
 def live(tmp_path):
     (tmp_path / "engine").mkdir()
+    (tmp_path / "tmp").mkdir()  # the service's temporary folder: its sandbox state, and nobody else's
     fake = FakeCodex(tmp_path / "engine", tmp_path / "data")
-    service = LiveService(tmp_path / "data", env={"SKILLRUNNER_CODEX_BIN": str(fake.binary)})
+    service = LiveService(
+        tmp_path / "data", env={"SKILLRUNNER_CODEX_BIN": str(fake.binary), "TMPDIR": str(tmp_path / "tmp")}
+    )
     service.fake = fake
     yield service
     service.stop()
@@ -46,13 +50,17 @@ def test_worker_killed_mid_turn_fails_run_and_leaves_no_engine(live, tmp_path):
     live.wait_until(lambda: live.fake.invocations(), 20, "the engine to start")
     run_dir = tmp_path / "data" / "runs" / request_id
     assert processes_in(run_dir), "the engine should be running in its run directory"
+    sandbox_state = list((tmp_path / "tmp").glob(f"{STATE_PREFIX}*"))
+    assert len(sandbox_state) == 1, sandbox_state
 
     live.kill(live.workers[0], signal.SIGKILL)  # the whole cluster dies
+    assert sandbox_state[0].exists(), "nothing closed the killed turn's sandbox"
     live.start_worker()
 
     status = live.wait_for_status(token, request_id, {"failed"}, timeout=60)
     assert status["error"]["code"] == "ORCHESTRATOR_RESTART_INTERRUPTED"
     assert status["recovery_state"] == "failed_reconciled"
+    assert not sandbox_state[0].exists(), "the next worker removes the killed turn's sandbox state"
     live.wait_until(lambda: not processes_in(run_dir), 20, "no engine process to be left")
     assert len(live.fake.invocations()) == 1, "an interrupted turn must never be run again"
 

@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand
 from django.db import close_old_connections, connections
 from django_q.cluster import Cluster
 
+from engines.sandbox import remove_orphaned_state
 from runs.execution import CLUSTER_TOKEN_ENV, retry_while_database_away, share_stop_flag
 from runs.retention import sync_schedule as sync_retention_schedule
 from runs.supervision import (
@@ -101,6 +102,8 @@ class Command(BaseCommand):
 
     def _recover(self) -> None:
         """Everything before the cluster takes work; each step may run again after a failure."""
+        if removed := remove_orphaned_state():
+            logger.info("removed the sandbox state of %d turns whose worker was killed", removed)
         call_command("load_skills", verbosity=0)
         sync_retention_schedule()
         recover_on_worker_start()
