@@ -19,8 +19,11 @@ from pathlib import Path
 from django.conf import settings
 from django_q.brokers.orm import ORM
 
-# Settings set django-q2's own `poll` to 0: the wait below replaces its fixed sleep.
-FIRST_WAIT_SECONDS = 0.01
+# Settings set django-q2's own `poll` to 0: the wait below replaces its fixed sleep. Work is
+# enqueued after its transaction commits, so a wake-up is not missed in practice and the waits
+# only bound what one would cost. Starting them at 10 ms polled the queue about 3 times in every
+# pause between runs: 6–7 ms of a run's server CPU (issue #16), against 2.5 from 0.25 s.
+FIRST_WAIT_SECONDS = 0.25
 LONGEST_WAIT_SECONDS = 1.0
 
 
