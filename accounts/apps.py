@@ -6,9 +6,16 @@ class AccountsConfig(AppConfig):
     verbose_name = "API access"
 
     def ready(self) -> None:
+        from django.conf import settings
         from django.contrib.auth.signals import user_logged_out
+        from django.db.models.signals import pre_save
 
         from . import schema  # noqa: F401  (registers the OpenAPI extension)
-        from .connections import end_session_connections
+        from .connections import end_session_connections, end_sessions_on_password_change
 
         user_logged_out.connect(end_session_connections, dispatch_uid="accounts.end_session_connections")
+        pre_save.connect(
+            end_sessions_on_password_change,
+            sender=settings.AUTH_USER_MODEL,
+            dispatch_uid="accounts.end_sessions_on_password_change",
+        )

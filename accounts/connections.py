@@ -114,18 +114,33 @@ def _credential_ended(now) -> Q:
     return ended
 
 
-def end_connections(*, token_ids: Iterable[int] = (), session_key: str | None = None) -> None:
-    """Close the connections opened with these tokens or this browser session, once the caller's
-    transaction commits."""
+def end_connections(
+    *, token_ids: Iterable[int] = (), session_key: str | None = None, sessions_of_user: int | None = None
+) -> None:
+    """Close the connections opened with these tokens, this browser session or any browser
+    session of this user, once the caller's transaction commits."""
     token_ids = list(token_ids)
     ended = LiveConnection.objects.none()
     if token_ids:
         ended = ended | LiveConnection.objects.filter(token_id__in=token_ids)
     if session_key:
         ended = ended | LiveConnection.objects.filter(session_key=session_key)
+    if sessions_of_user is not None:
+        ended = ended | LiveConnection.objects.filter(user_id=sessions_of_user).exclude(session_key="")
     groups = {credential_group(connection) for connection in ended}
     ended.delete()
     transaction.on_commit(lambda: _tell(group for group in groups if group))
+
+
+def end_sessions_on_password_change(sender, instance, raw=False, update_fields=None, **kwargs) -> None:
+    """On the user model's pre_save: a new password ends the user's browser sessions (Django
+    refuses them at their next request), so it closes their sockets and streams too (R-FS3). API
+    tokens are credentials of their own: they stay until revoked."""
+    if raw or instance.pk is None or (update_fields is not None and "password" not in update_fields):
+        return
+    stored = sender.objects.filter(pk=instance.pk).values_list("password", flat=True).first()
+    if stored is not None and stored != instance.password:
+        end_connections(sessions_of_user=instance.pk)
 
 
 def end_session_connections(sender, request, **kwargs) -> None:

@@ -288,3 +288,46 @@ def test_an_expired_browser_session_closes_its_sockets(alice, trip_run, monkeypa
 
     _, code = run_async(scenario)
     assert code == CLOSE_UNAUTHENTICATED
+
+
+def test_a_new_password_closes_the_users_browser_sockets_not_their_token_sockets(alice, api, trip_run):
+    """Django refuses a session made before a password change at its next request; a socket
+    holds no next request, so the change itself closes them (the admin's password form, the
+    changepassword command). A save that keeps the password closes nothing."""
+    request_id = trip_run()
+    browsers = [Client(), Client()]
+    for browser in browsers:
+        browser.force_login(alice)
+
+    def headers(client):
+        cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+        return [(b"cookie", cookie.encode()), *SAME_SITE]
+
+    def save_without_new_password() -> None:
+        user = type(alice).objects.get(pk=alice.pk)
+        user.first_name = "Alice"
+        user.save()
+
+    def change_password() -> None:
+        user = type(alice).objects.get(pk=alice.pk)
+        user.set_password("a-new-password-456")
+        user.save()
+
+    async def scenario():
+        sessions = [await open_run_socket(request_id, headers(browser)) for browser in browsers]
+        token_socket = await open_run_socket(request_id, token_headers(api))
+        for socket in (*sessions, token_socket):
+            await receive_messages(socket, 5)
+        await sync_to_async(save_without_new_password)()
+        kept_after_save = [await socket.receive_nothing(0.3) for socket in sessions]
+        await sync_to_async(change_password)()
+        closed = [await receive_until_closed(socket) for socket in sessions]
+        token_kept = await token_socket.receive_nothing(0.5)
+        await token_socket.disconnect()
+        return kept_after_save, closed, token_kept
+
+    kept_after_save, closed, token_kept = run_async(scenario)
+    assert kept_after_save == [True, True]
+    assert [code for _, code in closed] == [CLOSE_UNAUTHENTICATED, CLOSE_UNAUTHENTICATED]
+    assert token_kept
+    assert LiveConnection.objects.filter(user=alice).exclude(session_key="").count() == 0
