@@ -88,8 +88,7 @@ def _status_by_token_sql() -> str:
         f" FROM {Run._meta.db_table} r"
         f" JOIN {Skill._meta.db_table} s ON s.id = r.skill_id"
         f" JOIN {SkillVersion._meta.db_table} v ON v.id = r.skill_version_id"
-        f" JOIN {ApiToken._meta.db_table} t"
-        "  ON t.lookup = %s AND t.revoked_at IS NULL AND t.last_used_at >= %s"
+        f" JOIN {ApiToken._meta.db_table} t ON t.lookup = %s AND t.revoked_at IS NULL AND t.last_used_at >= %s"
         f" JOIN {get_user_model()._meta.db_table} a ON a.id = t.user_id AND a.is_active"
         f" LEFT JOIN {TurnUsage._meta.db_table} u ON u.run_id = r.request_id"
         " WHERE r.request_id = %s AND (a.is_staff OR r.owner_id = a.id)"
@@ -109,7 +108,7 @@ def status_read_by_token(key: str, request_id: str) -> StatusRead | None:
     except ValueError:
         return None
     if parts is None:
-        return None
+        return None  # not a key this service issues
     lookup, digest = parts
     stamped_since = timezone.now() - timedelta(seconds=LAST_USED_RESOLUTION_SECONDS)
     params = [
@@ -122,7 +121,7 @@ def status_read_by_token(key: str, request_id: str) -> StatusRead | None:
     if not rows:
         return None
     turns = [
-        TurnUsage(attempt_number=row.turn_attempt_number, **{key: getattr(row, f"turn_{key}") for key in USAGE_KEYS})
+        TurnUsage(attempt_number=row.turn_attempt_number, **{name: getattr(row, f"turn_{name}") for name in USAGE_KEYS})
         for row in rows
         if row.turn_id is not None
     ]
