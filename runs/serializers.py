@@ -9,7 +9,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from .models import Run
-from .selectors import StatusRead, status_read
+from .selectors import STATUS_FIELDS, StatusRead, status_read
 from .usage import GROUPS, run_usage
 
 
@@ -87,31 +87,8 @@ class RunStatusOutput(serializers.ModelSerializer):
 
     class Meta:
         model = Run
-        fields = [
-            "request_id",
-            "status",
-            "skill_id",
-            "skill_version",
-            "engine",
-            "model",
-            "execution_mode",
-            "interactive_profile",
-            "attempt_number",
-            "repair_round",
-            "repair_rounds",
-            "created_at",
-            "updated_at",
-            "warnings",
-            "error",
-            "pending_interaction_id",
-            "interaction_count",
-            "auto_decision_count",
-            "recovery_state",
-            "wait_deadline_at",
-            "awaiting_upload",
-            "cache_hit",
-            "usage",
-        ]
+        # The run's own columns (which the status read selects), its skill after its status.
+        fields = [*STATUS_FIELDS[:2], "skill_id", "skill_version", *STATUS_FIELDS[2:], "usage"]
 
     @extend_schema_field(RunUsageOutput)
     def get_usage(self, run: Run) -> dict:
