@@ -10,7 +10,8 @@ from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
-from django.http import HttpResponse
+from django.http import HttpResponse, HttpResponseRedirect
+from django.urls import reverse
 
 
 def _failure_keys(request) -> list[str]:
@@ -49,3 +50,9 @@ class LoginView(auth_views.LoginView):
         if not request.user.is_authenticated:
             _count_failure(keys)
         return response
+
+
+def admin_login(request) -> HttpResponseRedirect:
+    """Django admin's own login form counts no failures: it would be a way around the limit, so
+    it sends people to the one login page, keeping where they were going (the admin by default)."""
+    return auth_views.redirect_to_login(request.GET.get("next") or reverse("admin:index"))

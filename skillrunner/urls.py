@@ -51,6 +51,7 @@ urlpatterns = [
     *api_v1,
     path("healthz", system.healthz),
     path("readyz", system.readyz),
+    path("admin/login/", login.admin_login),  # before the admin's own (R-FS1)
     path("admin/", admin.site.urls),
     # Only these two: the password-reset and -change flows need mail this service does not set up (R-FS3).
     path("accounts/login/", login.LoginView.as_view(), name="login"),

@@ -114,3 +114,26 @@ def test_failed_logins_are_throttled_R_FS1(alice, bob, login_limits):
     request = type("R", (), {"POST": {"username": "alice"}, "META": {"REMOTE_ADDR": "127.0.0.1"}})
     cache.delete_many(_failure_keys(request))
     assert _login("alice", "alice-password-123").status_code == 302
+
+
+def test_the_admin_login_is_the_throttled_login_R_FS1(admin_user, login_limits):
+    """Django's admin has a login form of its own, which counts no failures: it must not be a way
+    around the limit. It sends people to the one login page, keeping where they were going."""
+    browser = Client()
+    for path, goes_to in [("/admin/login/", "/admin/"), ("/admin/login/?next=/admin/runs/run/", "/admin/runs/run/")]:
+        for method in (browser.get, browser.post):
+            response = method(path, {"username": "root", "password": "wrong"} if method == browser.post else None)
+            assert response.status_code == 302, (path, method)
+            assert response["Location"] == f"/accounts/login/?next={goes_to}"
+    for _ in range(3):
+        assert _login("root", "wrong").status_code == 200
+    assert _login("root", "root-password-123").status_code == 429
+    cache.clear()
+    signed_in = Client()
+    assert (
+        signed_in.post("/accounts/login/?next=/admin/", {"username": "root", "password": "root-password-123"})[
+            "Location"
+        ]
+        == "/admin/"
+    )
+    assert signed_in.get("/admin/").status_code == 200
