@@ -245,6 +245,9 @@ SKILLRUNNER_MAX_SESSION_TIMEOUT = _positive_int("SKILLRUNNER_MAX_SESSION_TIMEOUT
 SKILLRUNNER_USER_MAX_QUEUED = _positive_int("SKILLRUNNER_USER_MAX_QUEUED", 64)
 # Live connections (websockets and event streams together) one user may hold open at once (R-FS2).
 SKILLRUNNER_USER_MAX_STREAMS = _positive_int("SKILLRUNNER_USER_MAX_STREAMS", 20)
+# Webhook endpoints one user may register (R-FS2): each status change of their runs is one
+# delivery per endpoint. Runs' callback_url endpoints do not count.
+SKILLRUNNER_USER_MAX_WEBHOOKS = _positive_int("SKILLRUNNER_USER_MAX_WEBHOOKS", 20)
 # A run still waiting for its upload after this long fails with UPLOAD_TIMEOUT (R-FS1).
 SKILLRUNNER_UPLOAD_TIMEOUT_SECONDS = _positive_int("SKILLRUNNER_UPLOAD_TIMEOUT_SECONDS", 3600)
 SKILLRUNNER_KILL_GRACE_SECONDS = env.float("SKILLRUNNER_KILL_GRACE_SECONDS", default=5.0)

@@ -14,11 +14,12 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from skillrunner.errors import NotFound
+from skillrunner.errors import ApplicationError, NotFound
 
 from ..dispatch import enqueue_delivery
 from ..models import Run, RunStatus
@@ -45,10 +46,28 @@ GIVE_UP_AFTER_UNITS = 2880
 # --- endpoints -----------------------------------------------------------------------------------
 
 
-def register_endpoint(*, owner, url: str, events: list[str], run: Run | None = None) -> WebhookEndpoint:
-    """R-NT1/R-NT2: the URL must resolve to public addresses only (unless allowed by settings)."""
+class TooManyWebhooks(ApplicationError):
+    status_code = 429
+
+    def __init__(self) -> None:
+        limit = settings.SKILLRUNNER_USER_MAX_WEBHOOKS
+        super().__init__(
+            "TOO_MANY_WEBHOOKS",
+            f"you have {limit} webhooks, the most one user may have; delete one and try again",
+            limit=limit,
+        )
+
+
+@transaction.atomic
+def register_endpoint(*, owner, url: str, events: list[str]) -> WebhookEndpoint:
+    """R-NT1/R-NT2: the URL must resolve to public addresses only (unless allowed by settings);
+    at most SKILLRUNNER_USER_MAX_WEBHOOKS per user (R-FS2)."""
     destinations.check(url)
-    return WebhookEndpoint.objects.create(owner=owner, run=run, url=url, events=events, secret=new_secret())
+    # One registration at a time per user, so two requests cannot both take the last place.
+    get_user_model().objects.select_for_update().filter(pk=owner.pk).values_list("pk", flat=True).first()
+    if endpoints_of(owner).count() >= settings.SKILLRUNNER_USER_MAX_WEBHOOKS:
+        raise TooManyWebhooks()
+    return WebhookEndpoint.objects.create(owner=owner, url=url, events=events, secret=new_secret())
 
 
 def register_callback(run: Run, url: str) -> WebhookEndpoint:

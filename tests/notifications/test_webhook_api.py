@@ -101,3 +101,29 @@ def test_private_callback_url_is_refused_and_no_run_is_created(api, install_skil
     response = api.post("/v1/jobs", job_body(callback_url="http://169.254.169.254/latest"), format="json")
     assert response.status_code == 400 and error_code(response) == "WEBHOOK_URL_FORBIDDEN"
     assert not Run.objects.exists()
+
+
+def test_one_user_registers_a_bounded_number_of_webhooks_R_FS2(api, bob_api, settings, public_dns):
+    """Every status change of a user's runs is one delivery per endpoint: the count is capped."""
+    settings.SKILLRUNNER_USER_MAX_WEBHOOKS = 2
+    created = [api.post("/v1/webhooks", {"url": f"{HOOK}/{n}"}, format="json") for n in range(2)]
+    assert [response.status_code for response in created] == [201, 201]
+    refused = api.post("/v1/webhooks", {"url": f"{HOOK}/3"}, format="json")
+    assert refused.status_code == 429
+    assert refused.json()["detail"] == {
+        "code": "TOO_MANY_WEBHOOKS",
+        "message": "you have 2 webhooks, the most one user may have; delete one and try again",
+        "limit": 2,
+    }
+    assert len(api.get("/v1/webhooks").json()) == 2  # nothing half-made
+    assert bob_api.post("/v1/webhooks", {"url": HOOK}, format="json").status_code == 201  # a cap per user
+    assert api.delete(f"/v1/webhooks/{created[0].json()['id']}").status_code == 204
+    assert api.post("/v1/webhooks", {"url": f"{HOOK}/3"}, format="json").status_code == 201
+
+
+def test_run_callbacks_do_not_count_toward_the_webhook_cap(api, settings, install_skill, manual_dispatch, public_dns):
+    settings.SKILLRUNNER_USER_MAX_WEBHOOKS = 1
+    install_skill("haiku-writer")
+    for _ in range(2):
+        create_job(api, callback_url=HOOK, runtime_options={"no_cache": True})
+    assert api.post("/v1/webhooks", {"url": HOOK}, format="json").status_code == 201
