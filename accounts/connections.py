@@ -16,7 +16,6 @@ from datetime import timedelta
 from uuid import UUID
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.contrib.sessions.models import Session
 from django.db import transaction
 from django.db.models import Q
@@ -25,7 +24,7 @@ from django.utils import timezone
 from skillrunner.errors import ApplicationError
 from skillrunner.group_messages import send_to_groups
 
-from .models import ApiToken, LiveConnection
+from .models import ApiToken, LiveConnection, lock_user
 
 LEASE_SECONDS = 90
 RENEW_SECONDS = 30
@@ -61,8 +60,7 @@ def credential_group(connection: LiveConnection) -> str | None:
 def open_connection(user, *, token: ApiToken | None = None, session_key: str | None = None) -> LiveConnection:
     """Count a new connection of `user`, or raise TooManyStreams (429) when they hold the most
     allowed, or NOT_AUTHENTICATED (401) when `token` was revoked since it authenticated the caller."""
-    # One admission at a time per user, so two processes cannot both take the last place.
-    get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("pk", flat=True).first()
+    lock_user(user)
     now = timezone.now()
     if token is not None and not _unrevoked(token):
         raise ApplicationError("NOT_AUTHENTICATED", "this token has been revoked", status_code=401)

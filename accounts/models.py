@@ -8,6 +8,7 @@ import secrets
 import uuid
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import models
 
 TOKEN_PREFIX = "sr_"
@@ -27,6 +28,12 @@ def split_key(key: str) -> tuple[str, str] | None:
 
 def is_key_hash(stored: str, digest: str) -> bool:
     return hmac.compare_digest(stored, digest)  # constant time: no timing hint about the hash
+
+
+def lock_user(user) -> None:
+    """Holds `user`'s row until the transaction ends: one admission at a time against a per-user
+    cap, so two requests cannot both take the last place."""
+    get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("pk", flat=True).first()
 
 
 class ApiTokenQuerySet(models.QuerySet["ApiToken"]):

@@ -14,11 +14,11 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from accounts.models import lock_user
 from skillrunner.errors import ApplicationError, NotFound
 
 from ..dispatch import enqueue_delivery
@@ -63,8 +63,7 @@ def register_endpoint(*, owner, url: str, events: list[str]) -> WebhookEndpoint:
     """R-NT1/R-NT2: the URL must resolve to public addresses only (unless allowed by settings);
     at most SKILLRUNNER_USER_MAX_WEBHOOKS per user (R-FS2)."""
     destinations.check(url)
-    # One registration at a time per user, so two requests cannot both take the last place.
-    get_user_model().objects.select_for_update().filter(pk=owner.pk).values_list("pk", flat=True).first()
+    lock_user(owner)
     if endpoints_of(owner).count() >= settings.SKILLRUNNER_USER_MAX_WEBHOOKS:
         raise TooManyWebhooks()
     return WebhookEndpoint.objects.create(owner=owner, url=url, events=events, secret=new_secret())

@@ -4,6 +4,7 @@ whatever it cannot answer must reach the full path unchanged."""
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from datetime import timedelta
 
@@ -27,18 +28,13 @@ def haiku(install_skill):
     install_skill("haiku-writer")
 
 
-@pytest.fixture
-def full_path_only(monkeypatch):
-    """Turns the fast path off for the `with` block: the answer the full path gives."""
-
-    class FullPathOnly:
-        def __enter__(self):
-            monkeypatch.setattr(selectors, "status_read_by_token", lambda key, request_id: None)
-
-        def __exit__(self, *exc_info):
-            monkeypatch.undo()
-
-    return FullPathOnly()
+@contextlib.contextmanager
+def full_path_only():
+    """The answer the full path gives: the fast path off for the `with` block only (its own
+    patch, so the test's other patches, such as manual_dispatch's, stay)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(selectors, "status_read_by_token", lambda key, request_id: None)
+        yield
 
 
 def answer(client, url: str, **headers: str) -> tuple[int, dict[str, str], bytes]:
@@ -51,24 +47,22 @@ def answer(client, url: str, **headers: str) -> tuple[int, dict[str, str], bytes
     return response.status_code, dict(response.headers), b"<an HTML page>" if html else response.content
 
 
-def assert_fast_and_equal_to_full(client, url, full_path_only, django_assert_num_queries, **headers):
+def assert_fast_and_equal_to_full(client, url, django_assert_num_queries, **headers):
     client.get(url, **headers)  # stamps the token's last use, which only the full path does
     with django_assert_num_queries(1):
         fast = answer(client, url, **headers)
-    with full_path_only:
+    with full_path_only():
         assert answer(client, url, **headers) == fast
     return fast
 
 
-def test_a_queued_run(api, manual_dispatch, full_path_only, django_assert_num_queries):
+def test_a_queued_run(api, manual_dispatch, django_assert_num_queries):
     request_id = create_job(api)["request_id"]
-    status, headers, _ = assert_fast_and_equal_to_full(
-        api, f"/v1/jobs/{request_id}", full_path_only, django_assert_num_queries
-    )
+    status, headers, _ = assert_fast_and_equal_to_full(api, f"/v1/jobs/{request_id}", django_assert_num_queries)
     assert status == 200 and headers["Content-Type"] == "application/json" and headers["Vary"] == "Accept"
 
 
-def test_a_run_with_error_warnings_deadline_and_turns(api, manual_dispatch, full_path_only, django_assert_num_queries):
+def test_a_run_with_error_warnings_deadline_and_turns(api, manual_dispatch, django_assert_num_queries):
     request_id = create_job(api)["request_id"]
     Run.objects.filter(pk=request_id).update(
         status="failed",
@@ -82,25 +76,21 @@ def test_a_run_with_error_warnings_deadline_and_turns(api, manual_dispatch, full
     record_turn_usage(run, 1, {"input_tokens": 120, "output_tokens": 30, "cost_usd": 0.25}, 900)
     record_turn_usage(run, 2, None, None)
     record_turn_usage(run, 3, {"reasoning_tokens": 7}, 15)
-    _, _, body = assert_fast_and_equal_to_full(api, f"/v1/jobs/{request_id}", full_path_only, django_assert_num_queries)
+    _, _, body = assert_fast_and_equal_to_full(api, f"/v1/jobs/{request_id}", django_assert_num_queries)
     assert b'"attempt":3' in body and b"\xc2\xab" in body  # every turn, in order; UTF-8 as DRF renders it
 
 
-def test_staff_see_any_run(api, staff_api, manual_dispatch, full_path_only, django_assert_num_queries):
+def test_staff_see_any_run(api, staff_api, manual_dispatch, django_assert_num_queries):
     request_id = create_job(api)["request_id"]
-    status, _, _ = assert_fast_and_equal_to_full(
-        staff_api, f"/v1/jobs/{request_id}", full_path_only, django_assert_num_queries
-    )
+    status, _, _ = assert_fast_and_equal_to_full(staff_api, f"/v1/jobs/{request_id}", django_assert_num_queries)
     assert status == 200
 
 
 @pytest.mark.parametrize("accept", ["*/*", "application/json"])
-def test_the_usual_accept_headers_are_answered_fast(
-    accept, api, manual_dispatch, full_path_only, django_assert_num_queries
-):
+def test_the_usual_accept_headers_are_answered_fast(accept, api, manual_dispatch, django_assert_num_queries):
     request_id = create_job(api)["request_id"]
     url = f"/v1/jobs/{request_id}"
-    assert_fast_and_equal_to_full(api, url, full_path_only, django_assert_num_queries, HTTP_ACCEPT=accept)
+    assert_fast_and_equal_to_full(api, url, django_assert_num_queries, HTTP_ACCEPT=accept)
 
 
 def _revoke(client) -> None:
@@ -129,7 +119,7 @@ NO_SUCH_RUN = "00000000-0000-4000-8000-000000000000"
     ],
 )
 def test_what_the_fast_path_leaves_alone_gets_the_full_answer(
-    case, change, path, headers, expected_status, api, bob, manual_dispatch, full_path_only
+    case, change, path, headers, expected_status, api, bob, manual_dispatch
 ):
     url = "/v1/jobs/" + path.format(run=create_job(api)["request_id"])
     if headers.get("HTTP_AUTHORIZATION") == "bob":
@@ -138,7 +128,7 @@ def test_what_the_fast_path_leaves_alone_gets_the_full_answer(
     if change is not None:
         change(api)
     got = answer(api, url, **headers)
-    with full_path_only:
+    with full_path_only():
         assert answer(api, url, **headers) == got, case
     assert got[0] == expected_status, case
 
