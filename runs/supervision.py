@@ -197,16 +197,19 @@ def has_pending_work() -> bool:
 
 def start_supervisor(stop: threading.Event, interval: float = 1.0, idle_interval: float = 5.0) -> threading.Thread:
     """Ticks every `interval` while there is work that can come due, every `idle_interval` when
-    there is none: an idle service costs a query every few seconds, not six a second (#16). New
-    work is dispatched on commit by whoever made it; the tick is the safety net."""
+    there is none: an idle service costs two queries every few seconds, not six a second (#16).
+    New work is dispatched on commit by whoever made it; the tick is the safety net. A tick
+    with nothing pending has nothing to supervise: every step of supervise_once looks at
+    unfinished runs or pending deliveries only."""
 
     def loop() -> None:
         wait = interval
         while not stop.wait(wait):
             wait = interval
             try:
-                supervise_once()
-                if not has_pending_work():
+                if has_pending_work():
+                    supervise_once()
+                else:
                     wait = idle_interval
             except Exception:
                 logger.exception("supervisor tick failed")

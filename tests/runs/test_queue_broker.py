@@ -43,3 +43,13 @@ def test_enqueue_uses_the_callers_database_connection():
     before = connection.connection
     WakeableORM(list_key="connection-test").enqueue("payload")
     assert connection.connection is before
+
+
+def test_the_cluster_status_is_kept_nowhere():
+    """django-q2's sentinel saves its status every guard cycle for `qmonitor`, which nothing here
+    reads; on the embedded default that was a write to the database cache every 2 s (#16)."""
+    from django_q.brokers import get_broker
+
+    broker = get_broker()
+    broker.set_stat("django_q:stat:test", "status", 60)
+    assert broker.get_stat("django_q:stat:test") is None

@@ -361,18 +361,22 @@ def test_engine_pid_unrecorded_in_a_database_outage_is_recorded_at_the_next_clai
 
 @pytest.mark.django_db(transaction=True)  # the supervisor thread reads through its own connection
 def test_the_supervisor_ticks_slowly_while_nothing_can_come_due(alice, monkeypatch):
-    """#16: idle, a tick every idle_interval; once a run is unfinished, every interval."""
+    """#16: idle, a check every idle_interval and nothing supervised; once a run is unfinished,
+    a supervised tick every interval."""
     import threading
 
     ticks: list[float] = []
+    checks: list[bool] = []
     monkeypatch.setattr(supervision, "supervise_once", lambda: ticks.append(1))
+    pending = supervision.has_pending_work
+    monkeypatch.setattr(supervision, "has_pending_work", lambda: checks.append(pending()) or checks[-1])
     stop = threading.Event()
     thread = supervision.start_supervisor(stop, interval=0.02, idle_interval=30)
     try:
-        assert wait_until(lambda: len(ticks) == 1, timeout=5)
-        assert not supervision.has_pending_work()
+        assert wait_until(lambda: len(checks) == 1, timeout=5)
         stop.wait(0.3)
-        assert len(ticks) == 1  # asleep for the idle interval
+        assert checks == [False]  # asleep for the idle interval
+        assert ticks == []  # nothing pending: nothing to supervise
     finally:
         stop.set()
         thread.join(timeout=5)
