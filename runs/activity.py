@@ -1,7 +1,7 @@
 """Live agent activity (R-AC1, R-AC2): items read from engine output become `activity` events.
 
 The engine's output reader thread hands items to an ActivitySink, which never blocks it; the
-sink's own thread appends them through the events service (runs.events.append_event), so they
+sink's own thread appends them through the events service (runs.events.append_events), so they
 reach websockets and SSE like every other event. Volume is bounded here:
 
 * text (reasoning, messages) is coalesced: consecutive text items merge, and text is written at
@@ -26,7 +26,7 @@ from django.db import DatabaseError, connection, transaction
 from skillrunner.logging import redact_values
 
 from .engine_settings import configured_secrets
-from .events import append_event
+from .events import append_events
 from .models import Run, RunStatus
 
 logger = logging.getLogger(__name__)
@@ -86,8 +86,7 @@ def append_activity(
             or run.claimed_by != worker_id
         ):
             return False
-        for kind, payload in payloads:
-            append_event(run, kind, payload)
+        append_events(run, payloads)
     return True
 
 

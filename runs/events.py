@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from django.db import transaction
@@ -9,6 +10,9 @@ from django.db import transaction
 from skillrunner.group_messages import send_to_groups
 
 from .models import Run, RunEvent
+
+# Events not numbered yet: (kind, payload) pairs.
+Events = Sequence[tuple[str, dict[str, Any]]]
 
 
 def group_name(request_id) -> str:
@@ -22,12 +26,34 @@ def user_group_name(user_id) -> str:
 
 def append_event(run: Run, kind: str, payload: dict[str, Any]) -> RunEvent:
     """Call inside the transaction that changes `run`, with the run row locked."""
-    run.last_event_seq += 1
-    event = RunEvent.objects.create(run=run, seq=run.last_event_seq, kind=kind, payload=payload)
-    Run.objects.filter(pk=run.pk).update(last_event_seq=run.last_event_seq)
-    owner_id = run.owner_id if kind == "status" else None
-    transaction.on_commit(lambda: notify_run_changed(run.pk, owner_id))
+    [event] = append_events(run, [(kind, payload)])
     return event
+
+
+def append_events(run: Run, items: Events) -> list[RunEvent]:
+    """append_event for several events at once: one update of the sequence, one insert."""
+    events = number_events(run, items)
+    Run.objects.filter(pk=run.pk).update(last_event_seq=run.last_event_seq)
+    insert_events(run, events)
+    return events
+
+
+def number_events(run: Run, items: Events) -> list[RunEvent]:
+    """`items` (kind, payload) as `run`'s next events, numbered but not saved yet: for a caller
+    that saves the locked `run` (its last_event_seq with it) and then calls insert_events, in the
+    same transaction. That spares a run's status change its own update of the sequence."""
+    events = []
+    for kind, payload in items:
+        run.last_event_seq += 1
+        events.append(RunEvent(run=run, seq=run.last_event_seq, kind=kind, payload=payload))
+    return events
+
+
+def insert_events(run: Run, events: list[RunEvent]) -> None:
+    """Save events numbered by number_events; listeners are woken once this commits."""
+    RunEvent.objects.bulk_create(events)
+    owner_id = run.owner_id if any(event.kind == "status" for event in events) else None
+    transaction.on_commit(lambda: notify_run_changed(run.pk, owner_id))
 
 
 def notify_run_changed(request_id, owner_id=None) -> None:

@@ -7,6 +7,7 @@ from typing import IO, Any, BinaryIO
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from engines.registry import get_adapter
@@ -118,8 +119,10 @@ def create_run(
 def _check_queue_room(owner) -> None:
     """429 QUEUE_FULL when the queue, or this owner's share of it, is full (R-FS1). Runs waiting
     for their upload count toward their owner's share only; they expire (UPLOAD_TIMEOUT)."""
-    queued = Run.objects.filter(status=RunStatus.QUEUED)
-    if queued.filter(owner=owner).count() >= settings.SKILLRUNNER_USER_MAX_QUEUED:
+    queued = Run.objects.filter(status=RunStatus.QUEUED).aggregate(
+        owners=Count("pk", filter=Q(owner=owner)), all=Count("pk", filter=Q(awaiting_upload=False))
+    )
+    if queued["owners"] >= settings.SKILLRUNNER_USER_MAX_QUEUED:
         raise ApplicationError(
             "QUEUE_FULL",
             f"you have {settings.SKILLRUNNER_USER_MAX_QUEUED} queued runs, the most one user may have; "
@@ -127,7 +130,7 @@ def _check_queue_room(owner) -> None:
             status_code=429,
             scope="user",
         )
-    if queued.filter(awaiting_upload=False).count() >= settings.SKILLRUNNER_MAX_QUEUED_RUNS:
+    if queued["all"] >= settings.SKILLRUNNER_MAX_QUEUED_RUNS:
         raise ApplicationError("QUEUE_FULL", "the run queue is full; try again later", status_code=429, scope="all")
 
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 from engines.prompt import REPAIR_PROBLEMS_LISTED
 from engines.types import TurnResult
 
-from ..events import append_event
+from ..events import Events, insert_events, number_events
 from ..models import DispatchLock, InteractiveProfile, Run, RunStatus
 from ..outcome import TurnDecision
 from ..repair import REPAIRING
@@ -106,23 +106,24 @@ def complete_turn(
             # A sticky process lives on into the wait and the next turns: recovery needs its pid
             # to kill it when the worker holding it dies (R-LC13); terminal states clear it.
             run.engine_pid = None
+        said: list[tuple[str, dict[str, Any]]] = []  # saved with the run's change below
         if turn.assistant_text:
-            append_event(run, "assistant_message", {"attempt": attempt_number, "text": turn.assistant_text})
+            said.append(("assistant_message", {"attempt": attempt_number, "text": turn.assistant_text}))
         for warning in decision.warnings:
             if warning not in run.warnings:
                 run.warnings.append(warning)
-                append_event(run, "warning", warning)
+                said.append(("warning", warning))
         if decision.status == RunStatus.WAITING_USER:
             assert decision.pending is not None  # a waiting decision always carries its question
-            open_wait(run, decision.pending, attempt_number)
+            open_wait(run, decision.pending, attempt_number, preceding=said)
         elif decision.status == REPAIRING:
-            _start_repair_round(run, decision)
+            _start_repair_round(run, decision, preceding=said)
         else:
-            transition(run, RunStatus(decision.status), result=decision.result_envelope())
+            transition(run, RunStatus(decision.status), result=decision.result_envelope(), preceding=said)
     return run
 
 
-def _start_repair_round(run: Run, decision: TurnDecision) -> None:
+def _start_repair_round(run: Run, decision: TurnDecision, preceding: Events) -> None:
     """R-RP1: the same engine session is asked to fix its answer, as a new attempt that is neither
     a user turn nor an interaction. A resumable run queues for a slot and a new process; a sticky
     one stays running and its live process gets the prompt next."""
@@ -130,18 +131,19 @@ def _start_repair_round(run: Run, decision: TurnDecision) -> None:
     run.repair_rounds += 1
     run.attempt_number += 1
     run.next_prompt = decision.repair_prompt
-    append_event(
-        run,
-        "repair",
-        {
-            "round": run.repair_round,
-            "max_rounds": run.options.max_repair_rounds,
-            "attempt": run.attempt_number,
-            "error": decision.error,
-            "problems": decision.problems[:REPAIR_PROBLEMS_LISTED],
-        },
-    )
+    repair = {
+        "round": run.repair_round,
+        "max_rounds": run.options.max_repair_rounds,
+        "attempt": run.attempt_number,
+        "error": decision.error,
+        "problems": decision.problems[:REPAIR_PROBLEMS_LISTED],
+    }
+    said = [*preceding, ("repair", repair)]
     if run.interactive_profile == InteractiveProfile.RESUMABLE:
-        transition(run, RunStatus.QUEUED, attempt_number=run.attempt_number, repair_round=run.repair_round)
+        transition(
+            run, RunStatus.QUEUED, preceding=said, attempt_number=run.attempt_number, repair_round=run.repair_round
+        )
     else:
+        events = number_events(run, said)
         run.save()
+        insert_events(run, events)

@@ -13,7 +13,7 @@ from django.utils import timezone
 from engines.prompt import reply_prompt
 from skillrunner.errors import ApplicationError, Conflict
 
-from ..events import append_event
+from ..events import Events, append_event
 from ..models import Interaction, InteractiveProfile, RecoveryState, Run, RunStatus
 from .lifecycle import end_without_output, locked, transition
 
@@ -45,8 +45,9 @@ def _wait_deadline(run: Run) -> datetime | None:
     return timezone.now() + timedelta(seconds=run.options.session_timeout_sec)
 
 
-def open_wait(run: Run, pending: dict[str, Any], attempt_number: int) -> None:
-    """`run` (locked, running) asks the user `pending` and waits (R-LC3, R-LC4)."""
+def open_wait(run: Run, pending: dict[str, Any], attempt_number: int, preceding: Events = ()) -> None:
+    """`run` (locked, running) asks the user `pending` and waits (R-LC3, R-LC4); `preceding` are
+    events of the turn announced before the question."""
     Interaction.objects.create(
         run=run,
         interaction_id=pending["interaction_id"],
@@ -59,8 +60,12 @@ def open_wait(run: Run, pending: dict[str, Any], attempt_number: int) -> None:
     run.interaction_count += 1
     run.wait_deadline_at = _wait_deadline(run)
     run.repair_round = 0  # whatever follows answers the user, not a repair prompt
-    append_event(run, "interaction_pending", pending)
-    transition(run, RunStatus.WAITING_USER, pending_interaction_id=run.pending_interaction_id)
+    transition(
+        run,
+        RunStatus.WAITING_USER,
+        preceding=[*preceding, ("interaction_pending", pending)],
+        pending_interaction_id=run.pending_interaction_id,
+    )
 
 
 def _same_response(a: Any, b: Any) -> bool:
@@ -85,18 +90,15 @@ def _resolve_pending(run: Run, response: Any, *, mode: str, user, idempotency_ke
     run.attempt_number += 1
     run.pending_interaction_id = None
     run.wait_deadline_at = None
-    append_event(
-        run,
-        "interaction_reply",
-        {
-            "interaction_id": interaction.interaction_id,
-            "response": response,
-            "resolution_mode": mode,
-            "answered_at": interaction.answered_at.isoformat(),
-        },
-    )
+    reply = {
+        "interaction_id": interaction.interaction_id,
+        "response": response,
+        "resolution_mode": mode,
+        "answered_at": interaction.answered_at.isoformat(),
+    }
     # A resumable run queues for a new process; a sticky one goes straight back to its live process.
-    transition(run, RunStatus.QUEUED if run.interactive_profile == InteractiveProfile.RESUMABLE else RunStatus.RUNNING)
+    resumable = run.interactive_profile == InteractiveProfile.RESUMABLE
+    transition(run, RunStatus.QUEUED if resumable else RunStatus.RUNNING, preceding=[("interaction_reply", reply)])
     return interaction
 
 

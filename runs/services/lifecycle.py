@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from skillrunner.errors import Conflict
 
-from ..events import append_event
+from ..events import Events, append_event, insert_events, number_events
 from ..models import TERMINAL_STATUSES, InteractiveProfile, Run, RunStatus
 from ..notifications.services import record_status_change
 from ..outcome import result_envelope
@@ -39,12 +39,19 @@ def status_event(previous: str | None, to: str, error: dict[str, str] | None, **
 
 
 def transition(
-    run: Run, to: RunStatus, *, result: dict[str, Any] | None = None, new: bool = False, **event_extra: Any
+    run: Run,
+    to: RunStatus,
+    *,
+    result: dict[str, Any] | None = None,
+    new: bool = False,
+    preceding: Events = (),
+    **event_extra: Any,
 ) -> None:
     """Move `run` (locked, inside a transaction) to `to`, save it and append its events.
 
     A terminal state carries its `result` envelope (R-OU2), announced just before the status.
-    `new` is a run not saved yet: it is inserted in its first status.
+    `new` is a run not saved yet: it is inserted in its first status. `preceding` are events of
+    the same change (kind, payload) announced before all that: saved with it, in one statement.
     """
     previous = None if new else run.status
     if to not in TRANSITIONS.get(previous, frozenset()):
@@ -72,12 +79,11 @@ def transition(
         run.holds_slot = False
         run.claimed_by = ""
         run.engine_pid = None
+    status = status_event(previous, to, run.error if to in TERMINAL_STATUSES else None, **event_extra)
+    announced = [("result", result)] if result is not None else []
+    events = number_events(run, [*preceding, *announced, ("status", status)])
     run.save()
-    if result is not None:
-        append_event(run, "result", result)
-    append_event(
-        run, "status", status_event(previous, to, run.error if to in TERMINAL_STATUSES else None, **event_extra)
-    )
+    insert_events(run, events)
     record_status_change(run)  # webhook deliveries, sent once this commits (R-NT1)
     if released_slot or (to == RunStatus.QUEUED and not run.awaiting_upload):
         transaction.on_commit(dispatch_queued_runs)

@@ -175,3 +175,28 @@ def test_failed_turn_releases_its_slot(api, fake_codex, settings):
     fake_codex.script(haiku_step())
     second = create_job(api)["request_id"]
     assert _status(second) == "succeeded"
+
+
+def test_a_status_change_saves_its_events_with_the_run(api, fake_codex, manual_dispatch):
+    """The events of a status change (the turn's message, the result, the status) are numbered
+    before the run is saved, so the run's UPDATE carries their sequence and one INSERT saves them:
+    no update of the sequence of its own (#16). A run's events stay numbered 1..n with no gap."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from runs.execution import run_claimed_turn
+    from runs.models import Run
+
+    fake_codex.script(haiku_step())
+    rid = create_job(api)["request_id"]
+    with CaptureQueriesContext(connection) as statements:
+        run_claimed_turn(rid, 1)
+    writes = [q["sql"].split('"')[1] for q in statements if q["sql"].startswith(("INSERT", "UPDATE"))]
+    events = api.get(f"/v1/jobs/{rid}/events/history").json()["events"]
+    kinds = [e["kind"] for e in events]
+    # the activity comes from its own thread (its own connection): not among the statements below
+    assert kinds == ["status", "status", "activity", "assistant_message", "result", "status"]
+    assert [e["seq"] for e in events] == [1, 2, 3, 4, 5, 6]
+    assert Run.objects.get(pk=rid).last_event_seq == 6
+    # claim: the run, its status event; the engine's pid; completion: usage, the run, three events
+    assert writes == ["runs_run", "runs_runevent", "runs_run", "runs_turnusage", "runs_run", "runs_runevent"]
