@@ -185,10 +185,11 @@ def test_a_status_change_saves_its_events_with_the_run(api, fake_codex, manual_d
     from django.test.utils import CaptureQueriesContext
 
     from runs.execution import run_claimed_turn
-    from runs.models import Run
+    from runs.models import DispatchLock, Run
 
     fake_codex.script(haiku_step())
     rid = create_job(api)["request_id"]
+    DispatchLock.objects.get_or_create(pk=1)  # migrated, but a transactional test before may have flushed it
     with CaptureQueriesContext(connection) as statements:
         run_claimed_turn(rid, 1)
     writes = [q["sql"].split('"')[1] for q in statements if q["sql"].startswith(("INSERT", "UPDATE"))]

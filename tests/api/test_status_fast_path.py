@@ -170,3 +170,20 @@ def test_a_database_error_on_the_fast_path_is_answered_by_the_full_path(api, man
 
     monkeypatch.setattr(selectors, "status_read_by_token", away)
     assert api.get(url).status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)  # the pooled connection the requests use, not a test transaction's
+def test_on_postgresql_the_statement_is_prepared_once_per_connection(api, manual_dispatch):
+    """Server-side parameters and prepared statements (settings): the status statement is planned
+    once per connection, not at every poll (issue #16)."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL only: SQLite has no server-side statements")
+    request_id = create_job(api)["request_id"]
+    api.get(f"/v1/jobs/{request_id}")  # stamps the key's last use: the fast path answers from now on
+    with connection.cursor() as cursor:  # psycopg prepares a statement at its 5th use
+        for _ in range(6):
+            assert selectors.status_read_by_token(api.token_key, request_id) is not None
+        cursor.execute("SELECT statement FROM pg_prepared_statements WHERE statement LIKE %s", ["%accounts_apitoken%"])
+        assert len(cursor.fetchall()) == 1
