@@ -58,6 +58,10 @@ def main(argv: list[str] | None = None) -> int:
         from django.contrib.auth import get_user_model
         from django.core.management import call_command
 
+        from skillrunner.startup import prepare_installation
+
+        prepare_installation()  # the data dir, as `serve` and `worker` make it
+
         import runs.dispatch
         import runs.services as services
         from runs.execution import run_claimed_turn
@@ -98,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         for (filename, line, name), (_, calls, _, cumulative, _) in stats.stats.items():  # type: ignore[attr-defined]
             relative = (
-                os.path.relpath(filename, Path(__file__).resolve().parents[2]) if filename.startswith("/") else filename
+                os.path.relpath(filename, Path(__file__).resolve().parents[1]) if filename.startswith("/") else filename
             )
             if relative.startswith(("runs/", "engines/", "skillrunner/")) or name in (
                 "wait",
