@@ -24,18 +24,16 @@ def user_group_name(user_id) -> str:
     return f"user-{user_id}"
 
 
-def append_event(run: Run, kind: str, payload: dict[str, Any]) -> RunEvent:
+def append_event(run: Run, kind: str, payload: dict[str, Any]) -> None:
     """Call inside the transaction that changes `run`, with the run row locked."""
-    [event] = append_events(run, [(kind, payload)])
-    return event
+    append_events(run, [(kind, payload)])
 
 
-def append_events(run: Run, items: Events) -> list[RunEvent]:
+def append_events(run: Run, items: Events) -> None:
     """append_event for several events at once: one update of the sequence, one insert."""
     events = number_events(run, items)
     Run.objects.filter(pk=run.pk).update(last_event_seq=run.last_event_seq)
     insert_events(run, events)
-    return events
 
 
 def number_events(run: Run, items: Events) -> list[RunEvent]:
