@@ -21,7 +21,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from skillrunner.errors import ApplicationError
+from skillrunner.errors import ApplicationError, OverUserLimit
 from skillrunner.group_messages import send_to_groups
 
 from .models import ApiToken, LiveConnection, lock_user
@@ -34,14 +34,12 @@ ENDED = "connection.ended"
 ID_CHUNK = 500
 
 
-class TooManyStreams(ApplicationError):
-    status_code = 429
-
+class TooManyStreams(OverUserLimit):
     def __init__(self) -> None:
         limit = settings.SKILLRUNNER_USER_MAX_STREAMS
         super().__init__(
             "TOO_MANY_STREAMS",
-            f"you have {limit} live connections (websockets and event streams), the most one user may have; "
+            f"{limit} live connections (websockets and event streams)",
             "close one and try again",
             limit=limit,
         )

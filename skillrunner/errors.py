@@ -32,3 +32,12 @@ class NotFound(ApplicationError):
 
 class Conflict(ApplicationError):
     status_code = 409
+
+
+class OverUserLimit(ApplicationError):
+    """429: the user already holds the most of something one user may have (R-FS1, R-FS2)."""
+
+    status_code = 429
+
+    def __init__(self, code: str, held: str, remedy: str, **extra: Any):
+        super().__init__(code, f"you have {held}, the most one user may have; {remedy}", **extra)

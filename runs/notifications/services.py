@@ -19,7 +19,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from accounts.models import lock_user
-from skillrunner.errors import ApplicationError, NotFound
+from skillrunner.errors import NotFound, OverUserLimit
 
 from ..dispatch import enqueue_delivery
 from ..models import Run, RunStatus
@@ -46,26 +46,15 @@ GIVE_UP_AFTER_UNITS = 2880
 # --- endpoints -----------------------------------------------------------------------------------
 
 
-class TooManyWebhooks(ApplicationError):
-    status_code = 429
-
-    def __init__(self) -> None:
-        limit = settings.SKILLRUNNER_USER_MAX_WEBHOOKS
-        super().__init__(
-            "TOO_MANY_WEBHOOKS",
-            f"you have {limit} webhooks, the most one user may have; delete one and try again",
-            limit=limit,
-        )
-
-
 @transaction.atomic
 def register_endpoint(*, owner, url: str, events: list[str]) -> WebhookEndpoint:
     """R-NT1/R-NT2: the URL must resolve to public addresses only (unless allowed by settings);
     at most SKILLRUNNER_USER_MAX_WEBHOOKS per user (R-FS2)."""
     destinations.check(url)
     lock_user(owner)
-    if endpoints_of(owner).count() >= settings.SKILLRUNNER_USER_MAX_WEBHOOKS:
-        raise TooManyWebhooks()
+    limit = settings.SKILLRUNNER_USER_MAX_WEBHOOKS
+    if endpoints_of(owner).count() >= limit:
+        raise OverUserLimit("TOO_MANY_WEBHOOKS", f"{limit} webhooks", "delete one and try again", limit=limit)
     return WebhookEndpoint.objects.create(owner=owner, url=url, events=events, secret=new_secret())
 
 

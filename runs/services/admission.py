@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from engines.registry import get_adapter
 from skillrunner.archives import ArchiveError, extract_zip
-from skillrunner.errors import ApplicationError, Conflict, NotFound
+from skillrunner.errors import ApplicationError, Conflict, NotFound, OverUserLimit
 from skills.selectors import current_version
 from skills.services import archive_limits
 
@@ -123,13 +123,8 @@ def _check_queue_room(owner) -> None:
         owners=Count("pk", filter=Q(owner=owner)), all=Count("pk", filter=Q(awaiting_upload=False))
     )
     if queued["owners"] >= settings.SKILLRUNNER_USER_MAX_QUEUED:
-        raise ApplicationError(
-            "QUEUE_FULL",
-            f"you have {settings.SKILLRUNNER_USER_MAX_QUEUED} queued runs, the most one user may have; "
-            "try again when some have started",
-            status_code=429,
-            scope="user",
-        )
+        held = f"{settings.SKILLRUNNER_USER_MAX_QUEUED} queued runs"
+        raise OverUserLimit("QUEUE_FULL", held, "try again when some have started", scope="user")
     if queued["all"] >= settings.SKILLRUNNER_MAX_QUEUED_RUNS:
         raise ApplicationError("QUEUE_FULL", "the run queue is full; try again later", status_code=429, scope="all")
 

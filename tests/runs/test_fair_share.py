@@ -85,7 +85,11 @@ def test_per_user_queue_cap_R_FS1(settings, api, bob_api, manual_dispatch):
         "/v1/jobs", {"skill_id": "haiku-writer", "engine": "codex", "input": {"topic": "x"}}, format="json"
     )
     assert refused.status_code == 429
-    assert refused.json()["detail"]["code"] == "QUEUE_FULL" and refused.json()["detail"]["scope"] == "user"
+    assert refused.json()["detail"] == {
+        "code": "QUEUE_FULL",
+        "message": "you have 2 queued runs, the most one user may have; try again when some have started",
+        "scope": "user",
+    }
     create_job(bob_api)  # Bob's share is his own
 
 

@@ -75,7 +75,12 @@ def test_websockets_and_streams_share_one_cap_per_user(api, bob_api, trip_run, s
     assert code == CLOSE_TOO_MANY_STREAMS
     assert [(m["type"], m["code"], m["limit"]) for m in messages] == [("error", "TOO_MANY_STREAMS", 2)]
     assert status == 429
-    assert body["detail"]["code"] == "TOO_MANY_STREAMS" and body["detail"]["limit"] == 2
+    assert body["detail"] == {
+        "code": "TOO_MANY_STREAMS",
+        "message": "you have 2 live connections (websockets and event streams), the most one user may have; "
+        "close one and try again",
+        "limit": 2,
+    }
     assert not LiveConnection.objects.exists()  # every socket's place was given back
 
 
