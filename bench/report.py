@@ -273,8 +273,8 @@ OUTSIDE_ROWS: list[tuple[str, Any, str, str, tuple[str, str] | None, str]] = [
         "<= 40",
     ),
     (
-        "server CPU per run, own + reaped, nothing subtracted, one at a time (ms)",
-        _stat("sequential", "cpu", "ms_per_run_unsubtracted"),
+        "the fake engine's own CPU per run, not in the row above (ms)",
+        _stat("sequential", "cpu", "engine_ms_per_run"),
         "{:.0f}",
         "-",
         None,
