@@ -35,7 +35,10 @@ class Command(BaseCommand):
         call_command("migrate", interactive=False, verbosity=0)
         call_command("createcachetable", verbosity=0)
         call_command("load_skills")
-        import skillrunner.asgi  # noqa: F401  the web application and all it imports, before the fork
+        # The web application and the worker with all they import, before the fork: imported in the
+        # worker's process instead, django-q2's cluster and the engines were its private memory.
+        import runs.management.commands.worker  # noqa: F401
+        import skillrunner.asgi  # noqa: F401
 
         _close_database_connections()
         gc.collect()
