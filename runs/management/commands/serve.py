@@ -6,19 +6,19 @@ the memory holding them stays shared between all the service's processes (the wo
 cluster forks from it again), and `gc.freeze()` keeps the collector from writing to, and so
 copying, those pages. Started as a fresh interpreter, daphne alone was 84 MiB of private memory.
 The parent then execs into skillrunner.serve_parent, which waits on signals and the children.
+The migrations run in a child of their own before that (skillrunner.forking says why).
 """
 
 import gc
 import os
 import signal
 import sys
-import traceback
 from collections.abc import Callable
 
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
-from django.db import connections
 
+from skillrunner.forking import close_database_connections, exit_with, flush_output, run_in_child
 from skillrunner.serve_parent import STOP_SIGNALS
 from skillrunner.startup import prepare_installation
 
@@ -32,15 +32,13 @@ class Command(BaseCommand):
 
     def handle(self, *args, host: str, port: int, **options):
         prepare_installation()  # before the children start: they read the key it creates
-        call_command("migrate", interactive=False, verbosity=0)
-        call_command("createcachetable", verbosity=0)
-        call_command("load_skills")
+        run_in_child(_migrate)
         # The web application and the worker with all they import, before the fork: imported in the
         # worker's process instead, django-q2's cluster and the engines were its private memory.
         import runs.management.commands.worker  # noqa: F401
         import skillrunner.asgi  # noqa: F401
 
-        _close_database_connections()
+        close_database_connections()
         gc.collect()
         gc.freeze()
         # Until skillrunner.serve_parent has its handlers in place, a stop signal waits instead of
@@ -53,15 +51,10 @@ class Command(BaseCommand):
         os.execv(python, [python, "-m", "skillrunner.serve_parent", *map(str, children)])
 
 
-def _close_database_connections() -> None:
-    """Before the fork: a connection shared with a child would be closed under it, and a
-    PostgreSQL pool's threads do not exist in a child, which could then never open a connection
-    again (the pool the migrations used must go, not only its connections)."""
-    for connection in connections.all():
-        connection.close()
-        close_pool = getattr(connection, "close_pool", None)
-        if close_pool is not None:
-            close_pool()
+def _migrate() -> None:
+    call_command("migrate", interactive=False, verbosity=0)
+    call_command("createcachetable", verbosity=0)
+    call_command("load_skills")
 
 
 def _serve_web(host: str, port: int) -> None:
@@ -74,23 +67,15 @@ def _fork(main: Callable[..., object], *args: object) -> int:
     """Run ``main(*args)`` in a child leading a process group of its own: a Ctrl-C reaches the
     parent only, which stops the children in order, and a child that does not stop in time is
     killed with everything it forked."""
-    sys.stdout.flush()
-    sys.stderr.flush()
+    flush_output()
     pid = os.fork()
     if pid:
         os.setpgid(pid, pid)  # also here, so the group exists before the parent may signal it
         return pid
-    code = 1
-    try:
-        os.setpgid(0, 0)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-        main(*args)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    except BaseException:
-        traceback.print_exc()
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+    exit_with(_in_own_group, main, *args)
+
+
+def _in_own_group(main: Callable[..., object], *args: object) -> None:
+    os.setpgid(0, 0)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    main(*args)

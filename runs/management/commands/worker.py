@@ -24,6 +24,7 @@ from runs.supervision import (
     renew_worker_heartbeat,
     start_supervisor,
 )
+from skillrunner.forking import run_in_child
 from skillrunner.startup import prepare_installation
 
 logger = logging.getLogger(__name__)
@@ -46,8 +47,9 @@ class Command(BaseCommand):
         token = uuid.uuid4().hex[:12]
         os.environ[CLUSTER_TOKEN_ENV] = token
         # A connection dropped while starting (the database restarting, a failover) is waited out
-        # as a running worker would, instead of ending the worker (and with it `serve`).
-        retry_while_database_away(self._recover)
+        # as a running worker would, instead of ending the worker (and with it `serve`). In a child
+        # of its own, so the cluster forked below does not start from the heap it churned.
+        run_in_child(retry_while_database_away, self._recover)
         stop = threading.Event()
         cluster_stopping = share_stop_flag()
         cluster = Cluster()
