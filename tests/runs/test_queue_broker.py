@@ -45,6 +45,31 @@ def test_enqueue_uses_the_callers_database_connection():
     assert connection.connection is before
 
 
+@pytest.mark.django_db(transaction=True)
+def test_building_the_broker_opens_no_connection():
+    """The worker builds its broker just before forking the cluster: a SQLite connection opened
+    there cost every cluster process about 2 MiB of private memory (#16). django-q2's own
+    get_connection() opened one to ask whether it was inside a transaction."""
+    connection.close()
+    broker = WakeableORM(list_key="no-connection")
+    assert connection.connection is None
+    assert broker.queue_size() == 0  # it still works: the first query opens the connection
+    assert connection.connection is not None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_connection_inside_a_transaction_is_never_closed_under_it():
+    """Stale connections are closed before the broker queries, but never one in an atomic block:
+    enqueueing from inside a transaction keeps its connection (and the transaction)."""
+    from django.db import transaction
+
+    with transaction.atomic():
+        before = connection.connection
+        connection.close_at = 0  # stale: close_old_connections() would close it outside a transaction
+        WakeableORM(list_key="in-transaction").enqueue("payload")
+        assert connection.connection is before
+
+
 def test_the_cluster_status_is_kept_nowhere():
     """django-q2's sentinel saves its status every guard cycle for `qmonitor`, which nothing here
     reads; on the embedded default that was a write to the database cache every 2 s (#16)."""
