@@ -136,27 +136,40 @@ class JobUploadView(APIView):
 JSON_ACCEPTS = frozenset({"", "*/*", "application/json"})
 
 
-class JobDetailView(APIView):
-    @extend_schema(responses=RunStatusOutput)
-    def get(self, request, request_id):
-        return Response(RunStatusOutput(selectors.run_for(request.user, request_id)).data)
+class TokenReadView(APIView):
+    """A view clients poll with an API key: a plain JSON GET is answered from one raw statement,
+    without DRF's request cycle (selectors.status_read_by_token); anything it cannot answer goes
+    the full way, which gives every other answer, errors included."""
+
+    reads_result = False
+
+    def fast_answer(self, read: selectors.StatusRead) -> dict[str, Any] | None:
+        """The body for this read, or None to let the full path answer."""
+        raise NotImplementedError
 
     def dispatch(self, request, *args, **kwargs):
-        """Clients poll this. A plain JSON GET with an API key is answered from one raw
-        statement, without DRF's request cycle (selectors.status_read_by_token); anything else
-        it cannot answer goes the full way, which gives every other answer, errors included."""
         if request.method == "GET" and not request.META.get("QUERY_STRING"):
             accept = request.headers.get("Accept", "")
             key = parse_token_header(request.headers.get("Authorization", ""))
             if accept in JSON_ACCEPTS and key is not None:
                 try:
-                    read = selectors.status_read_by_token(key, kwargs["request_id"])
+                    read = selectors.status_read_by_token(key, kwargs["request_id"], with_result=self.reads_result)
                 except UNAVAILABLE_ERRORS:
                     read = None  # the full path answers 503 in the API's envelope
-                if read is not None:
-                    body = JSONRenderer().render(status_payload(read))
-                    return HttpResponse(body, content_type="application/json", headers=self.default_response_headers)
+                body = self.fast_answer(read) if read is not None else None
+                if body is not None:
+                    content = JSONRenderer().render(body)
+                    return HttpResponse(content, content_type="application/json", headers=self.default_response_headers)
         return super().dispatch(request, *args, **kwargs)
+
+
+class JobDetailView(TokenReadView):
+    @extend_schema(responses=RunStatusOutput)
+    def get(self, request, request_id):
+        return Response(RunStatusOutput(selectors.run_for(request.user, request_id)).data)
+
+    def fast_answer(self, read: selectors.StatusRead) -> dict[str, Any] | None:
+        return status_payload(read)
 
 
 class PendingInteractionView(APIView):
@@ -215,11 +228,20 @@ def _terminal(run):
     return run
 
 
-class ResultView(APIView):
+class ResultView(TokenReadView):
+    reads_result = True
+
     @extend_schema(responses=ResultOutput)
     def get(self, request, request_id):
         run = _terminal(selectors.run_for(request.user, request_id))
-        return Response({"request_id": str(run.pk), "result": run.result})
+        return Response(_result_body(run))
+
+    def fast_answer(self, read: selectors.StatusRead) -> dict[str, Any] | None:
+        return _result_body(read.run) if read.run.is_terminal else None  # 409 from the full path
+
+
+def _result_body(run) -> dict[str, Any]:
+    return {"request_id": str(run.pk), "result": run.result}
 
 
 class ArtifactListView(APIView):

@@ -77,10 +77,10 @@ STATUS_FIELDS = (
 
 
 @cache
-def _status_by_token_sql() -> str:
+def _status_by_token_sql(with_result: bool) -> str:
     """One statement for the token, its user, one run they may see (runs_visible_to's rule) and
     its turns' usage: one row per turn, or one with null turn columns."""
-    run_columns = ", ".join(f"r.{name}" for name in STATUS_FIELDS)
+    run_columns = ", ".join(f"r.{name}" for name in (*STATUS_FIELDS, *(["result"] if with_result else [])))
     turn_columns = ", ".join(f"u.{name} AS turn_{name}" for name in ("id", "attempt_number", *USAGE_KEYS))
     return (
         f"SELECT {run_columns}, s.skill_id AS read_skill_id, v.version AS read_skill_version,"
@@ -96,12 +96,12 @@ def _status_by_token_sql() -> str:
     )
 
 
-def status_read_by_token(key: str, request_id: str) -> StatusRead | None:
-    """A run's status for an API key in one raw statement, no queryset to compile (a status GET
-    spent most of its time compiling its three queries). None for anything but a plain answer: a
-    key that is not an active token of an active user, a token due for its last-used stamp
-    (accounts.authentication sets it), a run that is not there or not theirs. The full path
-    answers those, its errors included."""
+def status_read_by_token(key: str, request_id: str, *, with_result: bool = False) -> StatusRead | None:
+    """A run's status (and its result, `with_result`) for an API key in one raw statement, no
+    queryset to compile (a status GET spent most of its time compiling its three queries). None
+    for anything but a plain answer: a key that is not an active token of an active user, a token
+    due for its last-used stamp (accounts.authentication sets it), a run that is not there or not
+    theirs. The full path answers those, its errors included."""
     parts = split_key(key)
     try:
         run_id = uuid.UUID(request_id)
@@ -116,7 +116,7 @@ def status_read_by_token(key: str, request_id: str) -> StatusRead | None:
         ApiToken._meta.get_field("last_used_at").get_db_prep_value(stamped_since, connection),
         Run._meta.get_field("request_id").get_db_prep_value(run_id, connection),
     ]
-    raw: Iterable[Any] = Run.objects.raw(_status_by_token_sql(), params)  # Runs with the extra columns
+    raw: Iterable[Any] = Run.objects.raw(_status_by_token_sql(with_result), params)  # Runs with the extra columns
     rows = [row for row in raw if is_key_hash(row.read_key_hash, digest)]
     if not rows:
         return None

@@ -1,10 +1,11 @@
-"""GET /v1/jobs/{id} with an API key is answered from one raw statement (JobDetailView.dispatch,
-runs.selectors.status_read_by_token). Its answers must be the full path's, byte for byte, and
-whatever it cannot answer must reach the full path unchanged."""
+"""GET /v1/jobs/{id} and GET /v1/jobs/{id}/result with an API key are answered from one raw
+statement (runs.api.TokenReadView, runs.selectors.status_read_by_token). Their answers must be the
+full path's, byte for byte, and whatever it cannot answer must reach the full path unchanged."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import secrets
 from datetime import timedelta
 
@@ -33,7 +34,7 @@ def full_path_only():
     """The answer the full path gives: the fast path off for the `with` block only (its own
     patch, so the test's other patches, such as manual_dispatch's, stay)."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(selectors, "status_read_by_token", lambda key, request_id: None)
+        patch.setattr(selectors, "status_read_by_token", lambda key, request_id, **options: None)
         yield
 
 
@@ -91,6 +92,31 @@ def test_the_usual_accept_headers_are_answered_fast(accept, api, manual_dispatch
     request_id = create_job(api)["request_id"]
     url = f"/v1/jobs/{request_id}"
     assert_fast_and_equal_to_full(api, url, django_assert_num_queries, HTTP_ACCEPT=accept)
+
+
+RESULT = {"status": "succeeded", "data": {"haiku": ["«sea»", "b", "c"]}, "artifacts": [], "error": None}
+
+
+def test_a_finished_runs_result(api, manual_dispatch, django_assert_num_queries):
+    request_id = create_job(api)["request_id"]
+    Run.objects.filter(pk=request_id).update(status="succeeded", result=RESULT)
+    url = f"/v1/jobs/{request_id}/result"
+    status, _, body = assert_fast_and_equal_to_full(api, url, django_assert_num_queries)
+    assert status == 200 and json.loads(body) == {"request_id": request_id, "result": RESULT}
+
+
+@pytest.mark.parametrize(("owner", "expected_status"), [("alice", 409), ("bob", 404)])
+def test_a_result_the_fast_path_cannot_give_is_the_full_paths_answer(owner, expected_status, api, bob, manual_dispatch):
+    """An unfinished run's result is a 409; someone else's run is not there."""
+    client = api if owner == "alice" else client_for(bob)
+    url = f"/v1/jobs/{create_job(client)['request_id']}/result"
+    if owner == "bob":
+        Run.objects.filter(owner=bob).update(status="succeeded", result=RESULT)
+    api.get(url)  # the token's last use is stamped: the fast path would answer if it could
+    got = answer(api, url)
+    with full_path_only():
+        assert answer(api, url) == got
+    assert got[0] == expected_status
 
 
 def _revoke(client) -> None:
@@ -165,7 +191,7 @@ def test_a_database_error_on_the_fast_path_is_answered_by_the_full_path(api, man
     """Had the database gone, the full path would answer 503 in the API's envelope."""
     url = f"/v1/jobs/{create_job(api)['request_id']}"
 
-    def away(key, request_id):
+    def away(key, request_id, **options):
         raise OperationalError("connection lost")
 
     monkeypatch.setattr(selectors, "status_read_by_token", away)
