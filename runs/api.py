@@ -28,7 +28,7 @@ from skillrunner.throttles import REPLY_SCOPE, RUN_CREATE_SCOPE
 
 from . import selectors, services
 from .bundles import bundle_path
-from .models import RunStatus
+from .models import Run, RunStatus
 from .outcome import list_artifacts
 from .serializers import (
     EventRecord,
@@ -240,7 +240,7 @@ class ResultView(TokenReadView):
         return _result_body(read.run) if read.run.is_terminal else None  # 409 from the full path
 
 
-def _result_body(run) -> dict[str, Any]:
+def _result_body(run: Run) -> dict[str, Any]:
     return {"request_id": str(run.pk), "result": run.result}
 
 

@@ -80,7 +80,8 @@ STATUS_FIELDS = (
 def _status_by_token_sql(with_result: bool) -> str:
     """One statement for the token, its user, one run they may see (runs_visible_to's rule) and
     its turns' usage: one row per turn, or one with null turn columns."""
-    run_columns = ", ".join(f"r.{name}" for name in (*STATUS_FIELDS, *(["result"] if with_result else [])))
+    fields = STATUS_FIELDS + (("result",) if with_result else ())
+    run_columns = ", ".join(f"r.{name}" for name in fields)
     turn_columns = ", ".join(f"u.{name} AS turn_{name}" for name in ("id", "attempt_number", *USAGE_KEYS))
     return (
         f"SELECT {run_columns}, s.skill_id AS read_skill_id, v.version AS read_skill_version,"
