@@ -78,3 +78,45 @@ def test_the_cluster_status_is_kept_nowhere():
     broker = get_broker()
     broker.set_stat("django_q:stat:test", "status", 60)
     assert broker.get_stat("django_q:stat:test") is None
+
+
+class _SilentSocket:
+    """A wake-up socket that never receives anything: each wait ends at once, its timeout noted."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    def settimeout(self, seconds: float) -> None:
+        if seconds:
+            self.waits.append(seconds)
+
+    def recv(self, size: int) -> bytes:
+        raise TimeoutError
+
+
+def test_the_pushers_wait_backs_off_to_its_longest_and_starts_over_with_work(monkeypatch):
+    """While the queue stays empty each wait doubles from 0.25 s up to 5 s; a task found starts
+    the waits over. Without a wake-up socket (nothing can wake it early) it never sleeps over 1 s."""
+    from skillrunner import queue_broker
+
+    silent = _SilentSocket()
+    pusher = WakeableORM(list_key="back-off")
+    monkeypatch.setattr(pusher, "_listening_socket", lambda: silent)
+    for _ in range(7):
+        assert pusher.dequeue() is None
+    assert silent.waits == [0.25, 0.5, 1.0, 2.0, 4.0, 5.0, 5.0]
+
+    WakeableORM(list_key="back-off").enqueue("payload")
+    assert [payload for _, payload in pusher.dequeue()] == ["payload"]
+    assert pusher.dequeue() is None
+    assert silent.waits[-1] == queue_broker.FIRST_WAIT_SECONDS
+
+    def no_socket():
+        raise OSError("AF_UNIX path too long")
+
+    slept: list[float] = []
+    monkeypatch.setattr(pusher, "_listening_socket", no_socket)
+    monkeypatch.setattr(queue_broker.time, "sleep", slept.append)
+    for _ in range(5):
+        assert pusher.dequeue() is None
+    assert slept == [0.5, 1.0, 1.0, 1.0, 1.0]
