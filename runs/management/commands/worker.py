@@ -48,7 +48,7 @@ class Command(BaseCommand):
         os.environ[CLUSTER_TOKEN_ENV] = token
         # A connection dropped while starting (the database restarting, a failover) is waited out
         # as a running worker would, instead of ending the worker (and with it `serve`). In a child
-        # of its own, so the cluster forked below does not start from the heap it churned.
+        # of its own, so the cluster forked below does not start from its memory (skillrunner.forking).
         run_in_child(retry_while_database_away, self._recover)
         stop = threading.Event()
         cluster_stopping = share_stop_flag()
