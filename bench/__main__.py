@@ -36,12 +36,15 @@ DEFAULT_CAP = 4
 
 @contextmanager
 def serve(
-    data_dir: Path, config: str, cap: int, fake: outside.Fake, poll: float
+    data_dir: Path, config: str, cap: int, fake: outside.Fake, poll: float, sandbox: str = "bwrap"
 ) -> Iterator[tuple[LiveService, outside.Server]]:
     """`manage.py serve` on `config` at slot cap `cap`, ready for a user with a token."""
-    service = bench_service(
-        data_dir, config, {"SKILLRUNNER_CODEX_BIN": str(fake.path), "SKILLRUNNER_MAX_CONCURRENT_TURNS": str(cap)}
-    )
+    env = {
+        "SKILLRUNNER_CODEX_BIN": str(fake.path),
+        "SKILLRUNNER_MAX_CONCURRENT_TURNS": str(cap),
+        "SKILLRUNNER_SANDBOX": sandbox,
+    }
+    service = bench_service(data_dir, config, env)
     try:
         process = service.start_serve()
         ping = Api("127.0.0.1", service.port, "")
@@ -64,7 +67,10 @@ def _answers(api: Api) -> bool:
 
 def waiting(root: Path, config: str, fake: outside.Fake, args: argparse.Namespace) -> dict[str, Any]:
     """At the default cap: idle memory and CPU, then `--waiting` runs parked in waiting_user."""
-    with serve(root / f"{config}-waiting", config, DEFAULT_CAP, fake, args.poll_ms / 1000) as (service, server):
+    with serve(root / f"{config}-waiting", config, DEFAULT_CAP, fake, args.poll_ms / 1000, args.sandbox) as (
+        service,
+        server,
+    ):
         result: dict[str, Any] = {"cap": DEFAULT_CAP, "loadavg_before": loadavg()}
         result["idle"] = outside.idle(server, args.settle, args.idle_seconds)
         target = scenarios.Target(config, service, fake.path, server.token)
@@ -85,7 +91,10 @@ def print_tables(results: dict[str, Any]) -> None:
     print(report.waiting_table(results["waiting"]))
     rounds, elapsed = results["args"]["rounds"], results["elapsed_s"]
     before, after = results["loadavg_before"], results["loadavg_after"]
-    print(f"\n{rounds} round(s); took {elapsed:.0f}s; load average {before} before, {after} after")
+    sandbox = results["args"].get("sandbox", "bwrap")  # JSONs written before --sandbox existed ran in bwrap
+    print(
+        f"\n{rounds} round(s), engines' sandbox {sandbox}; took {elapsed:.0f}s; load average {before} before, {after} after"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,6 +120,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle-seconds", type=float, default=10.0, help="idle CPU window")
     parser.add_argument("--floor", type=int, default=30, help="direct spawns of the fake for the floor")
     parser.add_argument("--waiting", type=int, default=1000, help="runs parked in waiting_user at cap 4; 0 skips")
+    parser.add_argument(
+        "--sandbox",
+        choices=("bwrap", "off"),
+        default="bwrap",
+        help="SKILLRUNNER_SANDBOX of the service: off shows the service's own part without the sandbox's",
+    )
     parser.add_argument("--output", type=Path, default=REPO / "test-output" / "bench" / "outside.json")
     parser.add_argument("--keep", action="store_true", help="keep the data directories (service logs)")
     parser.add_argument("--report", type=Path, help="print the tables of a JSON this wrote earlier, and stop")
@@ -139,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
                 results["runs"][key] = []
                 for index in range(args.rounds):
                     data_dir = root / f"{config}-cap{cap}-{index}"
-                    with serve(data_dir, config, cap, fake, args.poll_ms / 1000) as (_, server):
+                    with serve(data_dir, config, cap, fake, args.poll_ms / 1000, args.sandbox) as (_, server):
                         result = outside.measure(server, args, delay_burst=cap >= 16)
                     results["runs"][key].append(result)
                     print(f"[{key} round {index + 1}] {report.round_line(result)}", flush=True)
