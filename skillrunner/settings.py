@@ -179,12 +179,18 @@ if REDIS_URL:
 else:
     # No cross-process layer on the embedded default: consumers poll the event table instead.
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    CACHES = {
-        "default": {
-            "BACKEND": "django.core.cache.backends.db.DatabaseCache",
-            "LOCATION": "skillrunner_cache",
+    if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+        # The cache holds rate-limit and failed-login counters, which only the web process
+        # reads, and the embedded default has one. In the database they cost every POST and
+        # reply four statements and SQLite's write lock, which the worker's turns wait on (#16).
+        CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    else:  # PostgreSQL without Redis: web processes may be several, and share the counters here
+        CACHES = {
+            "default": {
+                "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+                "LOCATION": "skillrunner_cache",
+            }
         }
-    }
 
 # django-q2 saves its cluster's status to its cache every guard cycle, for `qmonitor`/`qinfo`,
 # which nothing here reads: 1.5 ms of CPU every 2 s on the database cache, a fifth of the idle
