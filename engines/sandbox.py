@@ -81,26 +81,52 @@ class SandboxUnavailable(Exception):
 
 
 _check_lock = threading.Lock()
-_check_cache: dict[tuple[str, bool], tuple[float, str | None]] = {}
+_CheckKey = tuple[str, bool]
+_check_cache: dict[_CheckKey, tuple[float, str | None]] = {}
+_rechecking: set[_CheckKey] = set()  # keys a thread of this process is checking again
 
 
 def sandbox_problem(settings: SandboxSettings) -> str | None:
     """Why engine turns cannot be sandboxed here, or None when they can (R-SB6). Cached briefly.
 
     Actually starts a minimal sandbox: an installed but unusable bwrap (no user namespaces, a
-    seccomp policy of the container) must be reported here, not discovered by each turn.
+    seccomp policy of the container) must be reported here, not discovered by each turn. That
+    costs a bwrap start (8 ms), which no turn waits for once a check has passed: when the answer
+    is due again, it still stands while a thread checks again. A failed check due again is made
+    before it is answered, so a host fixed meanwhile is seen by the next turn.
     """
     if settings.mode == "off":
         return None
     key = (settings.network, os.geteuid() == 0)
     with _check_lock:
-        checked_at, problem = _check_cache.get(key, (0.0, None))
-        if time.monotonic() - checked_at < _CHECK_TTL_SECONDS:
+        checked_at, problem = _check_cache.get(key, (0.0, "not checked yet"))
+        if time.monotonic() - checked_at < _CHECK_TTL_SECONDS or key in _rechecking:
             return problem
+        recheck_aside = problem is None
+        if recheck_aside:
+            _rechecking.add(key)
+    if recheck_aside:
+        threading.Thread(target=_check, args=(key, settings), name="sandbox-check", daemon=True).start()
+        return None
+    return _check(key, settings)
+
+
+def _check(key: _CheckKey, settings: SandboxSettings) -> str | None:
     problem = _probe_tools(settings)
     with _check_lock:
         _check_cache[key] = (time.monotonic(), problem)
+        _rechecking.discard(key)
     return problem
+
+
+def _reset_in_child() -> None:
+    # A forked process has no check thread of its parent's, nor a lock one of them held.
+    global _check_lock
+    _check_lock = threading.Lock()
+    _rechecking.clear()
+
+
+os.register_at_fork(after_in_child=_reset_in_child)
 
 
 def forget_checks() -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from django.apps import apps
 from django.test import Client
 
 from engines import sandbox
+from engines.types import SandboxSettings
 from tests.api.helpers import create_job, haiku_step, write_executable
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -123,3 +126,81 @@ def test_sandboxed_turn_starts_in_a_private_run_folder(api, install_skill, fake_
     status = api.get(f"/v1/jobs/{request_id}").json()
     assert status["status"] == "succeeded", status["error"]
     assert len(fake_codex.invocations()) == 1
+
+
+class Checks:
+    """Stands in for the real check: records where each one ran and holds it until released."""
+
+    def __init__(self, answer: str | None) -> None:
+        self.answer = answer
+        self.threads: list[str] = []
+        self.release = threading.Event()
+
+    def __call__(self, settings) -> str | None:
+        self.threads.append(threading.current_thread().name)
+        assert self.release.wait(10), "the test never released the check"
+        return self.answer
+
+
+@pytest.fixture
+def due_again(monkeypatch):
+    """`due_again(last_answer, next_answer)`: the last check's answer is due again; the next check
+    answers `next_answer` once released."""
+
+    def make(last: str | None, following: str | None) -> Checks:
+        checks = Checks(following)
+        monkeypatch.setattr(sandbox, "_probe_tools", checks)
+        key = (SandboxSettings().network, os.geteuid() == 0)
+        stale = time.monotonic() - sandbox._CHECK_TTL_SECONDS - 1
+        monkeypatch.setitem(sandbox._check_cache, key, (stale, last))
+        return checks
+
+    yield make
+    sandbox.forget_checks()
+
+
+def _wait_for_rechecks() -> None:
+    for thread in threading.enumerate():
+        if thread.name == "sandbox-check":
+            thread.join(10)
+            assert not thread.is_alive()
+
+
+def test_a_passed_check_due_again_is_made_aside_while_turns_go_on(due_again):
+    """A turn never waits for the check (a bwrap start) once one has passed (#16)."""
+    checks = due_again(None, "bwrap broke meanwhile")
+    assert sandbox.sandbox_problem(SandboxSettings()) is None  # answered while the check is held
+    assert sandbox.sandbox_problem(SandboxSettings()) is None  # …once more, starting no second check
+    assert checks.threads == ["sandbox-check"]
+    checks.release.set()
+    _wait_for_rechecks()
+    assert sandbox.sandbox_problem(SandboxSettings()) == "bwrap broke meanwhile"
+
+
+def test_a_failed_check_due_again_is_made_before_it_is_answered(due_again):
+    """A host fixed meanwhile is seen by the next turn, not one after it."""
+    checks = due_again("bwrap is not installed", None)
+    checks.release.set()
+    assert sandbox.sandbox_problem(SandboxSettings()) is None
+    assert checks.threads == [threading.current_thread().name]
+
+
+def test_a_process_forked_while_a_check_runs_aside_checks_again_itself(due_again):
+    """The worker's cluster processes are forked: one must not wait forever for its parent's thread."""
+    checks = due_again(None, None)
+    sandbox.sandbox_problem(SandboxSettings())  # a check thread now runs in this process
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its own check must start, aside again
+        try:
+            sandbox.sandbox_problem(SandboxSettings())
+            os.write(write_end, ",".join(t.name for t in threading.enumerate()).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as reader:
+        child_threads = reader.read().decode().split(",")
+    os.waitpid(pid, 0)
+    checks.release.set()
+    _wait_for_rechecks()
+    assert "sandbox-check" in child_threads

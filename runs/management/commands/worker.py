@@ -13,6 +13,7 @@ from django.db import close_old_connections, connections
 from django_q.cluster import Cluster
 
 from engines.sandbox import remove_orphaned_state
+from runs.engine_settings import sandbox_check
 from runs.execution import CLUSTER_TOKEN_ENV, retry_while_database_away, share_stop_flag
 from runs.retention import sync_schedule as sync_retention_schedule
 from runs.supervision import (
@@ -50,6 +51,9 @@ class Command(BaseCommand):
         # as a running worker would, instead of ending the worker (and with it `serve`). In a child
         # of its own, so the cluster forked below does not start from its memory (skillrunner.forking).
         run_in_child(retry_while_database_away, self._recover)
+        # Checked here, the sandbox's availability is known to every cluster process forked below:
+        # each would otherwise check it (a bwrap start, 8 ms) in its first turn.
+        sandbox_check()
         stop = threading.Event()
         cluster_stopping = share_stop_flag()
         cluster = Cluster()
