@@ -52,7 +52,7 @@ def serve(
         ping.close()
         token = service.token("bench")
         wait_ready(service, token)
-        yield service, outside.Server(service.port, token, process.pid, data_dir, fake, poll)
+        yield service, outside.Server(service.port, token, process.pid, data_dir, fake, poll, confined=sandbox != "off")
     finally:
         service.stop()
 

@@ -107,6 +107,7 @@ class Server:
     data_dir: Path
     fake: Fake
     poll: float  # seconds between status polls of one run
+    confined: bool = True  # engines run in bwrap (SKILLRUNNER_SANDBOX), so their CPU never reaches the tree
 
     def api(self) -> Api:
         return Api("127.0.0.1", self.port, self.token)
@@ -150,15 +151,16 @@ def poll(api: Api, request_id: str, statuses: set[str], period: float, timeout: 
 
 
 def cpu_between(server: Server, before: dict[str, float], request_ids: list[str]) -> dict[str, float]:
-    """The tree's CPU since `before` per run: its own plus its reaped children's (bwrap, probes).
-    The shared driver subtracts the fake's own CPU from that sum, because an unconfined engine is
-    reaped into the server's tree. A sandboxed one is not: bwrap runs it under the init of a new
-    PID namespace and the outer bwrap exits without waiting for that init, so the fake's CPU
-    reaches neither the worker nor its children, and subtracting it would take out CPU that was
-    never counted. The fake's own CPU is kept beside the figure (`engine_ms_per_run`)."""
+    """The tree's CPU since `before` per run: its own plus its reaped children's (bwrap, probes),
+    less the fake's own CPU when the engine runs unconfined, as the shared driver does: the worker
+    reaps an unconfined engine. A sandboxed one never reaches the tree: bwrap runs it under the
+    init of a new PID namespace and the outer bwrap exits without waiting for that init, so
+    subtracting it would take out CPU that was never counted. The fake's own CPU is kept beside
+    the figure (`engine_ms_per_run`)."""
     after = server.cpu()
     engine, exits = server.engine_cpu(request_ids)
     own, reaped = after["own_s"] - before["own_s"], after["reaped_s"] - before["reaped_s"]
+    counted_engine = 0.0 if server.confined else engine
     runs = max(1, len(request_ids))
     return {
         "window_s": after["t"] - before["t"],
@@ -166,7 +168,7 @@ def cpu_between(server: Server, before: dict[str, float], request_ids: list[str]
         "reaped_s": reaped,
         "engine_s": engine,
         "engine_exits": exits,
-        "ms_per_run": (own + reaped) * 1000 / runs,
+        "ms_per_run": (own + reaped - counted_engine) * 1000 / runs,
         "engine_ms_per_run": engine * 1000 / runs,
     }
 
