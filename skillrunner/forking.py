@@ -56,9 +56,10 @@ def exit_with(main: Callable[..., object], *args: object) -> NoReturn:
         os._exit(code)
 
 
-def run_in_child(main: Callable[..., object], *args: object) -> None:
-    """Run ``main(*args)`` in a forked child and wait for it; CommandError if it failed. The child
-    shares this process's group, so a Ctrl-C or a stop signal to the group reaches it too."""
+def run_in_child(what: str, main: Callable[..., object], *args: object) -> None:
+    """Run ``main(*args)`` in a forked child and wait for it; a CommandError naming ``what`` (the
+    work as an operator reads it) if it failed. The child shares this process's group, so a Ctrl-C
+    or a stop signal to the group reaches it too."""
     close_database_connections()
     flush_output()
     pid = os.fork()
@@ -67,7 +68,7 @@ def run_in_child(main: Callable[..., object], *args: object) -> None:
     _, status = os.waitpid(pid, 0)
     code = os.waitstatus_to_exitcode(status)
     if code != 0:
-        raise CommandError(f"{getattr(main, '__name__', main)} failed (exit status {code})")
+        raise CommandError(f"{what} failed (exit status {code})")
 
 
 def _then_close_connections(main: Callable[..., object], *args: object) -> None:

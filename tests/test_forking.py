@@ -15,7 +15,7 @@ def _write_pid(path):
 
 def test_the_work_runs_in_another_process_and_is_waited_for(tmp_path):
     marker = tmp_path / "pid"
-    run_in_child(_write_pid, marker)
+    run_in_child("writing the pid", _write_pid, marker)
     child = int(marker.read_text())  # written before run_in_child returned
     assert child != os.getpid()
     with pytest.raises(ChildProcessError):
@@ -32,8 +32,8 @@ def test_the_work_runs_in_another_process_and_is_waited_for(tmp_path):
     ids=["exit status", "exception", "exit message"],
 )
 def test_a_failure_in_the_child_is_an_error_of_the_caller(main, status, printed, capfd):
-    with pytest.raises(CommandError, match=f"exit status {status}"):
-        run_in_child(main)
+    with pytest.raises(CommandError, match=rf"^the work failed \(exit status {status}\)$"):
+        run_in_child("the work", main)
     err = capfd.readouterr().err
     if printed is None:  # a plain exit status is not an error report
         assert "Traceback" not in err
@@ -42,4 +42,4 @@ def test_a_failure_in_the_child_is_an_error_of_the_caller(main, status, printed,
 
 
 def test_a_child_that_exits_without_a_status_succeeded():
-    run_in_child(sys.exit)
+    run_in_child("exiting", sys.exit)

@@ -32,7 +32,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, host: str, port: int, **options):
         prepare_installation()  # before the children start: they read the key it creates
-        run_in_child(_migrate)
+        run_in_child("preparing the database", _migrate)
         # The web application and the worker with all they import, before the fork: imported in the
         # worker's process instead, django-q2's cluster and the engines were its private memory.
         import runs.management.commands.worker  # noqa: F401

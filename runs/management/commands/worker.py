@@ -50,7 +50,7 @@ class Command(BaseCommand):
         # A connection dropped while starting (the database restarting, a failover) is waited out
         # as a running worker would, instead of ending the worker (and with it `serve`). In a child
         # of its own, so the cluster forked below does not start from its memory (skillrunner.forking).
-        run_in_child(retry_while_database_away, self._recover)
+        run_in_child("the worker's start-up recovery", retry_while_database_away, self._recover)
         # Checked here, the sandbox's availability is known to every cluster process forked below:
         # each would otherwise check it (a bwrap start, 8 ms) in its first turn.
         sandbox_check()
