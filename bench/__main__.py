@@ -36,7 +36,7 @@ DEFAULT_CAP = 4
 
 @contextmanager
 def serve(
-    data_dir: Path, config: str, cap: int, fake: outside.Fake, poll: float, sandbox: str = "bwrap"
+    data_dir: Path, config: str, cap: int, fake: outside.Fake, poll: float, sandbox: str
 ) -> Iterator[tuple[LiveService, outside.Server]]:
     """`manage.py serve` on `config` at slot cap `cap`, ready for a user with a token."""
     env = {
@@ -67,10 +67,8 @@ def _answers(api: Api) -> bool:
 
 def waiting(root: Path, config: str, fake: outside.Fake, args: argparse.Namespace) -> dict[str, Any]:
     """At the default cap: idle memory and CPU, then `--waiting` runs parked in waiting_user."""
-    with serve(root / f"{config}-waiting", config, DEFAULT_CAP, fake, args.poll_ms / 1000, args.sandbox) as (
-        service,
-        server,
-    ):
+    data_dir, poll = root / f"{config}-waiting", args.poll_ms / 1000
+    with serve(data_dir, config, DEFAULT_CAP, fake, poll, args.sandbox) as (service, server):
         result: dict[str, Any] = {"cap": DEFAULT_CAP, "loadavg_before": loadavg()}
         result["idle"] = outside.idle(server, args.settle, args.idle_seconds)
         target = scenarios.Target(config, service, fake.path, server.token)

@@ -99,15 +99,14 @@ def sandbox_problem(settings: SandboxSettings) -> str | None:
         return None
     key = (settings.network, os.geteuid() == 0)
     with _check_lock:
-        checked_at, problem = _check_cache.get(key, (0.0, "not checked yet"))
-        if time.monotonic() - checked_at < _CHECK_TTL_SECONDS or key in _rechecking:
-            return problem
-        recheck_aside = problem is None
-        if recheck_aside:
-            _rechecking.add(key)
-    if recheck_aside:
-        threading.Thread(target=_check, args=(key, settings), name="sandbox-check", daemon=True).start()
-        return None
+        if key in _check_cache:
+            checked_at, problem = _check_cache[key]
+            if time.monotonic() - checked_at < _CHECK_TTL_SECONDS or key in _rechecking:
+                return problem
+            if problem is None:
+                _rechecking.add(key)
+                threading.Thread(target=_check, args=(key, settings), name="sandbox-check", daemon=True).start()
+                return None
     return _check(key, settings)
 
 

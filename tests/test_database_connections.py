@@ -5,11 +5,9 @@ everywhere, and a bad pool size stops the service at start."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 
-from tests.support.live_service import REPO
+from tests.support.settings_probe import run_with_production_settings
 
 PROBE = """
 import json
@@ -26,15 +24,7 @@ print(json.dumps({"web": web, "worker": worker}))
 
 
 def _probe(tmp_path, database_url: str, **extra: str) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "skillrunner.settings",
-        "SKILLRUNNER_DATA_DIR": str(tmp_path),
-        "SECRET_KEY": "x" * 50,
-        "DATABASE_URL": database_url,
-        **extra,
-    }
-    return subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=60, cwd=REPO)
+    return run_with_production_settings(PROBE, tmp_path, DATABASE_URL=database_url, **extra)
 
 
 def test_the_web_pools_its_connections_and_the_worker_keeps_its_own(tmp_path):

@@ -4,16 +4,12 @@ web processes may be several; in Redis when there is one."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from tests.api.helpers import create_job
-from tests.support.live_service import REPO
+from tests.support.settings_probe import run_with_production_settings
 
 PROBE = "import django; django.setup(); from django.conf import settings; print(settings.CACHES['default']['BACKEND'])"
 
@@ -27,15 +23,7 @@ PROBE = "import django; django.setup(); from django.conf import settings; print(
     ],
 )
 def test_the_counters_are_shared_by_every_process_that_serves_requests(tmp_path, database_url, redis_url, backend):
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "skillrunner.settings",
-        "SKILLRUNNER_DATA_DIR": str(tmp_path),
-        "SECRET_KEY": "x" * 50,
-        "DATABASE_URL": database_url,
-        "REDIS_URL": redis_url,
-    }
-    done = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=60, cwd=REPO)
+    done = run_with_production_settings(PROBE, tmp_path, DATABASE_URL=database_url, REDIS_URL=redis_url)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == backend
 

@@ -3,18 +3,16 @@ cluster processes fork, so they start with the answer, and none of them checks i
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 
 import pytest
 
+from tests.api.helpers import haiku_step
 from tests.support.fake_codex import FakeCodex
 from tests.support.live_service import LiveService
 
 pytestmark = [pytest.mark.timeout(120)]
-
-HAIKU = {"topic": "t", "haiku": ["a", "b", "c"], "haiku_file": "artifacts/haiku.md"}
 
 
 def test_cluster_processes_start_with_the_answer(tmp_path):
@@ -33,7 +31,7 @@ def test_cluster_processes_start_with_the_answer(tmp_path):
     (spies / "bwrap").chmod(0o755)
     (tmp_path / "engine").mkdir()
     fake = FakeCodex(tmp_path / "engine", tmp_path / "data")
-    fake.script({"files": {"artifacts/haiku.md": "a\nb\nc\n"}, "message": json.dumps(HAIKU)})
+    fake.script(haiku_step())
     service = LiveService(
         tmp_path / "data",
         env={

@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import subprocess
-import sys
 import zipfile
 from urllib.parse import quote
 
@@ -17,7 +14,7 @@ import pytest
 from django.test import Client
 
 from tests.api.helpers import HAIKU_DATA, create_job
-from tests.support.live_service import REPO
+from tests.support.settings_probe import run_with_production_settings
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -72,17 +69,7 @@ print("cookies", settings.SESSION_COOKIE_SECURE, settings.CSRF_COOKIE_SECURE, se
 
 
 def _probe_https(tmp_path, switch: str) -> list[str]:
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "skillrunner.settings",
-        "SKILLRUNNER_DATA_DIR": str(tmp_path),
-        "SECRET_KEY": "x" * 50,
-        "ALLOWED_HOSTS": "testserver",
-        "SKILLRUNNER_HTTPS": switch,
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", HTTPS_PROBE], env=env, capture_output=True, text=True, timeout=60, cwd=REPO
-    )
+    done = run_with_production_settings(HTTPS_PROBE, tmp_path, ALLOWED_HOSTS="testserver", SKILLRUNNER_HTTPS=switch)
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()
 
