@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 from pathlib import Path
@@ -99,7 +100,7 @@ def test_the_worker_ends_when_its_cluster_dies(tmp_path):
     try:
         live.start()
         worker = live.workers[0]
-        live.wait_until(lambda: _children(worker.pid), 30, "the worker's cluster to start")
+        _wait_until_serving(live, "worker-0")
         (sentinel,) = _children(worker.pid)
         os.kill(sentinel, signal.SIGKILL)
         try:
@@ -121,7 +122,7 @@ def test_serve_stops_everything_when_one_of_its_children_dies(tmp_path):
         live.wait_until(lambda: live._ping() == 204, 60, "the service to answer")
         assert b"skillrunner.serve_parent" in Path(f"/proc/{serve.pid}/cmdline").read_bytes()
         web, worker = _children(serve.pid)  # forked in this order
-        live.wait_until(lambda: _children(worker), 30, "the worker's cluster to start")
+        _wait_until_serving(live, "serve")
         service = [web, worker, *_children(worker)]
         os.kill(web, signal.SIGKILL)
         try:
@@ -192,6 +193,12 @@ def test_a_worker_whose_connection_drops_while_it_recovers_waits_for_the_databas
         assert live.request("GET", "/v1/jobs", token)[0] == 200
     finally:
         live.stop()
+
+
+def _wait_until_serving(live: LiveService, log: str) -> None:
+    """Until the worker says it serves, its children may include short-lived ones besides its
+    cluster's sentinel (the start-up recovery's child, the sandbox check's bwrap)."""
+    live.wait_until(lambda: re.search(r"^worker \w+ started$", live.log(log), re.M), 30, "the worker to serve")
 
 
 def _children(pid: int) -> list[int]:
