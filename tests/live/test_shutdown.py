@@ -120,7 +120,8 @@ def test_serve_stops_everything_when_one_of_its_children_dies(tmp_path):
         live.manage("migrate", "--noinput")
         serve = live.start_serve()
         live.wait_until(lambda: live._ping() == 204, 60, "the service to answer")
-        assert b"skillrunner.serve_parent" in Path(f"/proc/{serve.pid}/cmdline").read_bytes()
+        cmdline = Path(f"/proc/{serve.pid}/cmdline")
+        live.wait_until(lambda: b"skillrunner.serve_parent" in cmdline.read_bytes(), 10, "serve to exec its parent")
         web, worker = _children(serve.pid)  # forked in this order
         _wait_until_serving(live, "serve")
         service = [web, worker, *_children(worker)]
