@@ -84,6 +84,7 @@ _check_lock = threading.Lock()
 _CheckKey = tuple[str, bool]
 _check_cache: dict[_CheckKey, tuple[float, str | None]] = {}
 _rechecking: set[_CheckKey] = set()  # keys a thread of this process is checking again
+_checks_forgotten = 0  # how many times forget_checks ran: a check started before one is not recorded
 
 
 def sandbox_problem(settings: SandboxSettings) -> str | None:
@@ -111,10 +112,12 @@ def sandbox_problem(settings: SandboxSettings) -> str | None:
 
 
 def _check(key: _CheckKey, settings: SandboxSettings) -> str | None:
+    forgotten_before = _checks_forgotten
     problem = _probe_tools(settings)
     with _check_lock:
-        _check_cache[key] = (time.monotonic(), problem)
-        _rechecking.discard(key)
+        if _checks_forgotten == forgotten_before:
+            _check_cache[key] = (time.monotonic(), problem)
+            _rechecking.discard(key)
     return problem
 
 
@@ -129,9 +132,13 @@ os.register_at_fork(after_in_child=_reset_in_child)
 
 
 def forget_checks() -> None:
-    """Drop the cached availability checks (after the host changed, and in tests)."""
+    """Drop the cached availability checks (after the host changed, and in tests), and the
+    answers of checks still running: they may have probed the host as it was."""
+    global _checks_forgotten
     with _check_lock:
         _check_cache.clear()
+        _rechecking.clear()
+        _checks_forgotten += 1
 
 
 def _probe_tools(settings: SandboxSettings) -> str | None:

@@ -148,6 +148,7 @@ def due_again(monkeypatch):
     answers `next_answer` once released."""
 
     def make(last: str | None, following: str | None) -> Checks:
+        sandbox.forget_checks()  # a check an earlier test started aside must not answer into this one
         checks = Checks(following)
         monkeypatch.setattr(sandbox, "_probe_tools", checks)
         key = (SandboxSettings().network, os.geteuid() == 0)
@@ -183,6 +184,20 @@ def test_a_failed_check_due_again_is_made_before_it_is_answered(due_again):
     checks.release.set()
     assert sandbox.sandbox_problem(SandboxSettings()) is None
     assert checks.threads == [threading.current_thread().name]
+
+
+def test_a_check_running_when_the_checks_are_forgotten_is_not_recorded(due_again, monkeypatch):
+    """forget_checks means the host changed: a check that probed it before must not answer after."""
+    before = due_again(None, "probed before the host changed")
+    assert sandbox.sandbox_problem(SandboxSettings()) is None  # the check now runs aside, held
+    sandbox.forget_checks()
+    before.release.set()
+    _wait_for_rechecks()
+    after = Checks(None)
+    after.release.set()
+    monkeypatch.setattr(sandbox, "_probe_tools", after)
+    assert sandbox.sandbox_problem(SandboxSettings()) is None
+    assert after.threads == [threading.current_thread().name], "the check made before was answered instead"
 
 
 def test_a_process_forked_while_a_check_runs_aside_checks_again_itself(due_again):
