@@ -23,8 +23,11 @@ HEARTBEAT_SECONDS = 15.0
 
 
 def _next_batch(request_id, cursor: int) -> tuple[list[RunEvent], str | None]:
-    events = list(RunEvent.objects.filter(run_id=request_id, seq__gt=cursor).order_by("seq")[:200])
+    # The status first: a run read as terminal has committed its last event with that status, so
+    # the events read next include it. Read the other way round, a run ending between the reads
+    # looked terminal with its last events unread, and the stream ended without them.
     status = Run.objects.filter(pk=request_id).values_list("status", flat=True).first()
+    events = list(RunEvent.objects.filter(run_id=request_id, seq__gt=cursor).order_by("seq")[:200])
     return events, status
 
 

@@ -14,6 +14,8 @@ from datetime import datetime
 
 import pytest
 
+from tests.support.clients import read_event_stream
+
 from .helpers import HAIKU_DATA, HAIKU_TEXT, create_job, detail, error_code, haiku_step
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -227,25 +229,6 @@ def test_event_history_is_ordered_and_cursorable(api, succeeded):
     assert done["last_seq"] == seqs[-1]
 
 
-def _drain_stream(response) -> str:
-    """Everything an SSE response sends, with a time bound (it must end on its own)."""
-    import asyncio
-
-    from asgiref.sync import async_to_sync
-
-    async def collect():
-        parts = []
-
-        async def read():
-            async for chunk in response.streaming_content:
-                parts.append(chunk.decode() if isinstance(chunk, bytes) else chunk)
-
-        await asyncio.wait_for(read(), timeout=10)
-        return "".join(parts)
-
-    return async_to_sync(collect)()
-
-
 @pytest.mark.parametrize("accept", [None, "*/*", "text/event-stream", "text/event-stream, application/json;q=0.5"])
 def test_event_stream_replays_the_log_and_ends(api, succeeded, accept):
     """SPEC §8 /events: the same events as server-sent events, ending once the run is terminal;
@@ -255,7 +238,7 @@ def test_event_stream_replays_the_log_and_ends(api, succeeded, accept):
     response = api.get(f"/v1/jobs/{succeeded}/events", {"after_seq": 1}, **headers)
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/event-stream")
-    text = _drain_stream(response)
+    text = read_event_stream(response)
     ids = [int(i) for i in re.findall(r"^id: (\d+)$", text, re.MULTILINE)]
     assert ids == [e["seq"] for e in history[1:]]
     frames = [json.loads(d) for d in re.findall(r"^data: (\{.*\})$", text, re.MULTILINE) if d != "{}"]

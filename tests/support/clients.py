@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from rest_framework.test import APIClient
 
 
@@ -38,3 +40,19 @@ def job_body(
     }
     body.update(extra)
     return body
+
+
+def read_event_stream(response, timeout: float = 10) -> str:
+    """Everything an in-process SSE response sends; it must end on its own within `timeout`."""
+
+    async def collect() -> str:
+        parts: list[str] = []
+
+        async def read() -> None:
+            async for chunk in response.streaming_content:
+                parts.append(chunk.decode() if isinstance(chunk, bytes) else chunk)
+
+        await asyncio.wait_for(read(), timeout=timeout)
+        return "".join(parts)
+
+    return async_to_sync(collect)()
