@@ -270,6 +270,19 @@ def _settle(result: ProcessResult, sandbox: Sandbox | None) -> ProcessResult:
     return result
 
 
+def pid_alive(pid: int | None) -> bool:
+    """Whether a process with this pid exists on this machine (one of another user's counts)."""
+    if not pid or pid < 0:  # 0 and negative pids name process groups to os.kill
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 @dataclass(frozen=True)
 class _Proc:
     ppid: int

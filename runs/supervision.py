@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
 
-from engines.process import kill_process_group
+from engines.process import kill_process_group, pid_alive
 
 from . import services
 from .execution import OUTCOME_RETRY_SECONDS, stale_claim_seconds
@@ -37,18 +37,6 @@ def _parse_claim(claimed_by: str) -> tuple[str, int | None, str]:
     return host, int(pid_text) if pid_text.isdigit() else None, token
 
 
-def _pid_alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _claim_is_dead(run: Run, stale_before) -> bool:
     """A claim whose worker process is gone, or that stopped renewing its heartbeat (a worker
     cut off from the database, or on a machine that vanished). A worker of this host that is
@@ -56,7 +44,7 @@ def _claim_is_dead(run: Run, stale_before) -> bool:
     heartbeats too): it gets the outcome's retry time on top before its claim counts as dead."""
     host, pid, _ = _parse_claim(run.claimed_by)
     if host == socket.gethostname():
-        if not _pid_alive(pid):
+        if not pid_alive(pid):
             return True
         stale_before -= timedelta(seconds=OUTCOME_RETRY_SECONDS)
     return run.heartbeat_at is None or run.heartbeat_at < stale_before
@@ -167,7 +155,7 @@ def a_recovered_worker_is_alive() -> bool:
 def _worker_is_alive(cluster: WorkerCluster, stale_before) -> bool:
     if cluster.heartbeat_at < stale_before:
         return False
-    return cluster.host != socket.gethostname() or _pid_alive(cluster.pid)
+    return cluster.host != socket.gethostname() or pid_alive(cluster.pid)
 
 
 def release_own_claims(token: str) -> None:

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import psycopg
 
+from engines.process import pid_alive
+
 # pytest-django adds _gw<N> under pytest-xdist; the number is the test process's pid (tests/settings.py).
 LEFTOVER_TEST_DATABASE = re.compile(r"test_skillrunner_(\d+)(?:_gw\d+)?")
 START_TIMEOUT = 60
@@ -156,16 +158,6 @@ def _user_exists(name: str) -> bool:
         return False
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def drop_leftover_test_databases(url: str) -> None:
     """pytest-django names each test database after its process; one whose process is gone
     (a killed run) is dropped. Databases of test runs still going are left alone."""
@@ -173,7 +165,7 @@ def drop_leftover_test_databases(url: str) -> None:
         names = [row[0] for row in conn.execute("SELECT datname FROM pg_database")]
         for name in names:
             match = LEFTOVER_TEST_DATABASE.fullmatch(name)
-            if match and not _pid_alive(int(match.group(1))):
+            if match and not pid_alive(int(match.group(1))):
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
                 print(f"test_services: dropped leftover database {name}", file=sys.stderr)
 

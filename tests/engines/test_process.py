@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engines.process import MAX_LINE_BYTES, CappedBuffer, LineSplitter, kill_process_group, run_process
+from engines.process import MAX_LINE_BYTES, CappedBuffer, LineSplitter, kill_process_group, pid_alive, run_process
 from engines.registry import get_adapter
 from engines.types import FAILURE_ABORTED, FAILURE_SPAWN, FAILURE_TIMEOUT
 
@@ -196,6 +196,19 @@ def test_kill_process_group_for_orphan_cleanup(tmp_path: Path) -> None:
     proc.wait(timeout=5)
     assert proc.returncode is not None
     kill_process_group(proc.pid, grace=0.1)  # a group that is already gone is not an error
+
+
+def test_pid_alive_tells_live_from_gone_and_never_names_a_group() -> None:
+    proc = subprocess.Popen(["sleep", "60"])
+    try:
+        assert pid_alive(proc.pid)
+        assert pid_alive(1)  # another user's process counts (here init, whoever runs the suite)
+    finally:
+        proc.kill()
+        proc.wait(timeout=5)
+    assert not pid_alive(proc.pid)
+    # os.kill reads 0 as this process's group and -1 as every process: neither is one process.
+    assert not pid_alive(0) and not pid_alive(-1) and not pid_alive(None)
 
 
 def test_run_turn_end_to_end_with_a_fake_gemini(tmp_path: Path) -> None:

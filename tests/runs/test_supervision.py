@@ -19,8 +19,10 @@ from django.utils import timezone
 from engines.types import TurnResult
 from runs import services, supervision
 from runs.execution import ClaimControl
+from runs.management.commands.worker import Command as WorkerCommand
 from runs.models import Interaction, Run
 from runs.outcome import TurnDecision, build_pending
+from skills.models import Skill
 from tests.api.helpers import process_alive, wait_until
 
 pytestmark = pytest.mark.django_db
@@ -296,6 +298,19 @@ def test_worker_start_recovery(alice, enqueued):
     # The recovered run still takes its reply.
     services.submit_reply(keeps, user=alice, interaction_id=1, response="spring")
     assert Run.objects.get(pk=keeps.pk).status == "queued"
+
+
+def test_worker_start_installs_the_skills_folder_unless_serve_just_did(settings, tmp_path):
+    """A worker started on its own installs the skills folder (R-SK6); the one `serve` forks does
+    not, since `serve` installed it a moment before."""
+    settings.SKILLRUNNER_SKILLS_DIR = tmp_path / "no-extra-skills"
+    assert not Skill.objects.filter(skill_id="study-notes").exists()
+
+    WorkerCommand()._recover(load_skills=False)
+    assert not Skill.objects.filter(skill_id="study-notes").exists()
+
+    WorkerCommand()._recover(load_skills=True)
+    assert Skill.objects.filter(skill_id="study-notes").exists()
 
 
 def test_recovered_wait_still_has_its_deadline(alice):

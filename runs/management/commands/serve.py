@@ -44,7 +44,7 @@ class Command(BaseCommand):
         # Until skillrunner.serve_parent has its handlers in place, a stop signal waits instead of
         # killing this process with its children left behind; each child unblocks them at once.
         signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-        children = [_fork(_serve_web, host, port), _fork(call_command, "worker")]
+        children = [_fork(_serve_web, host, port), _fork(call_command, "worker", "--no-load-skills")]
         self.stdout.write(f"Skill Runner on http://{host}:{port}/ (Ctrl-C stops web and worker)")
         self.stdout.flush()
         python = sys.executable  # the same process (pid, children, blocked signals) goes on without Django

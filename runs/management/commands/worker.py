@@ -42,7 +42,15 @@ def keep_database_connections() -> None:
 class Command(BaseCommand):
     help = "Run the worker: restart recovery, the run supervisor and the django-q2 cluster, until SIGINT/SIGTERM."
 
-    def handle(self, *args, **options):
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--no-load-skills",
+            dest="load_skills",
+            action="store_false",
+            help="Skip installing the skills folder at start (`serve` has just done it).",
+        )
+
+    def handle(self, *args, load_skills: bool = True, **options):
         prepare_installation()
         keep_database_connections()
         token = uuid.uuid4().hex[:12]
@@ -50,7 +58,7 @@ class Command(BaseCommand):
         # A connection dropped while starting (the database restarting, a failover) is waited out
         # as a running worker would, instead of ending the worker (and with it `serve`). In a child
         # of its own, so the cluster forked below does not start from its memory (skillrunner.forking).
-        run_in_child("the worker's start-up recovery", retry_while_database_away, self._recover)
+        run_in_child("the worker's start-up recovery", retry_while_database_away, self._recover, load_skills)
         # Checked here, the sandbox's availability is known to every cluster process forked below:
         # each would otherwise check it (a bwrap start, 8 ms) in its first turn.
         sandbox_check()
@@ -106,11 +114,12 @@ class Command(BaseCommand):
         except Exception:
             logger.warning("could not remove worker %s from the worker table", token, exc_info=True)
 
-    def _recover(self) -> None:
+    def _recover(self, load_skills: bool) -> None:
         """Everything before the cluster takes work; each step may run again after a failure."""
         if removed := remove_orphaned_state():
             logger.info("removed the sandbox state of %d turns whose worker was killed", removed)
-        call_command("load_skills", verbosity=0)
+        if load_skills:
+            call_command("load_skills", verbosity=0)
         sync_retention_schedule()
         recover_on_worker_start()
 
