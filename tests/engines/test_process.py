@@ -202,7 +202,7 @@ def test_pid_alive_tells_live_from_gone_and_never_names_a_group() -> None:
     proc = subprocess.Popen(["sleep", "60"])
     try:
         assert pid_alive(proc.pid)
-        assert pid_alive(1)  # another user's process counts (here init, whoever runs the suite)
+        assert pid_alive(1)  # init: run by a non-root user, this is another user's (PermissionError)
     finally:
         proc.kill()
         proc.wait(timeout=5)

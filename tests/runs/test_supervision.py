@@ -313,6 +313,12 @@ def test_worker_start_installs_the_skills_folder_unless_serve_just_did(settings,
     assert Skill.objects.filter(skill_id="study-notes").exists()
 
 
+def test_the_worker_installs_the_skills_folder_unless_told_serve_did():
+    parser = WorkerCommand().create_parser("manage.py", "worker")
+    assert parser.parse_args([]).load_skills is True
+    assert parser.parse_args(["--no-load-skills"]).load_skills is False
+
+
 def test_recovered_wait_still_has_its_deadline(alice):
     run = _waiting(_create(alice, interactive_require_user_reply=False, session_timeout_sec=60), _live_worker())
     supervision.recover_on_worker_start()

@@ -50,7 +50,7 @@ class Command(BaseCommand):
             help="Skip installing the skills folder at start (`serve` has just done it).",
         )
 
-    def handle(self, *args, load_skills: bool = True, **options):
+    def handle(self, *args, load_skills: bool, **options):
         prepare_installation()
         keep_database_connections()
         token = uuid.uuid4().hex[:12]
