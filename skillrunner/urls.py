@@ -49,6 +49,7 @@ api_v1 = [
 
 urlpatterns = [
     *api_v1,
+    path("", include("upstream.urls")),
     path("healthz", system.healthz),
     path("readyz", system.readyz),
     path("admin/login/", login.admin_login),  # before the admin's own (R-FS1)
