@@ -14,18 +14,23 @@ from django.http import HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
 
+def failure_keys(address: str, username: str) -> list[str]:
+    """The counters a password attempt from `address` for `username` adds to; shared by the login
+    form and HTTP Basic (accounts.authentication), so neither is a way around the other's limit."""
+    user_digest = hashlib.sha256(username.strip().lower().encode()).hexdigest()[:32]
+    return [f"login_failures_ip_{address}", f"login_failures_user_{user_digest}"]
+
+
 def _failure_keys(request) -> list[str]:
-    username = request.POST.get("username", "").strip().lower()
-    user_digest = hashlib.sha256(username.encode()).hexdigest()[:32]
-    return [f"login_failures_ip_{request.META.get('REMOTE_ADDR', '')}", f"login_failures_user_{user_digest}"]
+    return failure_keys(request.META.get("REMOTE_ADDR", ""), request.POST.get("username", ""))
 
 
-def _too_many(keys: list[str]) -> bool:
+def too_many_failures(keys: list[str]) -> bool:
     counts = cache.get_many(keys)
     return any(count >= settings.SKILLRUNNER_LOGIN_MAX_FAILURES for count in counts.values())
 
 
-def _count_failure(keys: list[str]) -> None:
+def count_failure(keys: list[str]) -> None:
     for key in keys:
         cache.add(key, 0, timeout=settings.SKILLRUNNER_LOGIN_WINDOW_SECONDS)  # the window starts here
         try:
@@ -37,7 +42,7 @@ def _count_failure(keys: list[str]) -> None:
 class LoginView(auth_views.LoginView):
     def post(self, request, *args, **kwargs) -> HttpResponse:
         keys = _failure_keys(request)
-        if _too_many(keys):
+        if too_many_failures(keys):
             form = self.get_form()
             form.add_error(
                 None,
@@ -48,7 +53,7 @@ class LoginView(auth_views.LoginView):
             return self.render_to_response(self.get_context_data(form=form), status=429)
         response = super().post(request, *args, **kwargs)
         if not request.user.is_authenticated:
-            _count_failure(keys)
+            count_failure(keys)
         return response
 
 

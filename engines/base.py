@@ -170,6 +170,9 @@ class EngineAdapter(ABC):
     listing_order: ClassVar[int] = 100
     model_flag: ClassVar[str] = "-m"
     known_models: ClassVar[tuple[str, ...]] = ()
+    provider_id: ClassVar[str] = ""  # whose models these are, as upstream's clients name them
+    # The reasoning efforts a run may ask for (R-UP4), each carried by effort_settings.
+    efforts: ClassVar[tuple[str, ...]] = ()
     # Where the CLI talks to when no base URL is configured: the one host a sandbox in
     # `provider` network mode lets it reach (R-SB5).
     default_provider_url: ClassVar[str | None] = None
@@ -433,4 +436,19 @@ class EngineAdapter(ABC):
         names = list(self.known_models)
         if config.default_model and config.default_model not in names:
             names.insert(0, config.default_model)
-        return [{"id": name, "display_name": name, "is_default": name == config.default_model} for name in names]
+        return [
+            {
+                "id": name,
+                "display_name": name,
+                "is_default": name == config.default_model,
+                "provider_id": self.provider_id,
+                "model": name,
+                "deprecated": False,
+                "supported_effort": list(self.efforts),
+            }
+            for name in names
+        ]
+
+    def effort_settings(self, effort: str) -> dict[str, Any]:
+        """The engine settings that ask for `effort` (one of `efforts`), merged over the skill's."""
+        return {}

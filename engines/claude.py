@@ -126,6 +126,7 @@ class ClaudeAdapter(EngineAdapter):
     listing_order = 40
     model_flag = "--model"
     known_models = ("sonnet", "opus", "haiku")
+    provider_id = "anthropic"
     default_provider_url = "https://api.anthropic.com"
 
     def auto_flags(self, config: EngineConfig) -> list[str]:

@@ -116,6 +116,8 @@ class CodexAdapter(EngineAdapter):
     skill_root = ".codex"
     listing_order = 10
     known_models = ("gpt-5.5", "gpt-5.1-codex-mini")
+    provider_id = "openai"
+    efforts = ("minimal", "low", "medium", "high")
     default_provider_url = "https://api.openai.com/v1"
 
     def auto_flags(self, config: EngineConfig) -> list[str]:
@@ -127,6 +129,9 @@ class CodexAdapter(EngineAdapter):
         if request.is_resume:
             argv += ["resume", str(request.session_handle)]
         return argv + [argv_prompt(request.prompt)]
+
+    def effort_settings(self, effort: str) -> dict[str, Any]:
+        return {"model_reasoning_effort": effort}
 
     def engine_env(self, config: EngineConfig) -> dict[str, str]:
         env = {"CODEX_HOME": str(config.home)}

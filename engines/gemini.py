@@ -74,6 +74,7 @@ class GeminiAdapter(EngineAdapter):
     extra_control_names = (".env",)  # Gemini CLI loads the .env it finds in its working directory
     listing_order = 20
     known_models = ("gemini-2.5-flash", "gemini-2.5-pro")
+    provider_id = "google"
     default_provider_url = "https://generativelanguage.googleapis.com"
 
     def auto_flags(self, config: EngineConfig) -> list[str]:

@@ -57,6 +57,7 @@ class IFlowAdapter(EngineAdapter):
     skill_root = ".iflow"
     listing_order = 30
     known_models = ("glm-4.6", "qwen3-coder-plus", "kimi-k2")
+    provider_id = "iflow"
     default_provider_url = DEFAULT_BASE_URL
 
     def auto_flags(self, config: EngineConfig) -> list[str]:

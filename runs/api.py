@@ -31,6 +31,7 @@ from .bundles import bundle_path
 from .models import Run, RunStatus
 from .outcome import list_artifacts
 from .serializers import (
+    CancelOutput,
     EventRecord,
     InteractionRecord,
     LogsOutput,
@@ -214,10 +215,19 @@ class InteractionHistoryView(APIView):
 
 
 class CancelView(APIView):
-    @extend_schema(request=None, responses=StateChangeOutput)
+    @extend_schema(request=None, responses=CancelOutput)
     def post(self, request, request_id):
         run, accepted = services.cancel_run(selectors.run_for(request.user, request_id))
-        return Response({"request_id": str(run.pk), "status": run.status, "accepted": accepted})
+        message = "the run was canceled" if accepted else f"the run had already ended ({run.status})"
+        return Response(
+            {
+                "request_id": str(run.pk),
+                "run_id": str(run.pk),
+                "status": run.status,
+                "accepted": accepted,
+                "message": message,
+            }
+        )
 
 
 def _terminal(run):

@@ -15,6 +15,7 @@ from django.http.request import split_domain_port, validate_host
 from django.urls import path
 
 from accounts.authentication import parse_token_header, token_for_key
+from accounts.local_mode import is_loopback, local_user
 
 from .consumers import RunConsumer
 from .inbox import InboxConsumer
@@ -97,11 +98,46 @@ class WebsocketAuthMiddleware:
         return await self.session_auth(scope, receive, send)
 
 
-websocket_application = WebsocketAuthMiddleware(
-    URLRouter(
-        [
-            path("ws/runs/<str:request_id>/", RunConsumer.as_asgi()),
-            path("ws/inbox/", InboxConsumer.as_asgi()),
-        ]
+@database_sync_to_async
+def _local_user():
+    return local_user()
+
+
+class LocalModeWebsocketMiddleware:
+    """R-UP1 for websockets: in local mode only loopback peers connect."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    async def __call__(self, scope, receive, send):
+        if settings.SKILLRUNNER_LOCAL_MODE and not is_loopback((scope.get("client") or [None])[0]):
+            return await WebsocketDenier()(scope, receive, send)
+        return await self.inner(scope, receive, send)
+
+
+class LocalUserWebsocketMiddleware:
+    """In local mode a page nobody is logged in to acts as the local user (its origin was checked
+    like any cookie socket's); a socket that sent a token is left to its verdict."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    async def __call__(self, scope, receive, send):
+        user = scope.get("user")
+        if settings.SKILLRUNNER_LOCAL_MODE and "api_token" not in scope and not (user and user.is_authenticated):
+            scope = {**scope, "user": await _local_user() or AnonymousUser()}
+        return await self.inner(scope, receive, send)
+
+
+websocket_application = LocalModeWebsocketMiddleware(
+    WebsocketAuthMiddleware(
+        LocalUserWebsocketMiddleware(
+            URLRouter(
+                [
+                    path("ws/runs/<str:request_id>/", RunConsumer.as_asgi()),
+                    path("ws/inbox/", InboxConsumer.as_asgi()),
+                ]
+            )
+        )
     )
 )

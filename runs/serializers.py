@@ -155,6 +155,11 @@ class StateChangeOutput(serializers.Serializer):
     accepted = serializers.BooleanField()
 
 
+class CancelOutput(StateChangeOutput):
+    run_id = serializers.UUIDField(help_text="the same as request_id (upstream's clients read both)")
+    message = serializers.CharField()
+
+
 class ReplyInput(serializers.Serializer):
     interaction_id = serializers.IntegerField(min_value=1)
     response = serializers.JSONField(

@@ -75,6 +75,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "accounts.local_mode.LocalModeMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Before any view reads the body. The chain runs in sync mode (skillrunner.asgi), so the
@@ -227,6 +228,19 @@ WHITENOISE_USE_FINDERS = True
 SKILLRUNNER_MAX_UPLOAD_BYTES = _positive_int("SKILLRUNNER_MAX_UPLOAD_BYTES", 50 * 1024 * 1024)
 SKILLRUNNER_MAX_JSON_BODY_BYTES = _positive_int("SKILLRUNNER_MAX_JSON_BODY_BYTES", 2 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = SKILLRUNNER_MAX_JSON_BODY_BYTES
+# Files sent with a reply (R-UP6), announced by the handshake (R-UP3); one request holds them all.
+SKILLRUNNER_REPLY_MAX_FILES = _positive_int("SKILLRUNNER_REPLY_MAX_FILES", 8)
+SKILLRUNNER_REPLY_MAX_TOTAL_BYTES = _positive_int(
+    "SKILLRUNNER_REPLY_MAX_TOTAL_BYTES", min(25 * 1024 * 1024, SKILLRUNNER_MAX_UPLOAD_BYTES)
+)
+SKILLRUNNER_REPLY_MAX_FILE_BYTES = _positive_int(
+    "SKILLRUNNER_REPLY_MAX_FILE_BYTES", min(10 * 1024 * 1024, SKILLRUNNER_REPLY_MAX_TOTAL_BYTES)
+)
+if not SKILLRUNNER_REPLY_MAX_FILE_BYTES <= SKILLRUNNER_REPLY_MAX_TOTAL_BYTES <= SKILLRUNNER_MAX_UPLOAD_BYTES:
+    raise ImproperlyConfigured(
+        "reply file limits must keep SKILLRUNNER_REPLY_MAX_FILE_BYTES <= SKILLRUNNER_REPLY_MAX_TOTAL_BYTES "
+        "<= SKILLRUNNER_MAX_UPLOAD_BYTES"
+    )
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 200
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 SKILLRUNNER_ZIP_MAX_MEMBERS = _positive_int("SKILLRUNNER_ZIP_MAX_MEMBERS", 2000)
@@ -298,11 +312,32 @@ SKILLRUNNER_ENGINE_CLI_BIN_DIR = _ENGINE_CLI_BIN
 SKILLRUNNER_SANDBOX = env.str("SKILLRUNNER_SANDBOX", default="bwrap")
 if SKILLRUNNER_SANDBOX not in ("bwrap", "off"):
     raise ImproperlyConfigured(f"SKILLRUNNER_SANDBOX must be bwrap or off, got {SKILLRUNNER_SANDBOX!r}")
-SKILLRUNNER_SANDBOX_NETWORK = env.str("SKILLRUNNER_SANDBOX_NETWORK", default="open")
+# Single-user local mode (R-UP1): upstream's clients send no credentials, so a request without
+# any acts as one local user. That is safe only when nothing but this machine's own user can
+# reach the service, and no agent can: loopback only, agents behind the provider relay.
+SKILLRUNNER_LOCAL_MODE = env.bool("SKILLRUNNER_LOCAL_MODE", default=False)
+SKILLRUNNER_LOCAL_USER = env.str("SKILLRUNNER_LOCAL_USER", default="local")
+SKILLRUNNER_SANDBOX_NETWORK = env.str(
+    "SKILLRUNNER_SANDBOX_NETWORK", default="provider" if SKILLRUNNER_LOCAL_MODE else "open"
+)
 if SKILLRUNNER_SANDBOX_NETWORK not in ("open", "provider"):
     raise ImproperlyConfigured(
         f"SKILLRUNNER_SANDBOX_NETWORK must be open or provider, got {SKILLRUNNER_SANDBOX_NETWORK!r}"
     )
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+if SKILLRUNNER_LOCAL_MODE:
+    _refusal = "SKILLRUNNER_LOCAL_MODE=true serves requests without credentials, so"
+    if SKILLRUNNER_SANDBOX == "off" or SKILLRUNNER_SANDBOX_NETWORK != "provider":
+        raise ImproperlyConfigured(
+            f"{_refusal} agents must not reach the service: it needs SKILLRUNNER_SANDBOX=bwrap and "
+            "SKILLRUNNER_SANDBOX_NETWORK=provider (the default in local mode); unset both or set them so"
+        )
+    if not SKILLRUNNER_LOCAL_USER.strip():
+        raise ImproperlyConfigured("SKILLRUNNER_LOCAL_USER must name a user")
+    if not set(ALLOWED_HOSTS) <= set(LOOPBACK_HOSTS):
+        raise ImproperlyConfigured(
+            f"{_refusal} it answers loopback names only: ALLOWED_HOSTS must be among {', '.join(LOOPBACK_HOSTS)}"
+        )
 SKILLRUNNER_SANDBOX_MEMORY_MB = _positive_int("SKILLRUNNER_SANDBOX_MEMORY_MB", 4096)
 SKILLRUNNER_SANDBOX_MAX_PROCESSES = _positive_int("SKILLRUNNER_SANDBOX_MAX_PROCESSES", 512)
 SKILLRUNNER_SANDBOX_MAX_FILE_MB = _positive_int("SKILLRUNNER_SANDBOX_MAX_FILE_MB", 1024)
@@ -314,6 +349,8 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "accounts.authentication.HashedTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
+        "accounts.authentication.PasswordBasicAuthentication",
+        "accounts.local_mode.LocalUserAuthentication",  # last: only a request without credentials
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PARSER_CLASSES": [

@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
+from accounts.authentication import BasicChallenge
 from skillrunner.errors import ApplicationError, NotFound
 from skillrunner.throttles import SKILL_INSTALL_SCOPE
 
@@ -48,7 +49,7 @@ class SkillDetailView(APIView):
         return Response(SkillOutput(skill.current).data)
 
 
-class SkillInstallView(APIView):
+class SkillInstallView(BasicChallenge, APIView):
     permission_classes = [IsAdminUser]
     throttle_classes = [ScopedRateThrottle]
     throttle_scope = SKILL_INSTALL_SCOPE  # shared with the skills page's form (R-FS1)

@@ -23,6 +23,11 @@ def _cancel(api, rid: str) -> dict:
     assert response.status_code == 200, response.content
     body = response.json()
     assert body["request_id"] == rid
+    # Upstream's fields (R-UP7): the run id again and a message for people; the rest is checked by each test.
+    assert body.pop("run_id") == rid
+    assert body.pop("message") == (
+        "the run was canceled" if body["accepted"] else f"the run had already ended ({body['status']})"
+    )
     return body
 
 

@@ -15,9 +15,11 @@ import signal
 import sys
 from collections.abc import Callable
 
+from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
+from accounts.local_mode import is_loopback_host, local_user
 from skillrunner.forking import close_database_connections, exit_with, flush_output, run_in_child
 from skillrunner.serve_parent import STOP_SIGNALS
 from skillrunner.startup import prepare_installation
@@ -31,6 +33,11 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
 
     def handle(self, *args, host: str, port: int, **options):
+        if settings.SKILLRUNNER_LOCAL_MODE and not is_loopback_host(host):
+            raise CommandError(
+                f"SKILLRUNNER_LOCAL_MODE=true serves requests without credentials, so it binds loopback "
+                f"only (127.0.0.1 or ::1), not {host!r}"
+            )
         prepare_installation()  # before the children start: they read the key it creates
         run_in_child("preparing the database", _migrate)
         # The web application and the worker with all they import, before the fork: imported in the
@@ -55,6 +62,8 @@ def _migrate() -> None:
     call_command("migrate", interactive=False, verbosity=0)
     call_command("createcachetable", verbosity=0)
     call_command("load_skills")
+    if settings.SKILLRUNNER_LOCAL_MODE:
+        local_user()  # created at start, staff (R-UP1)
 
 
 def _serve_web(host: str, port: int) -> None:
