@@ -99,7 +99,9 @@ class JobListCreateView(APIView):
         data = payload.validated_data
         run = services.create_run(
             owner=request.user,
-            skill_id=data["skill_id"],
+            skill_id=data.get("skill_id"),
+            provider_id=data.get("provider_id"),
+            effort=(data.get("effort") or "").strip().lower(),
             engine=data["engine"],
             model=data.get("model"),
             input=data["input"],
@@ -121,12 +123,33 @@ class JobUploadView(APIView):
     parser_classes = [MultiPartParser, FormParser]
 
     @extend_schema(
-        request={"multipart/form-data": inline_serializer("JobUpload", {"file": serializers.FileField()})},
+        request={
+            "multipart/form-data": inline_serializer(
+                "JobUpload",
+                {
+                    "file": serializers.FileField(required=False, help_text="the input files, zipped"),
+                    "skill_package": serializers.FileField(
+                        required=False, help_text="the skill, zipped, for a run created without one (temp_upload)"
+                    ),
+                },
+            )
+        },
         responses=UploadOutput,
     )
     def post(self, request, request_id):
         run = selectors.run_for(request.user, request_id)
-        extracted = services.attach_upload(run, _uploaded_file(request))
+        package = request.FILES.get("skill_package")
+        if run.skill_version_id is None and run.status == RunStatus.QUEUED:
+            if package is None:
+                raise ApplicationError(
+                    "SKILL_PACKAGE_MISSING",
+                    "this run brings its own skill: send its zip as multipart field `skill_package`",
+                )
+            extracted = services.attach_skill_package(run, package, request.FILES.get("file"))
+        elif package is not None:
+            raise Conflict("SKILL_PACKAGE_NOT_EXPECTED", "this run's skill is already there")
+        else:
+            extracted = services.attach_upload(run, _uploaded_file(request))
         run.refresh_from_db()
         return Response(
             {"request_id": str(run.pk), "cache_hit": run.cache_hit, "status": run.status, "extracted_files": extracted}

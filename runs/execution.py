@@ -179,26 +179,26 @@ def retry_while_database_away(operation, *args, pause: float = 0.5):
 def _artifact_specs(run: Run) -> tuple[ArtifactSpec, ...]:
     return tuple(
         ArtifactSpec(role=a["role"], filename=a["filename"], required=a["required"], output_property=a.get("property"))
-        for a in run.skill_version.artifacts
+        for a in run.version.artifacts
     )
 
 
 def build_turn_request(run: Run) -> tuple[TurnRequest, dict[str, str] | None]:
     """The turn's request, and the warning to record when the skill's dependencies could not be
     prepared (R-SK7). Raises PromptTemplateError when the skill's prompt template is unusable (R-SK8)."""
-    version = run.skill_version
+    version = run.version
     run_dir = run.run_dir
     adapter = get_adapter(run.engine)
     if run.attempt_number == 1 or not run.session_handle:
         file_inputs = resolve_file_inputs(version.schemas["input"], run.input, run_dir / "uploads")
         prompt = first_turn_prompt(
-            skill_id=run.skill.skill_id,
+            skill_id=run.skill_key,
             skill_name=version.name,
             inputs=run.input,
             parameters=run.parameter,
             file_inputs=file_inputs,
             run_dir=run_dir,
-            skill_dir=adapter.skill_dir(run_dir, run.skill.skill_id),
+            skill_dir=adapter.skill_dir(run_dir, run.skill_key),
             body=template_body(version, run.engine, run.input, run.parameter, file_inputs),
         )
     else:
@@ -208,7 +208,7 @@ def build_turn_request(run: Run) -> tuple[TurnRequest, dict[str, str] | None]:
         run_dir=run_dir,
         prompt=prompt,
         mode=run.options.execution_mode,
-        skill=SkillMaterial(skill_id=run.skill.skill_id, source_dir=version.path, artifacts=_artifact_specs(run)),
+        skill=SkillMaterial(skill_id=run.skill_key, source_dir=version.path, artifacts=_artifact_specs(run)),
         hard_timeout_seconds=float(run.options.hard_timeout_seconds),
         model=run.model or None,
         session_handle=run.session_handle if run.attempt_number > 1 else None,
@@ -269,15 +269,15 @@ def _finish_turn(
     turn = _without_secrets(turn)
     if turn.failure_reason == FAILURE_ABORTED:
         return None  # the claim ended (cancel): services already recorded why
-    output_schema = run.skill_version.schemas["output"]
+    output_schema = run.version.schemas["output"]
     decision = decide(
         mode=run.options.execution_mode,
         turn=turn,
         output_schema=output_schema,
-        artifact_specs=run.skill_version.artifacts,
+        artifact_specs=run.version.artifacts,
         run_dir=run.run_dir,
         attempt_number=run.attempt_number,
-        max_attempt=run.skill_version.max_attempt,
+        max_attempt=run.version.max_attempt,
         needs_session_handle=run.interactive_profile == InteractiveProfile.RESUMABLE,
         repair_rounds=run.repair_rounds,
     )
@@ -302,7 +302,7 @@ def _finish_turn(
 def _collected(decision: TurnDecision, run: Run) -> TurnDecision:
     """A succeeded decision with its declared files gathered into artifacts/ and the answer's
     paths rewritten to them (R-OU1); a file gone since the decision makes it ARTIFACT_MISSING."""
-    collection = collect_artifacts(decision.data or {}, run.skill_version.artifacts, run.run_dir)
+    collection = collect_artifacts(decision.data or {}, run.version.artifacts, run.run_dir)
     warnings = decision.warnings + collection.warnings
     artifacts = list_artifacts(run.run_dir)
     if collection.error:

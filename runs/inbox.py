@@ -34,7 +34,7 @@ def question_summary(interaction: Interaction) -> dict[str, Any]:
     return {
         "request_id": str(run.pk),
         "interaction_id": interaction.interaction_id,
-        "skill": run.skill_version.name,
+        "skill": run.version.name,
         "prompt": interaction.prompt,
         "kind": interaction.kind,
         "options": interaction.quick_replies,

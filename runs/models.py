@@ -7,12 +7,15 @@ from __future__ import annotations
 import json
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import models
 
 from .options import EffectiveOptions
+
+if TYPE_CHECKING:
+    from skills.models import SkillVersion
 
 
 class RunStatus(models.TextChoices):
@@ -48,8 +51,11 @@ class Run(models.Model):
 
     request_id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="runs")
-    skill = models.ForeignKey("skills.Skill", on_delete=models.PROTECT, related_name="runs")
-    skill_version = models.ForeignKey("skills.SkillVersion", on_delete=models.PROTECT, related_name="runs")
+    # Null only while a run whose skill comes with its upload waits for it (R-UP4).
+    skill = models.ForeignKey("skills.Skill", null=True, blank=True, on_delete=models.PROTECT, related_name="runs")
+    skill_version = models.ForeignKey(
+        "skills.SkillVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="runs"
+    )
     engine = models.CharField(max_length=32, db_index=True)
     model = models.CharField(max_length=128, blank=True)
     execution_mode = models.CharField(max_length=16, choices=ExecutionMode.choices)
@@ -57,6 +63,9 @@ class Run(models.Model):
     input = models.JSONField(default=dict)
     parameter = models.JSONField(default=dict)
     runtime_options = models.JSONField(default=dict, help_text="effective runtime options")
+    admission_request = models.JSONField(
+        default=dict, blank=True, help_text="what the create request asked that is decided once the skill arrives"
+    )
 
     status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED, db_index=True)
     awaiting_upload = models.BooleanField(
@@ -116,6 +125,23 @@ class Run(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
+
+    @property
+    def version(self) -> SkillVersion:
+        """The skill version of a run that has one: every run but one still waiting for its own
+        skill's upload (R-UP4), which never runs a turn."""
+        version = self.skill_version
+        if version is None:
+            raise ValueError(f"run {self.pk} has no skill yet: its package was never uploaded")
+        return version
+
+    @property
+    def skill_key(self) -> str:
+        """The skill's id (`skill_id` is the column of the foreign key); see `version`."""
+        skill = self.skill
+        if skill is None:
+            raise ValueError(f"run {self.pk} has no skill yet: its package was never uploaded")
+        return skill.skill_id
 
     @property
     def options(self) -> EffectiveOptions:

@@ -14,7 +14,13 @@ from skillrunner.errors import ApplicationError
 BOOL_KEYS = ("interactive_require_user_reply", "interactive_auto_reply", "no_cache")
 POSITIVE_INT_KEYS = ("session_timeout_sec", "interactive_reply_timeout_sec", "hard_timeout_seconds")
 KNOWN_KEYS = ("execution_mode", *BOOL_KEYS, *POSITIVE_INT_KEYS, "max_repair_rounds")
+# Upstream's options this service accepts from its clients but does not act on (README lists
+# them): each is dropped with a RUNTIME_OPTION_IGNORED warning on the run, never silently. Its
+# `workspace` and `env` stay unknown (400): a run without them would not be the run asked for.
+IGNORED_KEYS = ("collect_skill_run_feedback", "preamble_prompt")
 DEFAULT_REPAIR_ROUNDS = 2
+# A run's `effort` that asks for none in particular: the engine's and the skill's own setting.
+DEFAULT_EFFORT = "default"
 
 
 @dataclass(frozen=True)
@@ -62,7 +68,13 @@ def _upper_bounds() -> dict[str, int]:
 def _check(options: dict[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(options) - set(KNOWN_KEYS))
     if unknown:
-        raise _invalid(unknown[0], f"unknown option (known: {', '.join(KNOWN_KEYS)})")
+        names = ", ".join(unknown)
+        raise ApplicationError(
+            "RUNTIME_OPTION_INVALID",
+            f"runtime_options.{names}: unknown option{'s' if len(unknown) > 1 else ''} (known: {', '.join(KNOWN_KEYS)})",
+            key=unknown[0],
+            unknown=unknown,
+        )
     mode = options.get("execution_mode")
     if mode is not None and mode not in ("auto", "interactive"):
         raise _invalid("execution_mode", 'must be "auto" or "interactive"')
@@ -112,8 +124,12 @@ def resolve_options(requested: Any, skill_defaults: dict[str, Any]) -> tuple[Eff
         requested = {}
     if not isinstance(requested, dict):
         raise ApplicationError("RUNTIME_OPTION_INVALID", "runtime_options must be an object", key="runtime_options")
-    requested = _merge_aliases(_check(requested))
-    warnings: list[dict[str, str]] = []
+    warnings: list[dict[str, str]] = [
+        {"code": "RUNTIME_OPTION_IGNORED", "message": f"runtime_options.{key} has no effect on this service"}
+        for key in IGNORED_KEYS
+        if key in requested
+    ]
+    requested = _merge_aliases(_check({key: value for key, value in requested.items() if key not in IGNORED_KEYS}))
     defaults: dict[str, Any] = {}
     for key, value in skill_defaults.items():
         try:

@@ -41,14 +41,17 @@ class StatusRead(NamedTuple):
     """What GET /v1/jobs/{id} shows of a run (runs.serializers.status_payload)."""
 
     run: Run
-    skill_id: str
-    skill_version: str
+    skill_id: str | None  # None until the skill of a run that brings its own arrives (R-UP4)
+    skill_version: str | None
     turns: Iterable[TurnUsage]
 
 
 def status_read(run: Run) -> StatusRead:
     """For a run read through runs_visible_to."""
-    return StatusRead(run, run.skill.skill_id, run.skill_version.version, run.turn_usage.all())
+    skill, version = run.skill, run.skill_version
+    return StatusRead(
+        run, skill.skill_id if skill else None, version.version if version else None, run.turn_usage.all()
+    )
 
 
 # The Run columns status_payload reads (with the primary key, which Run.objects.raw needs).
@@ -87,8 +90,9 @@ def _status_by_token_sql(with_result: bool) -> str:
         f"SELECT {run_columns}, s.skill_id AS read_skill_id, v.version AS read_skill_version,"
         f" t.key_hash AS read_key_hash, {turn_columns}"
         f" FROM {Run._meta.db_table} r"
-        f" JOIN {Skill._meta.db_table} s ON s.id = r.skill_id"
-        f" JOIN {SkillVersion._meta.db_table} v ON v.id = r.skill_version_id"
+        # LEFT: a run whose skill comes with its upload has none until then (R-UP4).
+        f" LEFT JOIN {Skill._meta.db_table} s ON s.id = r.skill_id"
+        f" LEFT JOIN {SkillVersion._meta.db_table} v ON v.id = r.skill_version_id"
         f" JOIN {ApiToken._meta.db_table} t ON t.lookup = %s AND t.revoked_at IS NULL AND t.last_used_at >= %s"
         f" JOIN {get_user_model()._meta.db_table} a ON a.id = t.user_id AND a.is_active"
         f" LEFT JOIN {TurnUsage._meta.db_table} u ON u.run_id = r.request_id"

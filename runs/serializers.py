@@ -12,17 +12,42 @@ from .models import Run
 from .selectors import STATUS_FIELDS, StatusRead, status_read
 from .usage import GROUPS, run_usage
 
+SKILL_SOURCES = ("installed", "temp_upload")
+
 
 class RunCreateInput(serializers.Serializer):
-    skill_id = serializers.CharField(max_length=128)
+    skill_source = serializers.ChoiceField(
+        choices=SKILL_SOURCES,
+        default="installed",
+        help_text="temp_upload: no skill_id; the skill package comes with POST /v1/jobs/{id}/upload, for this run only",
+    )
+    skill_id = serializers.CharField(max_length=128, required=False)
     engine = serializers.CharField(max_length=32, default="codex")
     model = serializers.CharField(max_length=128, required=False, allow_blank=True, allow_null=True)
+    provider_id = serializers.CharField(
+        max_length=64, required=False, allow_blank=True, allow_null=True, help_text="must be the engine's provider"
+    )
+    effort = serializers.CharField(
+        max_length=32,
+        required=False,
+        allow_blank=True,
+        allow_null=True,
+        help_text="reasoning effort, where the engine has one",
+    )
     input = serializers.DictField(required=False, default=dict)
     parameter = serializers.DictField(required=False, default=dict)
     runtime_options = serializers.DictField(required=False, default=dict)
     callback_url = serializers.URLField(
         max_length=2048, required=False, help_text="receives this run's webhook events, signed (R-NT1)"
     )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        temporary = attrs["skill_source"] == "temp_upload"
+        if temporary and attrs.get("skill_id"):
+            raise serializers.ValidationError({"skill_id": "must be absent with skill_source temp_upload"})
+        if not temporary and not attrs.get("skill_id"):
+            raise serializers.ValidationError({"skill_id": "This field is required."})
+        return attrs
 
 
 class RunCreateOutput(serializers.Serializer):
@@ -78,8 +103,10 @@ class UsageOutput(serializers.Serializer):
 
 
 class RunStatusOutput(serializers.ModelSerializer):
-    skill_id = serializers.CharField(source="skill.skill_id")
-    skill_version = serializers.CharField(source="skill_version.version")
+    skill_id = serializers.CharField(
+        source="skill.skill_id", allow_null=True, help_text="null until a run's own skill is uploaded"
+    )
+    skill_version = serializers.CharField(source="skill_version.version", allow_null=True)
     error = CodedMessage(allow_null=True)
     warnings = CodedMessage(many=True)
     awaiting_upload = serializers.BooleanField()

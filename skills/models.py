@@ -13,15 +13,25 @@ from .packages import runtime_dependencies
 
 
 class Skill(models.Model):
-    """An installed skill; `current` is the version new runs use."""
+    """An installed skill; `current` is the version new runs use.
 
-    skill_id = models.CharField(max_length=128, unique=True)
+    A temporary skill (R-UP4) came with one run's upload: its one version serves that run only,
+    it has no `current` (so it is never listed or run by id), and its skill id may repeat an
+    installed one's."""
+
+    skill_id = models.CharField(max_length=128)
     current = models.OneToOneField("SkillVersion", null=True, on_delete=models.PROTECT, related_name="+")
+    temporary = models.BooleanField(default=False, help_text="uploaded with one run, for that run only")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["skill_id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["skill_id"], condition=models.Q(temporary=False), name="unique_installed_skill_id"
+            )
+        ]
 
     def __str__(self) -> str:
         return self.skill_id

@@ -6,8 +6,10 @@ import logging
 import shutil
 import tempfile
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -43,7 +45,7 @@ def archive_limits() -> ArchiveLimits:
 
 
 def _check_newer(package: SkillPackage) -> None:
-    skill = Skill.objects.filter(skill_id=package.skill_id).select_related("current").first()
+    skill = Skill.objects.filter(skill_id=package.skill_id, temporary=False).select_related("current").first()
     if skill and skill.current and Version(package.version) <= Version(skill.current.version):
         raise SkillPackageError(
             "SKILL_VERSION_NOT_NEWER",
@@ -51,12 +53,7 @@ def _check_newer(package: SkillPackage) -> None:
         )
 
 
-def install_package(package: SkillPackage, *, user=None) -> SkillVersion:
-    """Snapshot the validated package and make it the current version (R-SK6)."""
-    _check_newer(package)
-    # A fresh folder per install: processes installing at once (workers starting together)
-    # never share, overwrite or delete one another's snapshot; the database decides who wins.
-    target = snapshot_root() / package.skill_id / f"{package.version}-{uuid.uuid4().hex[:12]}"
+def _copy_snapshot(package: SkillPackage, target: Path) -> None:
     staging = _staging_dir()
     try:
         copy = staging / package.skill_id
@@ -65,35 +62,48 @@ def install_package(package: SkillPackage, *, user=None) -> SkillVersion:
         copy.rename(target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _new_version(skill: Skill, package: SkillPackage, target: Path, user) -> SkillVersion:
+    return SkillVersion.objects.create(
+        skill=skill,
+        version=package.version,
+        name=package.name,
+        description=package.description,
+        manifest=package.manifest,
+        schemas=package.schemas,
+        property_order={
+            section: list((package.schemas.get(section) or {}).get("properties") or {})
+            for section in ("input", "parameter")
+        },
+        engines=package.engines,
+        unsupported_engines=package.unsupported_engines,
+        effective_engines=package.effective_engines,
+        execution_modes=package.execution_modes,
+        max_attempt=package.max_attempt,
+        artifacts=package.artifacts,
+        warnings=package.warnings,
+        snapshot_dir=str(target),
+        package_sha256=package.fingerprint(),
+        installed_by=user,
+    )
+
+
+def install_package(package: SkillPackage, *, user=None) -> SkillVersion:
+    """Snapshot the validated package and make it the current version (R-SK6)."""
+    _check_newer(package)
+    # A fresh folder per install: processes installing at once (workers starting together)
+    # never share, overwrite or delete one another's snapshot; the database decides who wins.
+    target = snapshot_root() / package.skill_id / f"{package.version}-{uuid.uuid4().hex[:12]}"
+    _copy_snapshot(package, target)
     try:
         with transaction.atomic():
-            skill, _ = Skill.objects.select_for_update().get_or_create(skill_id=package.skill_id)
+            skill, _ = Skill.objects.select_for_update().get_or_create(skill_id=package.skill_id, temporary=False)
             if skill.current and Version(package.version) <= Version(skill.current.version):
                 raise SkillPackageError(
                     "SKILL_VERSION_NOT_NEWER", f"{package.skill_id} {skill.current.version} was installed meanwhile"
                 )
-            version = SkillVersion.objects.create(
-                skill=skill,
-                version=package.version,
-                name=package.name,
-                description=package.description,
-                manifest=package.manifest,
-                schemas=package.schemas,
-                property_order={
-                    section: list((package.schemas.get(section) or {}).get("properties") or {})
-                    for section in ("input", "parameter")
-                },
-                engines=package.engines,
-                unsupported_engines=package.unsupported_engines,
-                effective_engines=package.effective_engines,
-                execution_modes=package.execution_modes,
-                max_attempt=package.max_attempt,
-                artifacts=package.artifacts,
-                warnings=package.warnings,
-                snapshot_dir=str(target),
-                package_sha256=package.fingerprint(),
-                installed_by=user,
-            )
+            version = _new_version(skill, package, target, user)
             skill.current = version
             skill.save(update_fields=["current", "updated_at"])
     except IntegrityError as exc:  # the same version was installed concurrently
@@ -108,6 +118,25 @@ def install_package(package: SkillPackage, *, user=None) -> SkillVersion:
     return version
 
 
+def temporary_version(package: SkillPackage, *, user) -> SkillVersion:
+    """A snapshot of `package` for one run only (R-UP4): a temporary skill that is never current,
+    so never listed or run by id. Call inside the transaction that gives it to its run; if that
+    rolls back, remove_snapshot(version) removes the folder."""
+    target = snapshot_root() / ".temporary" / uuid.uuid4().hex
+    _copy_snapshot(package, target)
+    try:
+        skill = Skill.objects.create(skill_id=package.skill_id, temporary=True)
+        return _new_version(skill, package, target, user)
+    except BaseException:
+        shutil.rmtree(target, ignore_errors=True)
+        raise
+
+
+def remove_snapshot(version: SkillVersion) -> None:
+    """A temporary skill's files, once its run needs them no more; its record stays for the audit."""
+    shutil.rmtree(version.path, ignore_errors=True)
+
+
 def _single_top_level(root: Path) -> Path:
     entries = [p for p in root.iterdir() if p.name != "__MACOSX"]
     if len(entries) != 1 or not entries[0].is_dir():
@@ -118,15 +147,22 @@ def _single_top_level(root: Path) -> Path:
     return entries[0]
 
 
-def install_zip(source: BinaryIO | Path, *, user=None) -> SkillVersion:
-    """Install a zipped package; a refused archive leaves nothing behind."""
+@contextmanager
+def zipped_package(source: BinaryIO | IO[bytes] | Path) -> Iterator[SkillPackage]:
+    """The validated package in a zip (R-SK1–R-SK9, with the zip's safety checks), unpacked for
+    the duration of the block; a refused archive leaves nothing behind."""
     staging = _staging_dir()
     try:
         extract_zip(source, staging, archive_limits())  # an ArchiveError is the caller's coded error
-        package = load_skill_dir(_single_top_level(staging))
-        return install_package(package, user=user)
+        yield load_skill_dir(_single_top_level(staging))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def install_zip(source: BinaryIO | Path, *, user=None) -> SkillVersion:
+    """Install a zipped package; a refused archive leaves nothing behind."""
+    with zipped_package(source) as package:
+        return install_package(package, user=user)
 
 
 def install_path(path: Path, *, user=None) -> SkillVersion:
@@ -147,7 +183,11 @@ def sync_skill_directory(directory: Path) -> list[str]:
     for folder in sorted(p for p in directory.iterdir() if p.is_dir() and not p.name.startswith(".")):
         try:
             package = load_skill_dir(folder, legacy=True)
-            current = Skill.objects.filter(skill_id=package.skill_id).values_list("current__version", flat=True).first()
+            current = (
+                Skill.objects.filter(skill_id=package.skill_id, temporary=False)
+                .values_list("current__version", flat=True)
+                .first()
+            )
             if current and Version(package.version) <= Version(current):
                 continue
             install_package(package)

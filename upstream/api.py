@@ -85,7 +85,7 @@ class ManagementRunsView(BasicChallenge, APIView):
                 "status": run.status,
                 "engine": run.engine,
                 "model": run.model,
-                "skill_id": run.skill.skill_id if run.skill_id else None,
+                "skill_id": run.skill.skill_id if run.skill else None,
                 "updated_at": run.updated_at,
                 "pending_interaction_id": run.pending_interaction_id,
                 "interaction_count": run.interaction_count,

@@ -58,7 +58,7 @@ def question_message(interaction: Interaction) -> EmailMultiAlternatives:
     run = interaction.run
     context = {
         "run": run,
-        "skill_id": run.skill.skill_id,
+        "skill_id": run.skill_key,
         "prompt": interaction.prompt,
         "options": [option.get("label", "") for option in interaction.payload.get("options") or []],
         "link": settings.SKILLRUNNER_PUBLIC_URL + reverse("ui:run-detail", args=[run.pk]),

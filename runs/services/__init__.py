@@ -5,7 +5,7 @@ One module per concern (admission, dispatching, lifecycle, claims, interactions)
 functions are re-exported here, so callers write `services.create_run(...)`.
 """
 
-from .admission import attach_upload, create_run, expire_upload
+from .admission import attach_skill_package, attach_upload, create_run, expire_upload
 from .claims import StickyWait, claim_turn, complete_turn, record_engine_pid, sticky_wait_state, turn_still_ours
 from .dispatching import dispatch_queued_runs
 from .interactions import (
@@ -23,6 +23,7 @@ __all__ = [
     "TRANSITIONS",
     "OnWaitTimeout",
     "StickyWait",
+    "attach_skill_package",
     "attach_upload",
     "cancel_run",
     "claim_turn",

@@ -9,6 +9,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from skillrunner.errors import Conflict
+from skills.models import SkillVersion
+from skills.services import remove_snapshot
 
 from ..events import Events, append_event, insert_events, number_events
 from ..models import TERMINAL_STATUSES, InteractiveProfile, Run, RunStatus
@@ -85,6 +87,8 @@ def transition(
     run.save()
     insert_events(run, events)
     record_status_change(run)  # webhook deliveries, sent once this commits (R-NT1)
+    if to in TERMINAL_STATUSES and run.admission_request and run.skill_version_id is not None:
+        _remove_temporary_skill_files(run.skill_version_id)  # only a run created without its skill has that request
     if released_slot or (to == RunStatus.QUEUED and not run.awaiting_upload):
         transaction.on_commit(dispatch_queued_runs)
 
@@ -125,3 +129,11 @@ def cancel_run(run: Run) -> tuple[Run, bool]:
             return run, False
         end_without_output(run, RunStatus.CANCELED, "CANCELED_BY_USER", "the run was canceled")
     return run, True
+
+
+def _remove_temporary_skill_files(version_id: int) -> None:
+    """A skill uploaded for this run alone (R-UP4) is removed with it once it ends; its record
+    stays for the audit."""
+    version = SkillVersion.objects.filter(id=version_id, skill__temporary=True).first()
+    if version is not None:
+        transaction.on_commit(lambda: remove_snapshot(version))

@@ -97,9 +97,10 @@ def test_non_staff_gets_403_and_nothing_is_installed(api, tmp_path, disk):
 
 
 def test_anonymous_gets_401_with_token_challenge(tmp_path, db):
+    """Token first; Basic named too on this path, for upstream's management client (R-UP2)."""
     response = _post(APIClient(), _haiku_zip(tmp_path))
     assert response.status_code == 401
-    assert response["WWW-Authenticate"] == "Token"
+    assert response["WWW-Authenticate"] == 'Token, Basic realm="Skill Runner"'
     assert _installed_versions() == []
 
 

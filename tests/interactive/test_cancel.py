@@ -35,7 +35,13 @@ def test_cancel_waiting_resumable_run(api, haiku, fake_codex, settings):
     fake_codex.script(ask(), haiku_done())
     request_id = start_deciding_after_a_second(api)
 
-    assert _cancel(api, request_id) == {"request_id": request_id, "status": "canceled", "accepted": True}
+    assert _cancel(api, request_id) == {
+        "request_id": request_id,
+        "run_id": request_id,
+        "status": "canceled",
+        "accepted": True,
+        "message": "the run was canceled",
+    }
     status = status_of(api, request_id)
     assert status["status"] == "canceled" and status["error"]["code"] == "CANCELED_BY_USER"
     assert status["pending_interaction_id"] is None and status["wait_deadline_at"] is None
@@ -45,7 +51,13 @@ def test_cancel_waiting_resumable_run(api, haiku, fake_codex, settings):
 
     late = reply(api, request_id, 1, "too late")
     assert late.status_code == 409 and error_code(late) == "RUN_NOT_WAITING"
-    assert _cancel(api, request_id) == {"request_id": request_id, "status": "canceled", "accepted": False}
+    assert _cancel(api, request_id) == {
+        "request_id": request_id,
+        "run_id": request_id,
+        "status": "canceled",
+        "accepted": False,
+        "message": "the run had already ended (canceled)",
+    }
     from runs.supervision import expire_waits
 
     assert expire_waits() == 0  # a canceled run's deadline never fires

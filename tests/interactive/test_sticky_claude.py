@@ -205,7 +205,13 @@ def test_cancel_waiting_sticky_run_kills_its_process(api, trip, claude, backgrou
     pids = _engine_processes(sticky.request_id)
 
     response = api.post(f"/v1/jobs/{sticky.request_id}/cancel")
-    assert response.json() == {"request_id": sticky.request_id, "status": "canceled", "accepted": True}
+    assert response.json() == {
+        "request_id": sticky.request_id,
+        "run_id": sticky.request_id,
+        "status": "canceled",
+        "accepted": True,
+        "message": "the run was canceled",
+    }
     wait_until(lambda: _all_gone(pids), 15, "the resident engine process to be killed")
     sticky.join()
     status = status_of(api, sticky.request_id)
