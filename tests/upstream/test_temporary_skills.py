@@ -244,3 +244,18 @@ def test_a_temporary_run_never_uploaded_expires_or_cancels(api):
     assert api.post(f"/v1/jobs/{canceled}/cancel").json()["accepted"] is True
     assert api.get(f"/v1/jobs/{canceled}").json()["status"] == "canceled"
     assert _upload(api, canceled, zip_folder(BUNDLED_SKILLS / "haiku-writer")).status_code == 409
+
+
+def test_pages_and_admin_show_a_run_still_waiting_for_its_skill(api, alice, admin_user):
+    from django.test import Client
+
+    rid = _create(api)
+    page = Client()
+    page.force_login(alice)
+    assert page.get("/").status_code == 200
+    detail = page.get(f"/runs/{rid}/")
+    assert detail.status_code == 200
+    admin = Client()
+    admin.force_login(admin_user)
+    assert admin.get("/admin/runs/run/").status_code == 200
+    assert admin.get(f"/admin/runs/run/{rid}/change/").status_code == 200
