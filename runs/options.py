@@ -15,9 +15,14 @@ BOOL_KEYS = ("interactive_require_user_reply", "interactive_auto_reply", "no_cac
 POSITIVE_INT_KEYS = ("session_timeout_sec", "interactive_reply_timeout_sec", "hard_timeout_seconds")
 KNOWN_KEYS = ("execution_mode", *BOOL_KEYS, *POSITIVE_INT_KEYS, "max_repair_rounds")
 # Upstream's options this service accepts from its clients but does not act on (README lists
-# them): each is dropped with a RUNTIME_OPTION_IGNORED warning on the run, never silently. Its
-# `workspace` and `env` stay unknown (400): a run without them would not be the run asked for.
-IGNORED_KEYS = ("collect_skill_run_feedback", "preamble_prompt")
+# them), with the type upstream gives each: dropped with a RUNTIME_OPTION_IGNORED warning on the
+# run, never silently (upstream's clients send some of them with every run).
+IGNORED_KEYS: dict[str, type] = {
+    "workspace": dict,
+    "env": dict,
+    "collect_skill_run_feedback": bool,
+    "preamble_prompt": str,
+}
 DEFAULT_REPAIR_ROUNDS = 2
 # A run's `effort` that asks for none in particular: the engine's and the skill's own setting.
 DEFAULT_EFFORT = "default"
@@ -124,6 +129,9 @@ def resolve_options(requested: Any, skill_defaults: dict[str, Any]) -> tuple[Eff
         requested = {}
     if not isinstance(requested, dict):
         raise ApplicationError("RUNTIME_OPTION_INVALID", "runtime_options must be an object", key="runtime_options")
+    for key, kind in IGNORED_KEYS.items():
+        if key in requested and not isinstance(requested[key], kind):
+            raise _invalid(key, f"must be {'an object' if kind is dict else f'a {kind.__name__}'}")
     warnings: list[dict[str, str]] = [
         {"code": "RUNTIME_OPTION_IGNORED", "message": f"runtime_options.{key} has no effect on this service"}
         for key in IGNORED_KEYS

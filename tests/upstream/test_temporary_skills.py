@@ -188,7 +188,8 @@ def test_upload_rules(api, install_skill, fake_codex, tmp_path):
         ({"skill_source": "temp_upload", "provider_id": "anthropic"}, "PROVIDER_UNSUPPORTED"),
         ({"skill_source": "temp_upload", "effort": "ludicrous"}, "EFFORT_UNSUPPORTED"),
         ({"skill_source": "temp_upload", "engine": "gemini", "effort": "high"}, "EFFORT_UNSUPPORTED"),
-        ({"skill_source": "temp_upload", "runtime_options": {"workspace": {}}}, "RUNTIME_OPTION_INVALID"),
+        ({"skill_source": "temp_upload", "runtime_options": {"workflow_mcp": {}}}, "RUNTIME_OPTION_INVALID"),
+        ({"skill_source": "temp_upload", "runtime_options": {"env": "A=1"}}, "RUNTIME_OPTION_INVALID"),
         ({"skill_source": "temp_upload", "runtime_options": {"hard_timeout_seconds": 0}}, "RUNTIME_OPTION_INVALID"),
     ],
 )
@@ -215,14 +216,23 @@ def test_upstream_create_fields(api, install_skill, fake_codex):
             "input": {"topic": "sea"},
             "provider_id": "openai",
             "effort": "High",
-            "runtime_options": {"no_cache": True, "collect_skill_run_feedback": True, "preamble_prompt": "Be brief."},
+            "runtime_options": {
+                "no_cache": True,
+                "collect_skill_run_feedback": True,
+                "preamble_prompt": "Be brief.",
+                "env": {"LANG": "C"},
+                "workspace": {"mode": "reuse"},
+            },
         },
         format="json",
     )
     assert response.status_code == 200, response.content
     run = Run.objects.get(pk=response.json()["request_id"])
     assert run.runtime_options["engine_config"]["settings"] == {"model_reasoning_effort": "high"}
-    assert [warning["code"] for warning in run.warnings] == ["RUNTIME_OPTION_IGNORED"] * 2
+    assert sorted(warning["message"] for warning in run.warnings) == [
+        f"runtime_options.{key} has no effect on this service"
+        for key in ("collect_skill_run_feedback", "env", "preamble_prompt", "workspace")
+    ]
     config = (django_settings.DATA_DIR / "engine-homes" / "codex").glob("*/config.toml")
     assert any('model_reasoning_effort = "high"' in path.read_text() for path in config)
 
