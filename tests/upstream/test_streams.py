@@ -11,7 +11,7 @@ import uuid
 from datetime import datetime
 
 import pytest
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 
 from tests.api.helpers import create_job, error_code, haiku_step
 from tests.interactive.helpers import ask, plan_done, start
@@ -189,6 +189,19 @@ def test_a_repaired_answer_is_superseded_by_its_repair_round(api, install_skill,
     assert [(e["data"]["trigger"], e["meta"]["attempt"]) for e in requeued] == [("output_repair.started", 2)]
 
 
+def follow(response, react) -> list[tuple[str, dict]]:
+    """The frames of a live stream as they come; `react(chunk)` is awaited after each chunk."""
+
+    async def read() -> str:
+        parts: list[str] = []
+        async for chunk in response.streaming_content:
+            parts.append(chunk.decode() if isinstance(chunk, bytes) else chunk)
+            await react(parts[-1])
+        return "".join(parts)
+
+    return frames(async_to_sync(asyncio.wait_for)(read(), 20))
+
+
 def test_a_live_stream_beats_while_it_waits_and_follows_the_run(api, install_skill, fake_codex, manual_dispatch):
     from accounts.models import LiveConnection
     from upstream.streams import ConversationFraming
@@ -196,20 +209,14 @@ def test_a_live_stream_beats_while_it_waits_and_follows_the_run(api, install_ski
     install_skill("haiku-writer")
     fake_codex.script(haiku_step())
     rid = create_job(api)["request_id"]  # queued: its turn runs when the test says so
-    response = api.get(f"/v1/jobs/{rid}/events", {"cursor": 0})
 
-    async def follow() -> str:
-        """The stream as it comes; the turn starts once the idle stream has sent a heartbeat."""
-        parts: list[str] = []
-        async for chunk in response.streaming_content:
-            parts.append(chunk.decode() if isinstance(chunk, bytes) else chunk)
-            if parts[-1].startswith("event: heartbeat") and not manual_dispatch.threads:
-                manual_dispatch.run_in_thread(rid)
-        return "".join(parts)
+    async def start_the_turn_once_idle(chunk: str) -> None:
+        if chunk.startswith("event: heartbeat") and not manual_dispatch.threads:
+            manual_dispatch.run_in_thread(rid)
 
     ConversationFraming.heartbeat_seconds, saved = 0.1, ConversationFraming.heartbeat_seconds
     try:
-        streamed = frames(async_to_sync(asyncio.wait_for)(follow(), 20))
+        streamed = follow(api.get(f"/v1/jobs/{rid}/events", {"cursor": 0}), start_the_turn_once_idle)
     finally:
         ConversationFraming.heartbeat_seconds = saved
     assert streamed[0] == (
@@ -221,6 +228,23 @@ def test_a_live_stream_beats_while_it_waits_and_follows_the_run(api, install_ski
     assert envelopes[0]["data"]["to"] == "running" and envelopes[-1]["data"]["to"] == "succeeded"
     assert envelopes == api.get(f"/v1/jobs/{rid}/events/history", {"from_seq": 1}).json()["events"]
     assert not LiveConnection.objects.exists()  # the stream gave its connection back
+
+
+def test_a_stream_ends_with_its_token(api, install_skill, manual_dispatch):
+    from accounts.models import ApiToken, LiveConnection
+    from accounts.services import revoke_tokens
+
+    install_skill("haiku-writer")
+    rid = create_job(api)["request_id"]
+
+    async def revoke_once_open(chunk: str) -> None:
+        if chunk.startswith("event: snapshot"):
+            await sync_to_async(revoke_tokens)(ApiToken.objects.filter(user=api.user))
+
+    streamed = follow(api.get(f"/v1/jobs/{rid}/chat", {"cursor": 0}), revoke_once_open)
+    assert [name for name, _ in streamed] == ["snapshot", "error"]
+    assert streamed[-1][1]["code"] == "NOT_AUTHENTICATED"
+    assert not LiveConnection.objects.exists()
 
 
 def test_the_streams_count_as_live_connections(api, auto_run, alice, settings):
