@@ -40,6 +40,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Protocol
 
+from engines.protocol import interpret_final_message
+
 FCMP_VERSION = "fcmp/1.0"
 CHAT_VERSION = "chat-replay/1.0"
 
@@ -260,6 +262,11 @@ def _final_message(event: LoggedEvent, position: LogPosition) -> tuple[str, dict
         "details": {},
         "text": text,
     }
+    # A question asked with an ask_user envelope is shown as its prompt, not as the envelope's
+    # JSON (upstream's display text of an asking turn's final message).
+    question = interpret_final_message(text, "interactive").interaction
+    if question is not None:
+        data.update(display_text=question.prompt, display_format="plain_text", display_origin="pending_branch")
     return "assistant.message.final", data
 
 
@@ -451,7 +458,7 @@ def _chat_row(fcmp: Envelope) -> tuple[str, str, str, dict[str, Any]] | None:
         return "system", "orchestration_notice", text, {"interaction_id": data["interaction_id"]}
     if type_ == "assistant.message.final":
         ids = _pick(data, ("message_id", "message_family_id", "replaces_message_id"))
-        return "assistant", "assistant_final", data["text"], ids
+        return "assistant", "assistant_final", data.get("display_text") or data["text"], ids
     if type_ == "assistant.message.superseded":
         keys = ("message_id", "message_family_id", "reason", "repair_round_index", "replacement_expected")
         return "assistant", "assistant_revision", "", _pick(data, keys)

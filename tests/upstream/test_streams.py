@@ -14,7 +14,7 @@ import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 
 from tests.api.helpers import create_job, error_code, haiku_step
-from tests.interactive.helpers import ask, plan_done, start
+from tests.interactive.helpers import ask, ask_envelope, plan_done, start
 from tests.support.clients import read_event_stream
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
@@ -114,6 +114,15 @@ def test_the_chat_of_a_waiting_run_ends_at_the_question(api, waiting_run):
     assert streamed[0][1]["pending_interaction_id"] == 1
     [question] = items(streamed)
     assert (question["kind"], question["text"]) == ("assistant_final", "Where to, and for how long?")
+
+
+def test_a_question_asked_by_envelope_reads_as_its_prompt(api, install_skill, fake_codex):
+    install_skill("trip-planner")
+    body = {"interaction_id": 1, "kind": "choose_one", "prompt": "Kyoto or Lisbon?", "options": ["Kyoto", "Lisbon"]}
+    fake_codex.script(ask_envelope(body, prose="Two fine cities."), plan_done())
+    rid = start(api)
+    [question] = api.get(f"/v1/jobs/{rid}/chat/history").json()["events"]
+    assert (question["kind"], question["text"]) == ("assistant_final", "Kyoto or Lisbon?")
 
 
 # ---- /events in FCMP -------------------------------------------------------------------------

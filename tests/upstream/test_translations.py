@@ -410,6 +410,25 @@ def test_a_sticky_process_resumes_straight_from_the_wait():
     assert resumed["meta"]["attempt"] == 2 and fcmp(events)[-1]["meta"]["attempt"] == 2
 
 
+def test_a_question_asked_by_envelope_shows_as_its_prompt():
+    """upstream: an asking turn's final message is displayed as the question, not its JSON."""
+    envelope = (
+        '{"ask_user": {"interaction_id": 1, "kind": "choose_one", "prompt": "Kyoto or Lisbon?", "options": ["Kyoto"]}}'
+    )
+    events = log(
+        status("queued", "running", attempt_number=1),
+        said(1, "Two good choices.\n\n" + envelope),
+        said(1, "Where to?"),
+        said(1, '{"destination": "Kyoto", "__SKILL_DONE__": true}'),
+    )
+    asked, plain, answered = fcmp(events)[1:]
+    assert asked["data"]["text"] == "Two good choices.\n\n" + envelope  # the message as the agent wrote it
+    assert asked["data"]["display_text"] == "Kyoto or Lisbon?"
+    assert (asked["data"]["display_format"], asked["data"]["display_origin"]) == ("plain_text", "pending_branch")
+    assert "display_text" not in plain["data"] and "display_text" not in answered["data"]
+    assert [i["text"] for i in chat(events)] == ["Kyoto or Lisbon?", "Where to?", answered["data"]["text"]]
+
+
 def test_an_unanswered_question_decided_on_timeout():
     """docs: interaction.auto_decide.timeout {interaction_id, resolution_mode, accepted_at,
     policy}, then the state change with resume cause interaction_auto_decide_timeout."""
