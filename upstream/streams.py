@@ -7,7 +7,8 @@ changes without polling, and end when their credential does, exactly like the co
 Cursors are event seqs (see upstream.fcmp): `cursor=N` streams what follows event N, and a range
 `from_seq..to_seq` is inclusive at both ends, as upstream has it. `cursor_floor` is the oldest
 seq the log holds (it keeps a run's whole history: 1, or 0 while it is empty) and
-`cursor_ceiling` the newest one this answer accounts for — resuming from it misses nothing.
+`cursor_ceiling` the newest one an answer accounts for (the log's newest, unless a range or a
+history's limit ends it sooner): resuming from it misses nothing.
 """
 
 from __future__ import annotations
@@ -119,11 +120,14 @@ def position_at(request_id, seq: int) -> LogPosition:
     return position
 
 
+def _last_seq(window: Window, newest: int) -> int:
+    return newest if window.to_seq is None else min(window.to_seq, newest)
+
+
 def _seq_bounds(run: Run, window: Window, newest: int) -> tuple[int, int]:
     """The first and last seq `window` can hold, its times turned into seqs."""
-    first = max(window.from_seq or 1, 1)
-    last = min(window.to_seq if window.to_seq is not None else newest, newest)
-    if window.from_ts is not None or window.to_ts is not None:
+    first, last = max(window.from_seq or 1, 1), _last_seq(window, newest)
+    if first <= last and (window.from_ts is not None or window.to_ts is not None):
         timed = RunEvent.objects.filter(run=run)
         if window.from_ts is not None:
             timed = timed.filter(created_at__gte=window.from_ts)
@@ -137,23 +141,26 @@ def _seq_bounds(run: Run, window: Window, newest: int) -> tuple[int, int]:
 
 
 def history(run: Run, window: Window, reading: Reading) -> dict[str, Any]:
-    """Upstream's history answer: the items of `reading` (FCMP or chat) in `window`."""
+    """Upstream's history answer: the items of `reading` (FCMP or chat) in `window`, from at most
+    HISTORY_EVENTS events; `cursor_ceiling` is the last seq the answer accounts for (where it was
+    cut, or the window's end), so asking again after it continues where it stopped."""
     newest = run.last_event_seq  # read before the events: every event up to it is committed
     first, last = _seq_bounds(run, window, newest)
     events: list[RunEvent] = []
+    shown: list[dict[str, Any]] = []
     if first <= last:
         events = list(RunEvent.objects.filter(run=run, seq__gte=first, seq__lte=last).order_by("seq")[:HISTORY_EVENTS])
-    ceiling = events[-1].seq if len(events) == HISTORY_EVENTS else newest
-    # Every event of the range is read (the fold needs them all), then the times are applied.
-    items, _ = reading(events, position_at(run.pk, first - 1), facts(run))
-    timed = {event.seq for event in events if window.holds_time(event.created_at)}
-    shown = [item for item in items if item["seq"] in timed]
+        # Every event of the range is read (the fold needs them all), then the times are applied.
+        items, _ = reading(events, position_at(run.pk, first - 1), facts(run))
+        timed = {event.seq for event in events if window.holds_time(event.created_at)}
+        shown = [item for item in items if item["seq"] in timed]
+    cut = len(events) == HISTORY_EVENTS and events[-1].seq < last
     return {
         "request_id": str(run.pk),
         "count": len(shown),
         "events": shown,
         "cursor_floor": 1 if newest else 0,
-        "cursor_ceiling": ceiling,
+        "cursor_ceiling": events[-1].seq if cut else _last_seq(window, newest),
         "source": SOURCE,
     }
 

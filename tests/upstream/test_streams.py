@@ -300,6 +300,21 @@ def test_history_ranges_are_inclusive_seqs_and_times(api, waiting_run):
     assert seqs("chat", to_seq=chat["events"][0]["seq"] - 1) == []
 
 
+def test_a_long_history_comes_in_pages_that_resume_at_their_ceiling(api, auto_run, monkeypatch):
+    whole = api.get(f"/v1/jobs/{auto_run}/events/history", {"from_seq": 1}).json()
+    monkeypatch.setattr("upstream.streams.HISTORY_EVENTS", 3)
+    pages, ceiling = [], 0
+    while ceiling < whole["cursor_ceiling"]:
+        page = api.get(f"/v1/jobs/{auto_run}/events/history", {"from_seq": ceiling + 1}).json()
+        assert page["cursor_ceiling"] > ceiling
+        ceiling = page["cursor_ceiling"]
+        pages.append(page["events"])
+    assert len(pages) > 2
+    assert [e for page in pages for e in page] == whole["events"]
+    bounded = api.get(f"/v1/jobs/{auto_run}/events/history", {"from_seq": 1, "to_seq": 2}).json()
+    assert bounded["cursor_ceiling"] == 2
+
+
 def test_todays_forms_are_unchanged(api, auto_run):
     """Without upstream's parameters /events and /events/history are the service's own."""
     history = api.get(f"/v1/jobs/{auto_run}/events/history", {"after_seq": 2}).json()
