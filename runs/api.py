@@ -18,8 +18,6 @@ from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from accounts.authentication import parse_token_header
-from accounts.connections import open_connection
-from accounts.models import ApiToken
 from skillrunner.api_errors import UNAVAILABLE_ERRORS
 from skillrunner.byte_ranges import RangeNotSatisfiable, file_chunks, requested_range
 from skillrunner.errors import ApplicationError, Conflict, NotFound
@@ -47,7 +45,7 @@ from .serializers import (
     UsageQuery,
     status_payload,
 )
-from .streaming import event_stream
+from .streaming import event_stream, sse_response
 from .usage import aggregate
 
 
@@ -400,18 +398,14 @@ def _after_seq(request) -> int:
     return int(raw)
 
 
+EventHistory = inline_serializer(
+    "EventHistory",
+    {"request_id": serializers.UUIDField(), "events": EventRecord(many=True), "last_seq": serializers.IntegerField()},
+)
+
+
 class EventHistoryView(APIView):
-    @extend_schema(
-        parameters=[OpenApiParameter("after_seq", int)],
-        responses=inline_serializer(
-            "EventHistory",
-            {
-                "request_id": serializers.UUIDField(),
-                "events": EventRecord(many=True),
-                "last_seq": serializers.IntegerField(),
-            },
-        ),
-    )
+    @extend_schema(parameters=[OpenApiParameter("after_seq", int)], responses=EventHistory)
     def get(self, request, request_id):
         run = selectors.run_for(request.user, request_id)
         events = selectors.events_after(run, _after_seq(request))
@@ -435,15 +429,7 @@ class EventStreamView(APIView):
     def get(self, request, request_id):
         run = selectors.run_for(request.user, request_id)
         after_seq = _after_seq(request)
-        token = request.auth if isinstance(request.auth, ApiToken) else None
-        # 429 TOO_MANY_STREAMS past the user's cap of live connections (R-FS2).
-        connection = open_connection(
-            request.user, token=token, session_key=None if token else request.session.session_key
-        )
-        response = StreamingHttpResponse(event_stream(run.pk, after_seq, connection), content_type="text/event-stream")
-        response["Cache-Control"] = "no-cache"
-        response["X-Accel-Buffering"] = "no"
-        return response
+        return sse_response(request, lambda connection: event_stream(run.pk, after_seq, connection))
 
 
 class UsageView(APIView):

@@ -9,6 +9,7 @@ from runs import api as jobs
 from runs import engine_views as engines
 from runs.notifications import api as webhooks
 from skills import api as skills
+from upstream import api as upstream
 
 from . import system
 from .converters import AnyPathConverter
@@ -38,8 +39,9 @@ api_v1 = [
     path(f"{job}/artifacts/<anypath:path>", jobs.ArtifactFileView.as_view(), name="job-artifact"),
     path(f"{job}/bundle", jobs.BundleView.as_view(), name="job-bundle"),
     path(f"{job}/logs", jobs.LogsView.as_view(), name="job-logs"),
-    path(f"{job}/events/history", jobs.EventHistoryView.as_view(), name="job-events-history"),
-    path(f"{job}/events", jobs.EventStreamView.as_view(), name="job-events"),
+    # The service's own form, or upstream's when asked with its parameters (SPEC R-UP5).
+    path(f"{job}/events/history", upstream.EventHistoryView.as_view(), name="job-events-history"),
+    path(f"{job}/events", upstream.EventStreamView.as_view(), name="job-events"),
     path("v1/webhooks", webhooks.WebhookListCreateView.as_view(), name="webhook-list"),
     path("v1/webhooks/<str:webhook_id>", webhooks.WebhookDetailView.as_view(), name="webhook-detail"),
     path("v1/usage", jobs.UsageView.as_view(), name="usage"),

@@ -5,5 +5,13 @@ and stream framings of their own. This app translates between them and the servi
 (runs, skills, accounts) in thin views; the core never learns upstream's names.
 
 Modules:
+- `handshake.py` — the handshake's answer (R-UP3): which protocols this service speaks.
+- `fcmp.py` — pure translation of a run's event log into upstream's FCMP envelopes and chat
+  items (R-UP5), and how their seqs and attempts relate to the log's.
+- `streams.py` — reading the log for those: cursor and range parameters, the histories, the
+  server-sent-event framing run by the core's stream loop (runs.streaming).
+- `api.py` — the views: the handshake, management runs, `/ui`; `/chat`, `/chat/history`, and
+  `/events`, `/events/history` answering in either form by their parameters.
+- `serializers.py` — the shapes of the stream answers for the OpenAPI document.
 - `urls.py` — the paths only upstream's clients use.
 """

@@ -1,20 +1,31 @@
-"""Thin views of upstream's paths that the service's own API does not have (SPEC §16)."""
+"""Thin views of upstream's paths (SPEC §16): those the service's own API does not have, and the
+conversation streams (R-UP5). `/events` and `/events/history` serve two forms told apart by their
+parameters: with one of upstream's (`cursor`; `from_seq`, `to_seq`, `from_ts`, `to_ts`) they
+answer in FCMP, otherwise they are the service's own views (runs.api), unchanged."""
 
 from __future__ import annotations
 
 from django.http import HttpResponseRedirect
 from django.urls import reverse
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.authentication import BasicChallenge
+from runs import api as jobs
+from runs import selectors
 from runs.models import Run
+from runs.streaming import follow_log, sse_response
 from skillrunner.errors import ApplicationError
+from skillrunner.negotiation import JsonWhateverTheClientAccepts
 
+from .fcmp import Reading, chat_items, fcmp_events
 from .handshake import handshake
+from .serializers import ChatHistory, FcmpHistory
+from .streams import RANGE_PARAMETERS, STREAM_PARAMETERS, ConversationFraming, Window, asks_for, cursor, history
 
 MANAGEMENT_RUNS_DEFAULT_LIMIT = 50
 MANAGEMENT_RUNS_MAX_LIMIT = 500
@@ -98,3 +109,76 @@ class ManagementRunsView(BasicChallenge, APIView):
 def ui(request) -> HttpResponseRedirect:
     """`<base>/ui`, which upstream's client opens for its management dialog: the run list."""
     return HttpResponseRedirect(reverse("ui:run-list"))
+
+
+# ---- conversation streams (R-UP5) -------------------------------------------------------------
+
+CURSOR = OpenApiParameter("cursor", int, description="the last seq the client has; the stream sends what follows")
+AFTER_SEQ = OpenApiParameter("after_seq", int, description="the service's own form: the last seq the client has")
+RANGE = [
+    OpenApiParameter("from_seq", int, description="the first seq to include"),
+    OpenApiParameter("to_seq", int, description="the last seq to include"),
+    OpenApiParameter("from_ts", OpenApiTypes.DATETIME, description="the earliest time to include"),
+    OpenApiParameter("to_ts", OpenApiTypes.DATETIME, description="the latest time to include"),
+]
+SSE = {(200, "text/event-stream"): OpenApiTypes.STR}
+
+
+def _conversation(request, request_id, reading: Reading):
+    run = selectors.run_for(request.user, request_id)
+    framing = ConversationFraming(run, cursor(request.query_params), reading)
+    return sse_response(request, lambda connection: follow_log(run.pk, framing.cursor, connection, framing))
+
+
+def _history(request, request_id, reading: Reading) -> Response:
+    run = selectors.run_for(request.user, request_id)
+    return Response(history(run, Window.of(request.query_params), reading))
+
+
+class ChatStreamView(APIView):
+    """GET /v1/jobs/{id}/chat: the conversation as upstream's chat items, live."""
+
+    content_negotiation_class = JsonWhateverTheClientAccepts  # errors as JSON to an EventSource too
+
+    @extend_schema(parameters=[CURSOR], responses=SSE)
+    def get(self, request, request_id):
+        return _conversation(request, request_id, chat_items)
+
+
+class ChatHistoryView(APIView):
+    """GET /v1/jobs/{id}/chat/history: the conversation's chat items in a range."""
+
+    @extend_schema(parameters=RANGE, responses=ChatHistory)
+    def get(self, request, request_id):
+        return _history(request, request_id, chat_items)
+
+
+class EventStreamView(jobs.EventStreamView):
+    @extend_schema(
+        parameters=[AFTER_SEQ, CURSOR],
+        responses=SSE,
+        description="With `cursor`: upstream's stream (a `snapshot`, then FCMP envelopes as `chat_event`, "
+        "`heartbeat`s; it ends once the run waits for its user or has ended). Otherwise the run's events "
+        "as they are, named by kind, ending with `end`.",
+    )
+    def get(self, request, request_id):
+        if asks_for(request.query_params, STREAM_PARAMETERS):
+            return _conversation(request, request_id, fcmp_events)
+        return super().get(request, request_id)
+
+
+class EventHistoryView(jobs.EventHistoryView):
+    @extend_schema(
+        parameters=[AFTER_SEQ, *RANGE],
+        responses=PolymorphicProxySerializer(
+            component_name="EventHistoryForms",
+            serializers=[jobs.EventHistory, FcmpHistory],
+            resource_type_field_name=None,
+        ),
+        description="With `from_seq`, `to_seq`, `from_ts` or `to_ts`: upstream's FCMP history. Otherwise "
+        "the run's events after `after_seq`.",
+    )
+    def get(self, request, request_id):
+        if asks_for(request.query_params, RANGE_PARAMETERS):
+            return _history(request, request_id, fcmp_events)
+        return super().get(request, request_id)
