@@ -26,7 +26,7 @@ from ..notifications.destinations import check as check_destination
 from ..notifications.services import register_callback
 from ..options import DEFAULT_EFFORT, EffectiveOptions, resolve_options
 from ..skill_runtime import ENGINE_DEFAULTS_KEY, skill_engine_defaults
-from .dispatching import dispatch_queued_runs
+from .dispatching import dispatch_queued_runs, owner_queue_changed
 from .lifecycle import end_without_output, locked, transition
 
 
@@ -207,6 +207,7 @@ def attach_skill_package(
                 for warning in admitted.warnings:
                     append_event(run, "warning", warning)
                 if not run.awaiting_upload:
+                    owner_queue_changed(run.owner_id)  # the run is ready now
                     transaction.on_commit(dispatch_queued_runs)
         except BaseException:
             if version is not None:
@@ -304,6 +305,7 @@ def attach_upload(run: Run, source: BinaryIO | IO[bytes]) -> list[str]:
         if cached is not None and cached_result is not None:
             _complete_from_cache(run, cached, cached_result, new=False)
         else:
+            owner_queue_changed(run.owner_id)  # the run is ready now
             transaction.on_commit(dispatch_queued_runs)
     return extracted
 
