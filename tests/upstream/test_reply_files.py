@@ -15,6 +15,7 @@ import pytest
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from skillrunner.throttles import REPLY_SCOPE
 from tests.interactive.helpers import (
     AUTO_FRESH,
     PLAN,
@@ -448,6 +449,28 @@ def test_a_session_needs_csrf_and_its_files_are_received_the_same_way(alice, api
     assert accepted.status_code == 200, accepted.content
     assert (run_dir(waiting) / "reply-files" / "1" / "a.txt").read_bytes() == b"a"
     assert staging_left(settings) == []
+
+
+@pytest.fixture
+def two_replies_a_minute(monkeypatch, alice):
+    from rest_framework.throttling import SimpleRateThrottle
+
+    from tests.security.helpers import forget_throttling
+
+    forget_throttling(alice)
+    monkeypatch.setattr(SimpleRateThrottle, "THROTTLE_RATES", {REPLY_SCOPE: "2/min"})
+    yield
+    forget_throttling(alice)
+
+
+def test_file_replies_count_toward_the_reply_rate_limit(api, waiting, fake_codex, settings, two_replies_a_minute):
+    """One limit for every way of replying: a JSON reply and a file reply use it up, the next file
+    reply is refused before its body is read."""
+    assert reply(api, waiting, 99, "stale").status_code == 409
+    assert reply_files(api, waiting, {"interaction_id": 99, "text": "stale"}).status_code == 409
+    refused = reply_files(api, waiting, {"interaction_id": 1, "text": "t"}, [("a.txt", b"a")])
+    assert refused.status_code == 429 and error_code(refused) == "RATE_LIMITED"
+    assert_nothing_written(api, waiting, settings, fake_codex)
 
 
 def test_the_openapi_document_describes_the_multipart_body(api):
