@@ -444,6 +444,10 @@ def test_a_session_needs_csrf_and_its_files_are_received_the_same_way(alice, api
     )
     assert hostile.status_code == 400 and error_code(hostile) == "REPLY_FILES_INVALID"
     assert_nothing_written(api, waiting, settings, fake_codex)
+    settings.SKILLRUNNER_REPLY_MAX_FILES = 1
+    too_many = reply_files(client, waiting, {"interaction_id": 1}, [("a.txt", b"a"), ("b.txt", b"b")])
+    assert too_many.status_code == 413 and error_code(too_many) == "REPLY_FILES_TOO_MANY"
+    assert_nothing_written(api, waiting, settings, fake_codex)
 
     accepted = reply_files(client, waiting, {"interaction_id": 1, "text": "t"}, [("../a.txt", b"a")])
     assert accepted.status_code == 200, accepted.content
