@@ -126,9 +126,17 @@ def reply_text(response: Any) -> str:
     return response if isinstance(response, str) else _compact(response)
 
 
-def reply_prompt(response: Any) -> str:
-    """A resumed turn's prompt is the user's reply itself (reply_text)."""
-    return _encodable(reply_text(response))
+REPLY_FILES_HEADING = "Files attached to this reply (in the run directory):"
+
+
+def reply_prompt(response: Any, files: Sequence[str] = ()) -> str:
+    """A resumed turn's prompt is the user's reply itself (reply_text). Files sent with the reply
+    (R-UP6) follow it, one run-relative path a line."""
+    text = reply_text(response)
+    if files:
+        listing = "\n".join([REPLY_FILES_HEADING, *(f"- {path}" for path in files)])
+        text = f"{text}\n\n{listing}" if text else listing
+    return _encodable(text)
 
 
 # A repair prompt restates the output contract; a schema bigger than this is named, not repeated.

@@ -11,6 +11,8 @@ from .dispatching import dispatch_queued_runs
 from .interactions import (
     AUTO_DECISION_INSTRUCTION,
     OnWaitTimeout,
+    ReplyFile,
+    StagedReplyFiles,
     expire_wait,
     on_wait_timeout,
     recover_waiting_run,
@@ -22,6 +24,8 @@ __all__ = [
     "AUTO_DECISION_INSTRUCTION",
     "TRANSITIONS",
     "OnWaitTimeout",
+    "ReplyFile",
+    "StagedReplyFiles",
     "StickyWait",
     "attach_skill_package",
     "attach_upload",
