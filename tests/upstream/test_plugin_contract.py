@@ -97,6 +97,9 @@ def _bundle(plugin, rid: str) -> zipfile.ZipFile:
 def test_the_plugins_sequence_in_local_mode_without_credentials(plugin, model_server):
     # Capabilities: the handshake, then the engines and the model list.
     handshake = _ok(plugin.post("/v1/system/handshake", HANDSHAKE, format="json"))
+    files_protocol = {**HANDSHAKE, "requested_protocols": ["skillrunner.interaction-files.v1"]}
+    limits = _ok(plugin.post("/v1/system/handshake", files_protocol, format="json"))["protocols"]
+    assert limits["skillrunner.interaction-files.v1"]["supported"] is True
     assert handshake["protocols"]["skillrunner.job.v1"] == {"supported": True}
     assert handshake["protocols"]["skillrunner.sequence.v1"] == {"supported": False}
     assert "codex" in [engine["engine"] for engine in _ok(plugin.get("/v1/engines"))["engines"]]
@@ -185,12 +188,19 @@ def test_the_plugins_sequence_in_local_mode_without_credentials(plugin, model_se
     assert "waiting_user" in states and states[-1] == "succeeded"
 
     # A reply with an idempotency key, sent twice (a retry): answered once, recorded once.
-    model_server.set_script([{"text": QUESTION}])
+    # (The scripted model answers each call by its place in the conversation.)
+    model_server.set_script(
+        [
+            {"text": QUESTION},
+            {"text": "Which dates? Attach them if you have them written down."},
+            {"shell": "cp reply-files/2/dates.txt artifacts/plan.md"},
+            {"text": json.dumps({**PLAN, "destination": "Lisbon", "__SKILL_DONE__": True})},
+        ]
+    )
     keyed = _create(
         plugin, {"skill_id": "trip-planner", "input": {}, "runtime_options": {"execution_mode": "interactive"}}
     )
     assert _status(plugin, keyed)["status"] == "waiting_user"
-    model_server.set_script([{"text": QUESTION}])  # the resumed turn asks again
     body = {"interaction_id": 1, "response": "Lisbon", "idempotency_key": "plugin-retry-1"}
     first = _ok(plugin.post(f"/v1/jobs/{keyed}/interaction/reply", body, format="json"))
     again = _ok(plugin.post(f"/v1/jobs/{keyed}/interaction/reply", body, format="json"))
@@ -199,11 +209,29 @@ def test_the_plugins_sequence_in_local_mode_without_credentials(plugin, model_se
     assert [(item["interaction_id"], item["response"]) for item in answered][:1] == [(1, "Lisbon")]
     assert _status(plugin, keyed)["pending_interaction_id"] == 2
 
-    # Cancel the run still waiting.
-    cancel = _ok(plugin.post(f"/v1/jobs/{keyed}/cancel", {}, format="json"))
+    # A reply with a file (skillrunner.interaction-files.v1): the agent reads it in its run.
+    files_reply = plugin.post(
+        f"/v1/jobs/{keyed}/interaction/reply/files",
+        {
+            "metadata": json.dumps({"interaction_id": 2, "idempotency_key": "plugin-files-1", "text": "My dates."}),
+            "files": [upload("dates.txt", b"3 to 5 October\n")],
+        },
+        format="multipart",
+    )
+    assert _ok(files_reply)["accepted"] is True
+    assert _status(plugin, keyed)["status"] == "succeeded"
+    assert _bundle(plugin, keyed).read("artifacts/plan.md") == b"3 to 5 October\n"
+    resumed = [request for request in model_server.requests if request.step_index is not None][-2]
+    assert any("reply-files/2/dates.txt" in text for text in resumed.user_texts)
+
+    # Cancel a run still waiting (a new conversation: the script's first answer asks).
+    waiting = _create(
+        plugin, {"skill_id": "trip-planner", "input": {}, "runtime_options": {"execution_mode": "interactive"}}
+    )
+    cancel = _ok(plugin.post(f"/v1/jobs/{waiting}/cancel", {}, format="json"))
     assert {key: cancel[key] for key in ("request_id", "run_id", "status", "accepted")} == {
-        "request_id": keyed,
-        "run_id": keyed,
+        "request_id": waiting,
+        "run_id": waiting,
         "status": "canceled",
         "accepted": True,
     }
@@ -212,7 +240,8 @@ def test_the_plugins_sequence_in_local_mode_without_credentials(plugin, model_se
     # The management dialog's list: every run above, newest first, the local user's own.
     runs = _ok(plugin.get("/v1/management/runs", {"limit": 50}))["runs"]
     assert [(run["request_id"], run["status"]) for run in runs] == [
-        (keyed, "canceled"),
+        (waiting, "canceled"),
+        (keyed, "succeeded"),
         (interactive, "succeeded"),
         (temp, "succeeded"),
         (auto, "succeeded"),
