@@ -18,22 +18,12 @@ from rest_framework.test import APIClient
 
 from tests.api.helpers import make_zip, upload, zip_folder
 from tests.conftest import BUNDLED_SKILLS
+from tests.real_engines.test_service_real_engines import HAIKU, PLAN, QUESTION
 from tests.support.clients import read_event_stream
 from tests.support.scripted_model_server import ScriptedModelServer
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
 
-HAIKU = {
-    "topic": "autumn sea",
-    "haiku": ["grey waves fold", "a gull leans on the wind", "salt on the lantern"],
-    "haiku_file": "artifacts/haiku.md",
-}
-PLAN = {
-    "destination": "Kyoto",
-    "days": [{"day": 1, "activities": ["Fushimi Inari at dawn"]}],
-    "plan_file": "artifacts/plan.md",
-}
-QUESTION = "Where would you like to go, and in which season?"
 HANDSHAKE = {
     "schema": "zotero-agents.skillrunner-handshake.request.v1",
     "client": {"name": "zotero-agents", "version": "0.5.6"},
