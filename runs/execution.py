@@ -29,7 +29,7 @@ from engines.types import (
     TurnRequest,
     TurnResult,
 )
-from skillrunner.logging import redact, redact_values
+from skillrunner.logging import redact, redact_stream, redact_values
 
 from . import services
 from .activity import ActivitySink
@@ -229,10 +229,9 @@ def _save_logs(records_dir: Path, attempt_number: int, prompt: str, turn: TurnRe
         if not raw.exists():
             target.write_text(redact(text or "", secrets), encoding="utf-8")
             continue
-        # Line by line: output of any size is redacted without holding it in memory.
+        # Piece by piece: output of any size, a single line too, never held in memory whole.
         with open(raw, "rb") as source, open(target, "w", encoding="utf-8") as log:
-            for line in source:
-                log.write(redact(line.decode("utf-8", errors="replace"), secrets))
+            redact_stream(source, log, secrets)
         raw.unlink()
 
 

@@ -10,7 +10,7 @@ import threading
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, connections
 from django.utils import timezone
 
 from engines.process import kill_process_group, pid_alive
@@ -192,17 +192,20 @@ def start_supervisor(stop: threading.Event, interval: float = 1.0, idle_interval
 
     def loop() -> None:
         wait = interval
-        while not stop.wait(wait):
-            wait = interval
-            try:
-                if has_pending_work():
-                    supervise_once()
-                else:
-                    wait = idle_interval
-            except Exception:
-                logger.exception("supervisor tick failed")
-            finally:
-                close_old_connections()
+        try:
+            while not stop.wait(wait):
+                wait = interval
+                try:
+                    if has_pending_work():
+                        supervise_once()
+                    else:
+                        wait = idle_interval
+                except Exception:
+                    logger.exception("supervisor tick failed")
+                finally:
+                    close_old_connections()
+        finally:
+            connections.close_all()  # kept between ticks (the worker's setting), not beyond the thread
 
     thread = threading.Thread(target=loop, name="run-supervisor", daemon=True)
     thread.start()

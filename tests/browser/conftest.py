@@ -117,6 +117,10 @@ def log_in(page, username: str) -> None:
     page.wait_for_url("**/")
 
 
-def screenshot(page, name: str) -> None:
+def screenshot(page, name: str, element: str | None = None) -> None:
+    """The whole page, or only the element `element` (a selector) shows, at full size."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / name), full_page=True)
+    if element is None:
+        page.screenshot(path=str(SCREENSHOTS / name), full_page=True)
+    else:
+        page.locator(element).screenshot(path=str(SCREENSHOTS / name))

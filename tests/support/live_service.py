@@ -90,9 +90,18 @@ class LiveService:
 
     # --- processes ---------------------------------------------------------------------------
 
-    def manage(self, *args: str, timeout: float = 120) -> str:
+    def manage(self, *args: str, timeout: float = 120, stdin: str | None = None) -> str:
+        """`stdin` is what the command reads, passwords too: in a session of its own, without a
+        terminal, getpass reads them from stdin."""
         done = subprocess.run(
-            [PYTHON, "manage.py", *args], cwd=REPO, env=self.env, capture_output=True, text=True, timeout=timeout
+            [PYTHON, "manage.py", *args],
+            cwd=REPO,
+            env=self.env,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            start_new_session=stdin is not None,
         )
         if done.returncode != 0:
             raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
