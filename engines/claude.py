@@ -25,7 +25,7 @@ def user_message(prompt: str) -> dict[str, Any]:
     return {"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": prompt}]}}
 
 
-def _usage(result: dict[str, Any]) -> dict[str, Any] | None:
+def _usage(events: list[dict[str, Any]], result: dict[str, Any]) -> dict[str, Any] | None:
     """Anthropic counts cached input apart from ``input_tokens``; the report counts all input."""
     usage = result.get("usage")
     if not isinstance(usage, dict):

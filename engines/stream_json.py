@@ -43,6 +43,7 @@ class StreamJsonActivity(ActivityParser):
     def __init__(self) -> None:
         super().__init__()
         self._file_tools: dict[str, str] = {}  # tool id -> path written
+        self._plan_calls: set[str] = set()  # ids of to-do list updates, shown as plans, not tools
 
     def on_event(self, event: dict[str, Any]) -> list[Activity]:
         kind = event.get("type")
@@ -72,6 +73,9 @@ class StreamJsonActivity(ActivityParser):
             return self._tool_use(str(block.get("id") or ""), str(block.get("name") or ""), block.get("input"))
         if block_type == "tool_result":
             tool_id = str(block.get("tool_use_id") or "")
+            if tool_id in self._plan_calls:
+                self._plan_calls.discard(tool_id)
+                return self.release_text()
             ok = not block.get("is_error")
             items = self.tool_finished(tool_id, ok=ok, output=text_of(block.get("content")))
             path = self._file_tools.pop(tool_id, None)
@@ -87,6 +91,7 @@ class StreamJsonActivity(ActivityParser):
                 for todo in tool_input["todos"]
                 if isinstance(todo, dict)
             ]
+            self._plan_calls.add(tool_id)
             return [*self.release_text(), {"type": "plan", "items": steps}]
         if name in self.file_tools and isinstance(tool_input, dict):
             path = tool_input.get("file_path") or tool_input.get("notebook_path")
@@ -95,14 +100,16 @@ class StreamJsonActivity(ActivityParser):
         return self.tool_started(tool_id, name, tool_summary(tool_input, self.summary_keys))
 
 
-def stream_json_output(
-    stdout: str, engine: str, usage_of: Callable[[dict[str, Any]], dict[str, Any] | None]
-) -> EngineOutput:
+UsageReader = Callable[[list[dict[str, Any]], dict[str, Any]], dict[str, Any] | None]
+
+
+def stream_json_output(stdout: str, engine: str, usage_of: UsageReader) -> EngineOutput:
     """The turn's session id, final message (the result's text, else the last assistant text),
-    usage (``usage_of`` the result event) and the failure the result reports, if any."""
+    usage (``usage_of(events, result event)``) and the failure the result reports, if any."""
     output = EngineOutput()
     result: dict[str, Any] | None = None
-    for event in json_lines(stdout):
+    events = json_lines(stdout)
+    for event in events:
         if output.session_handle is None and isinstance(event.get("session_id"), str):
             output.session_handle = event["session_id"]  # system/init comes first
         if event.get("type") == "assistant":
@@ -114,7 +121,7 @@ def stream_json_output(
         return output
     if isinstance(result.get("result"), str):
         output.final_message = result["result"]
-    output.usage = usage_of(result)
+    output.usage = usage_of(events, result)
     if result.get("is_error") or str(result.get("subtype", "success")) != "success":
         error = result.get("error")
         reported = error.get("message") if isinstance(error, dict) else None
