@@ -25,10 +25,11 @@ DEFAULT_BASE_URL = "https://dashscope.aliyuncs.com/compatible-mode/v1"
 
 # The user-level settings.json in QWEN_HOME (R-EN8). The auth type makes the CLI read
 # OPENAI_API_KEY and OPENAI_BASE_URL; chat recording is what --resume reads back; the background
-# memory agents would send extra model requests after every turn and write memory files.
+# memory agents would send extra model requests after every turn and write memory files; the
+# sleep inhibitor would start `systemd-inhibit` for every model call.
 SETTINGS: dict[str, Any] = {
     "security": {"auth": {"selectedType": "openai"}, "folderTrust": {"enabled": False}},
-    "general": {"enableAutoUpdate": False, "chatRecording": True},
+    "general": {"enableAutoUpdate": False, "chatRecording": True, "preventSystemSleep": False},
     "memory": {"enableManagedAutoMemory": False, "enableManagedAutoDream": False},
     "privacy": {"usageStatisticsEnabled": False},
     "telemetry": {"enabled": False},

@@ -214,7 +214,8 @@ def qwen_env(server_url: str, home: Path) -> dict[str, str]:
     * settings.json: ``security.auth.selectedType = "openai"`` -- the auth type that reads those
       two variables; ``memory.enableManagedAutoMemory/enableManagedAutoDream = false`` --
       otherwise a background memory agent sends one more chat request after every turn (and
-      writes memory files); auto-update, usage statistics and telemetry off;
+      writes memory files); ``general.preventSystemSleep = false`` -- otherwise it starts
+      ``systemd-inhibit`` for every model call; auto-update, usage statistics and telemetry off;
       ``model.generationConfig.maxRetries = 0`` -- the OpenAI SDK's own retries.
     * ``QWEN_CODE_NO_RELAUNCH=1`` -- by default the CLI re-spawns itself as one more node process.
     * ``QWEN_CODE_SUPPRESS_YOLO_WARNING=1`` -- a stderr notice that ``--yolo`` runs unsandboxed.
@@ -226,7 +227,7 @@ def qwen_env(server_url: str, home: Path) -> dict[str, str]:
     qwen_home.mkdir(parents=True, exist_ok=True)
     settings = {
         "security": {"auth": {"selectedType": "openai"}},
-        "general": {"enableAutoUpdate": False},
+        "general": {"enableAutoUpdate": False, "preventSystemSleep": False},
         "memory": {"enableManagedAutoMemory": False, "enableManagedAutoDream": False},
         "privacy": {"usageStatisticsEnabled": False},
         "telemetry": {"enabled": False},
