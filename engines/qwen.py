@@ -33,8 +33,8 @@ SETTINGS: dict[str, Any] = {
     "memory": {"enableManagedAutoMemory": False, "enableManagedAutoDream": False},
     "privacy": {"usageStatisticsEnabled": False},
     "telemetry": {"enabled": False},
-    # The CLI retries a failed request 7 times with backoff by itself; the OpenAI SDK inside it
-    # need not retry each of those again.
+    # The CLI makes up to 7 attempts at a failed request by itself, with backoff; the OpenAI SDK
+    # inside it need not retry each of them again.
     "model": {"generationConfig": {"maxRetries": 0}},
 }
 
