@@ -168,6 +168,25 @@ def sandbox_cost(timings: dict[str, list[float]]) -> str:
     )
 
 
+def cli_turns(results: dict[str, Any]) -> str:
+    """One real turn per engine CLI (bench/clis.py), unconfined and in bubblewrap."""
+    lines = [
+        "| one real CLI turn, scripted model (s) | version | unconfined | bwrap | added by the sandbox |",
+        "|---|---|---|---|---|",
+    ]
+    for engine, figures in results.items():
+        if "error" in figures:
+            lines.append(f"| {engine} | - | - | - | {figures['error']} |")
+            continue
+        unconfined, confined = median(figures["unconfined"]), median(figures["bwrap"])
+        lines.append(
+            f"| {engine} | {figures['version'] or '?'} | {unconfined:.2f} | {confined:.2f} | {confined - unconfined:+.2f} |"
+        )
+    samples = max((len(f.get("bwrap", [])) for f in results.values()), default=0)
+    lines += ["", f"medians of {samples} turn(s) per mode: one shell call and the answer, modes interleaved"]
+    return "\n".join(lines)
+
+
 # --- `python -m bench`: the outside driver's figures ---------------------------------------------
 
 

@@ -24,6 +24,7 @@ DEFAULT_FILES = {
     "gemini": "assets/gemini_settings.json",
     "iflow": "assets/iflow_settings.json",
     "claude": "assets/claude_settings.json",
+    "qwen": "assets/qwen_config.json",  # upstream's name for it
 }
 
 # A key is the operator's when any word of its name is one of these.
@@ -38,7 +39,7 @@ FORBIDDEN_WORDS = frozenset(
         "approval", "approvals", "approve", "sandbox", "sandboxing", "permission", "permissions", "trust",
         "trusted", "yolo", "bypass",
         # where files go, what runs, what the environment holds
-        "dir", "directory", "path", "paths", "file", "files", "home", "cwd", "workdir", "workspace", "root",
+        "dir", "directory", "directories", "path", "paths", "file", "files", "home", "cwd", "workdir", "workspace", "root",
         "env", "environment", "hook", "hooks", "notify", "command", "commands", "mcp", "servers", "log", "logs",
         "history",
     }

@@ -350,7 +350,10 @@ def test_upload_over_the_size_limit_is_413(staff_api, tmp_path, settings, disk):
         ({"drop": ("version",)}, "SKILL_MANIFEST_INVALID"),
         ({"manifest": {"version": "one"}}, "SKILL_MANIFEST_INVALID"),
         ({"manifest": {"engines": ["codex"], "unsupported_engines": ["codex"]}}, "SKILL_MANIFEST_INVALID"),
-        ({"manifest": {"unsupported_engines": ["codex", "gemini", "iflow", "claude"]}}, "SKILL_MANIFEST_INVALID"),
+        (
+            {"manifest": {"unsupported_engines": ["codex", "gemini", "iflow", "claude", "qwen"]}},
+            "SKILL_MANIFEST_INVALID",
+        ),
         ({"manifest": {"max_attempt": 0}}, "SKILL_MANIFEST_INVALID"),
     ],
     ids=[

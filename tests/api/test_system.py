@@ -14,13 +14,13 @@ from .helpers import error_code
 
 pytestmark = pytest.mark.django_db
 
-ENGINES = {"codex", "gemini", "iflow", "claude"}
+ENGINES = {"codex", "gemini", "iflow", "claude", "qwen"}
 
 
 @pytest.fixture
 def engines(configure_engine, fake_codex, tmp_path):
     """codex = the scripted stand-in (version 0.0.0-fake); the others point at missing binaries."""
-    for name in ("gemini", "iflow", "claude"):
+    for name in ("gemini", "iflow", "claude", "qwen"):
         configure_engine(name, binary=str(tmp_path / "missing" / name))
     configure_engine("codex", model="gpt-operator-default")
 
@@ -111,12 +111,12 @@ def test_engine_list(api, engines):
     assert response.status_code == 200
     listed = {e["engine"]: e for e in response.json()["engines"]}
     assert set(listed) == ENGINES
-    for name in ("codex", "gemini", "iflow"):
+    for name in ("codex", "gemini", "iflow", "qwen"):
         assert listed[name]["interactive_profile"] == "resumable", name  # §7 table
     assert listed["claude"]["interactive_profile"] == "sticky_process"
     assert listed["codex"]["cli_version_detected"] == "0.0.0-fake"
     assert listed["codex"]["available"] is True
-    for name in ("gemini", "iflow", "claude"):
+    for name in ("gemini", "iflow", "claude", "qwen"):
         assert listed[name]["available"] is False, name
         assert listed[name]["cli_version_detected"] is None, name
     assert not any("binary" in entry for entry in listed.values())

@@ -37,6 +37,8 @@ ARGV_TABLE: dict[tuple[str, str], list[str] | None] = {
         "M",
     ],
     ("claude", "resume"): None,
+    ("qwen", "first"): ["B", "--yolo", "--output-format", "stream-json", "-m", "M", "-p", "P"],
+    ("qwen", "resume"): ["B", "--resume", "S", "--yolo", "--output-format", "stream-json", "-m", "M", "-p", "P"],
 }
 
 
@@ -112,7 +114,12 @@ def test_interactive_resume_turn_commands_keep_auto_flags(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize(
     "engine,flags",
-    [("gemini", ["--yolo"]), ("iflow", ["--yolo", "--thinking"]), ("claude", ["--dangerously-skip-permissions"])],
+    [
+        ("gemini", ["--yolo"]),
+        ("iflow", ["--yolo", "--thinking"]),
+        ("claude", ["--dangerously-skip-permissions"]),
+        ("qwen", ["--yolo"]),
+    ],
 )
 def test_auto_flags_function_per_engine(tmp_path: Path, engine: str, flags: list[str]) -> None:
     assert get_adapter(engine).auto_flags(make_config(tmp_path, engine)) == flags
@@ -197,18 +204,30 @@ def test_prompt_starting_with_a_dash_is_not_taken_for_a_flag(tmp_path: Path) -> 
     assert argv[-1] == " -5 degrees"
 
 
+@pytest.mark.parametrize("prompt", ["/clear", "-5 degrees"])
+def test_qwen_prompt_is_neither_a_flag_nor_a_slash_command(tmp_path: Path, prompt: str) -> None:
+    """Qwen Code runs a `-p` value starting with "/" as its slash command (a reply "/clear" would
+    empty the session): the leading space makes it text, as the CLI trims it."""
+    argv = get_adapter("qwen").command(make_request(tmp_path, prompt=prompt), make_config(tmp_path, "qwen"))
+    assert argv[-2:] == ["-p", " " + prompt]
+    plain = get_adapter("qwen").command(make_request(tmp_path, prompt="a /path"), make_config(tmp_path, "qwen"))
+    assert plain[-1] == "a /path"
+
+
 def test_profiles_and_skill_roots() -> None:
     assert {name: a.interactive_profile for name, a in ADAPTERS.items()} == {
         "codex": "resumable",
         "gemini": "resumable",
         "iflow": "resumable",
         "claude": "sticky_process",
+        "qwen": "resumable",
     }
     assert {name: a.skill_root for name, a in ADAPTERS.items()} == {
         "codex": ".codex",
         "gemini": ".gemini",
         "iflow": ".iflow",
         "claude": ".claude",
+        "qwen": ".qwen",
     }
 
 

@@ -36,6 +36,9 @@ def recorded(engine: str, scenario: str) -> tuple[str, str, int]:
         ("gemini", "plain", "PLAIN_REPLY to: hello there"),
         ("gemini", "resume_turn1", "REPLY turns=1 last=first message"),
         ("gemini", "resume_turn2", "REPLY turns=2 last=second message"),
+        ("qwen", "plain", "PLAIN_REPLY to: hello there"),
+        ("qwen", "resume_turn1", "REPLY turns=1 last=first message"),
+        ("qwen", "resume_turn2", "REPLY turns=2 last=second message"),
     ],
 )
 def test_golden_plain_text_turns(engine: str, scenario: str, text: str) -> None:
@@ -47,7 +50,7 @@ def test_golden_plain_text_turns(engine: str, scenario: str, text: str) -> None:
     assert auto.outcome == "final" and auto.final_data is None
 
 
-@pytest.mark.parametrize("engine", ["codex", "gemini"])
+@pytest.mark.parametrize("engine", ["codex", "gemini", "qwen"])
 def test_golden_resume_keeps_the_session_handle(engine: str) -> None:
     first = get_adapter(engine).parse(*recorded(engine, "resume_turn1"), "interactive")
     second = get_adapter(engine).parse(*recorded(engine, "resume_turn2"), "interactive")
@@ -55,7 +58,7 @@ def test_golden_resume_keeps_the_session_handle(engine: str) -> None:
     assert second.session_handle in RECORDINGS[(engine, "resume_turn2")]["note"]
 
 
-@pytest.mark.parametrize("engine", ["codex", "gemini", "claude"])
+@pytest.mark.parametrize("engine", ["codex", "gemini", "claude", "qwen"])
 def test_golden_tool_call_output_is_not_the_final_message(engine: str) -> None:
     result = get_adapter(engine).parse(*recorded(engine, "tool_call"), "interactive")
     assert result.assistant_text.startswith("TOOL_RESULT_SEEN")
@@ -63,18 +66,23 @@ def test_golden_tool_call_output_is_not_the_final_message(engine: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "engine,scenario", [("codex", "turn_failed_500"), ("gemini", "error_500"), ("claude", "error_500")]
+    "engine,scenario",
+    [("codex", "turn_failed_500"), ("gemini", "error_500"), ("claude", "error_500"), ("qwen", "error_400")],
 )
-def test_golden_http_500_is_an_engine_failure(engine: str, scenario: str) -> None:
+def test_golden_http_error_is_an_engine_failure(engine: str, scenario: str) -> None:
     result = get_adapter(engine).parse(*recorded(engine, scenario), "interactive")
     assert result.outcome == "error" and result.failure_reason == FAILURE_ENGINE
     assert result.failure_message
     assert result.session_handle
 
 
-def test_golden_gemini_error_result_event() -> None:
-    result = get_adapter("gemini").parse(*recorded("gemini", "error_500"), "auto")
-    assert "scripted HTTP 500" in result.failure_message
+@pytest.mark.parametrize(
+    "engine,scenario,message",
+    [("gemini", "error_500", "scripted HTTP 500"), ("qwen", "error_400", "scripted bad request")],
+)
+def test_golden_error_result_event_names_the_error(engine: str, scenario: str, message: str) -> None:
+    result = get_adapter(engine).parse(*recorded(engine, scenario), "auto")
+    assert message in result.failure_message
 
 
 def activity_of(engine: str, scenario: str) -> list[dict]:
@@ -84,7 +92,7 @@ def activity_of(engine: str, scenario: str) -> list[dict]:
     return [item for line in stdout.splitlines() for item in parser.feed(line)]
 
 
-@pytest.mark.parametrize("engine", ["codex", "gemini", "claude"])
+@pytest.mark.parametrize("engine", ["codex", "gemini", "claude", "qwen"])
 def test_golden_tool_call_activity(engine: str) -> None:
     """R-AC1: a recorded tool call yields started then finished with its command and output."""
     items = activity_of(engine, "tool_call")
@@ -99,7 +107,7 @@ def test_golden_tool_call_activity(engine: str) -> None:
     assert not [item for item in items if item["type"] == "message"]
 
 
-@pytest.mark.parametrize("engine", ["codex", "claude"])
+@pytest.mark.parametrize("engine", ["codex", "claude", "qwen"])
 def test_golden_reasoning_activity_comes_before_the_tool(engine: str) -> None:
     """R-AC1: the scripted reasoning summary (Gemini 0.61 prints none in stream-json)."""
     items = activity_of(engine, "tool_call")
@@ -113,6 +121,9 @@ def test_golden_reasoning_activity_comes_before_the_tool(engine: str) -> None:
         ("codex", "tool_call", {"input_tokens": 35, "output_tokens": 50, "reasoning_tokens": 7, "cost_usd": None}),
         ("gemini", "tool_call", {"input_tokens": 35, "output_tokens": 37, "cached_input_tokens": 0}),
         ("claude", "tool_call", {"input_tokens": 35, "cached_input_tokens": 0}),
+        ("qwen", "tool_call", {"input_tokens": 35, "output_tokens": 61, "cached_input_tokens": 0, "cost_usd": None}),
+        # The resumed turn's own tokens: its result event counts the first turn's as well.
+        ("qwen", "resume_turn2", {"input_tokens": 25, "output_tokens": 8}),
     ],
 )
 def test_golden_usage(engine: str, scenario: str, expected: dict) -> None:

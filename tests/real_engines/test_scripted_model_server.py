@@ -16,6 +16,7 @@ from tests.support.scripted_model_server import (
     KIND_UNKNOWN,
     ScriptedModelServer,
     conversation_from_anthropic,
+    conversation_from_chat,
     conversation_from_gemini,
     conversation_from_responses,
     resolve_step,
@@ -120,6 +121,82 @@ def test_conversation_counts_responses_items():
     assert conv.user_texts == ["one", "two"] and conv.model_outputs == 1
 
 
+def chat_body(*messages: dict, stream: bool = True, tools: tuple[str, ...] = ("read_file", "bash")) -> dict:
+    system = {"role": "system", "content": "You are a CLI."}
+    required = {"type": "object", "properties": {"command": {"type": "string"}, "background": {"type": "boolean"}}}
+    required["required"] = ["command", "background"]
+    offered = [{"type": "function", "function": {"name": name, "parameters": required}} for name in tools]
+    return {"model": "m", "stream": stream, "messages": [system, *messages], "tools": offered}
+
+
+def test_chat_completions_text_stream_with_reasoning_and_usage():
+    with ScriptedModelServer([{"text": "hello chat", "reasoning": "thinking it over"}]) as srv:
+        user = {"role": "user", "content": [{"type": "text", "text": "<system-reminder>x</system-reminder>"}]}
+        user["content"].append({"type": "text", "text": "hi"})
+        status, ctype, text = post(srv.url + "/v1/chat/completions", chat_body(user))
+        assert status == 200 and ctype.startswith("text/event-stream")
+        assert text.rstrip().endswith("data: [DONE]")
+        chunks = [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: {")]
+        deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+        assert "".join(d.get("content") or "" for d in deltas) == "hello chat"
+        assert [d["reasoning_content"] for d in deltas if "reasoning_content" in d] == ["thinking it over"]
+        assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1] == "stop"
+        usage = chunks[-1]["usage"]
+        assert chunks[-1]["choices"] == [] and usage["completion_tokens_details"]["reasoning_tokens"] == 4
+        assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+        assert srv.requests[-1].protocol == "openai-chat" and srv.requests[-1].user_texts == ["hi"]
+
+
+def test_chat_completions_shell_step_calls_the_offered_shell_tool():
+    script = [{"shell": "echo hi > out.txt"}, {"text": "saw: {tool_output} n={step}"}]
+    with ScriptedModelServer(script) as srv:
+        _, _, text = post(srv.url + "/v1/chat/completions", chat_body({"role": "user", "content": "go"}))
+        chunks = [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: {")]
+        calls = [
+            c["choices"][0]["delta"]["tool_calls"][0]
+            for c in chunks
+            if c["choices"] and "tool_calls" in c["choices"][0]["delta"]
+        ]
+        assert calls[0]["function"]["name"] == "bash" and calls[0]["id"].startswith("call_")
+        arguments = json.loads("".join(call["function"]["arguments"] for call in calls))
+        # `background` is required by the tool's schema, so it gets a value too.
+        assert arguments == {"command": "echo hi > out.txt", "description": "scripted command", "background": False}
+        assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1] == "tool_calls"
+
+        call = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+        history = chat_body(
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "OUT"},
+        )
+        _, _, text = post(srv.url + "/v1/chat/completions", {**history, "stream": False})
+        answer = json.loads(text)
+        assert answer["object"] == "chat.completion" and answer["choices"][0]["message"]["content"] == "saw: OUT n=1"
+        assert srv.requests[-1].tool_results == ["OUT"] and srv.requests[-1].step_index == 1
+
+
+def test_chat_completions_calls_run_shell_command_before_bash():
+    with ScriptedModelServer([{"shell": "true"}]) as srv:
+        body = chat_body({"role": "user", "content": "go"}, stream=False, tools=("bash", "run_shell_command"))
+        _, _, text = post(srv.url + "/v1/chat/completions", body)
+        call = json.loads(text)["choices"][0]["message"]["tool_calls"][0]
+        assert call["function"]["name"] == "run_shell_command"
+
+
+def test_conversation_counts_chat_messages():
+    conv = conversation_from_chat(
+        chat_body(
+            {"role": "user", "content": "one"},
+            {"role": "assistant", "content": "a"},
+            {"role": "user", "content": [{"type": "text", "text": "two"}]},
+            {"role": "assistant", "content": None, "tool_calls": []},
+            {"role": "tool", "tool_call_id": "c", "content": [{"type": "text", "text": "done"}]},
+        )
+    )
+    assert conv.user_texts == ["one", "two"] and conv.model_outputs == 2 and conv.outputs_since_user == 1
+    assert conv.tool_results == ["done"]
+
+
 def test_gemini_stream_side_calls_and_count_tokens():
     with ScriptedModelServer([{"text": "hello gemini"}]) as srv:
         body = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
@@ -172,6 +249,7 @@ def test_anthropic_tool_use_stream():
     "path,check",
     [
         ("/v1/responses", lambda d: d["error"]["type"] == "server_error"),
+        ("/v1/chat/completions", lambda d: d["error"]["type"] == "server_error"),
         ("/v1beta/models/g:streamGenerateContent?alt=sse", lambda d: d["error"]["status"] == "INTERNAL"),
         ("/v1/messages", lambda d: d["type"] == "error" and d["error"]["type"] == "api_error"),
     ],

@@ -1,4 +1,4 @@
-"""Red team with the real Codex, Gemini and Claude Code CLIs (SPEC §11, R-SB2, R-SB3, R-SB5).
+"""Red team with the real Codex, Gemini, Claude Code and Qwen Code CLIs (SPEC §11, R-SB2, R-SB3, R-SB5).
 
 The scripted model makes each CLI call its own shell tool with one command that tries the
 essential escapes — other runs' files, the secret key, the database, writing into the data
@@ -17,6 +17,7 @@ from django.db import connection
 
 from engines.sandbox import PROVIDER_PORT
 from tests.real_engines.conftest import require_engine
+from tests.support.engine_env import SERVICE_MODELS, SERVICE_URL_PATHS
 from tests.support.scripted_model_server import ScriptedModelServer
 
 from .conftest import SERVER_SECRET_KEY, VICTIM_SECRET, http_probe
@@ -24,9 +25,14 @@ from .conftest import SERVER_SECRET_KEY, VICTIM_SECRET, http_probe
 pytestmark = [pytest.mark.real_engine, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 
 REAL_KEY = "operator-real-key-8086"
-MODELS = {"codex": "gpt-5.5", "gemini": "gemini-2.5-flash", "claude": ""}
-KEY_HEADERS = {"codex": "authorization", "gemini": "x-goog-api-key", "claude": "x-api-key"}
+KEY_HEADERS = {"codex": "authorization", "gemini": "x-goog-api-key", "claude": "x-api-key", "qwen": "authorization"}
 HAIKU = {"topic": "sea", "haiku": ["waves fold", "into the grey", "morning"], "haiku_file": "artifacts/haiku.md"}
+
+
+def _outcome(test: str, what: str) -> str:
+    """`test && echo <what>-OK || echo <what>-DENIED`, with the words split by an empty quote: some
+    CLIs (Qwen Code) put the command itself in the tool result, which must not count as output."""
+    return f"{test} && echo {what}-''OK || echo {what}-''DENIED"
 
 
 def _probe_command(victim, provider_url: str) -> str:
@@ -34,28 +40,28 @@ def _probe_command(victim, provider_url: str) -> str:
     secrets.append(f"{victim.home}/sessions/transcript.jsonl")
     if connection.vendor == "sqlite":
         secrets.append(str(connection.settings_dict["NAME"]))
-    steps = [f'cat {path} >/dev/null 2>&1 && echo "READ-OK {path}" || echo READ-DENIED' for path in secrets]
+    steps = [_outcome(f"cat {path} >/dev/null 2>&1", "READ") for path in secrets]
     steps += [
-        f"touch {victim.data_dir}/pwned 2>/dev/null && echo WRITE-OK || echo WRITE-DENIED",
-        f"kill -0 {os.getpid()} 2>/dev/null && echo SIGNAL-OK || echo SIGNAL-DENIED",
-        f"{http_probe(provider_url + '/')} >/dev/null 2>&1 && echo NET-OK || echo NET-DENIED",
-        f"{http_probe(f'http://127.0.0.1:{PROVIDER_PORT}/')} >/dev/null 2>&1 && echo RELAY-OK || echo RELAY-DENIED",
+        _outcome(f"touch {victim.data_dir}/pwned 2>/dev/null", "WRITE"),
+        _outcome(f"kill -0 {os.getpid()} 2>/dev/null", "SIGNAL"),
+        _outcome(f"{http_probe(provider_url + '/')} >/dev/null 2>&1", "NET"),
+        _outcome(f"{http_probe(f'http://127.0.0.1:{PROVIDER_PORT}/')} >/dev/null 2>&1", "RELAY"),
         'echo "KEYS=[$OPENAI_API_KEY|$SKILLRUNNER_PROVIDER_API_KEY|$GEMINI_API_KEY|$ANTHROPIC_API_KEY]"',
         "printf 'waves fold\\ninto the grey\\nmorning\\n' > artifacts/haiku.md",
     ]
     return "; ".join(steps)
 
 
-@pytest.mark.parametrize("engine", ["codex", "gemini", "claude"])
+@pytest.mark.parametrize("engine", ["codex", "gemini", "claude", "qwen"])
 def test_real_cli_shell_tool_cannot_escape_or_see_the_key(engine, api, victim, settings):
     with ScriptedModelServer() as provider:
         settings.SKILLRUNNER_SANDBOX_NETWORK = "provider"
         engines = {name: dict(conf) for name, conf in settings.SKILLRUNNER_ENGINES.items()}
         engines[engine].update(
             binary=str(require_engine(engine)),
-            base_url=provider.url + ("/v1" if engine == "codex" else ""),
+            base_url=provider.url + SERVICE_URL_PATHS.get(engine, ""),
             api_key=REAL_KEY,
-            model=MODELS[engine],
+            model=SERVICE_MODELS[engine],
         )
         settings.SKILLRUNNER_ENGINES = engines
         provider.set_script([{"shell": _probe_command(victim, provider.url)}, {"text": json.dumps(HAIKU)}])

@@ -11,7 +11,7 @@ import pytest
 from skills.packages import SkillPackageError, artifacts_of, load_skill_dir
 from tests.conftest import BUNDLED_SKILLS, TEST_SKILLS
 
-ALL_ENGINES = ["codex", "gemini", "iflow", "claude"]
+ALL_ENGINES = ["codex", "gemini", "iflow", "claude", "qwen"]
 
 
 @pytest.fixture
@@ -156,6 +156,7 @@ def test_effective_engines(pkg):
         "codex",
         "iflow",
         "claude",
+        "qwen",
     ]
     assert pkg.edit(engines=["codex", "iflow"], unsupported_engines=["gemini"]).load().effective_engines == [
         "codex",

@@ -1,9 +1,13 @@
 """A scripted, stateless fake LLM server for running the real agent CLIs offline.
 
-It speaks just enough of three vendor wire protocols, all streamed as SSE:
+It speaks just enough of four vendor wire protocols, all streamed as SSE:
 
 * OpenAI Responses API -- ``POST /v1/responses`` (Codex with a custom ``model_providers`` entry,
   ``wire_api = "responses"``).
+* OpenAI Chat Completions -- ``POST /v1/chat/completions`` (Qwen Code, and the CLIs built on
+  OpenAI-compatible providers): ``chat.completion.chunk`` deltas, one tool call per shell step,
+  a usage chunk and ``data: [DONE]`` (one ``chat.completion`` document when the request does not
+  ask for a stream).
 * Gemini API -- ``POST /v1beta/models/<model>:streamGenerateContent?alt=sse`` for the turns, plus the
   non-streamed side calls ``:generateContent`` (JSON-schema answers such as ``next_speaker`` or the
   model router's ``complexity_score``) and ``:countTokens``.
@@ -16,19 +20,23 @@ A script is a list of steps. Each step is one dict:
 
 * ``{"text": "..."}`` -- the model answers with final assistant text.
 * ``{"shell": "<command>"}`` -- the model calls the CLI's shell tool (Codex ``exec_command`` with
-  ``{"cmd"}``, Gemini ``run_shell_command`` and Claude ``Bash`` with ``{"command", "description"}``).
+  ``{"cmd"}``, Gemini ``run_shell_command`` and Claude ``Bash`` with ``{"command", "description"}``;
+  over Chat Completions the first of ``CHAT_SHELL_TOOLS`` the request offers, with
+  ``{"command", "description"}`` plus a small value for any other parameter it requires).
   An optional ``"description"`` overrides the default one.
 * ``{"http_error": 500}`` -- answer with that HTTP status and a vendor-shaped JSON error body
   (optional ``"message"``).
 * Any step may carry ``"reasoning": "<summary>"`` -- the answer starts with a reasoning block (a
-  Responses ``reasoning`` item with a summary, a Gemini ``thought`` part, an Anthropic ``thinking``
-  block), whose size is reported as reasoning tokens.
+  Responses ``reasoning`` item with a summary, a Chat Completions ``reasoning_content`` delta, a
+  Gemini ``thought`` part, an Anthropic ``thinking`` block), whose size is reported as reasoning
+  tokens.
 * Any step may carry ``"delay": <seconds>`` -- sleep before answering (hard-timeout / cancel tests).
   A step holding only ``delay`` answers with an empty-ish text after the sleep.
 
 The server is **stateless**: the answer to a request is step ``N`` where ``N`` is the number of model
 outputs already present in the request's history (Responses ``function_call`` and assistant
-``message`` items, Gemini ``model`` contents, Anthropic ``assistant`` messages). Every CLI re-sends
+``message`` items, Chat Completions and Anthropic ``assistant`` messages, Gemini ``model``
+contents). Every CLI re-sends
 the whole conversation on each call, resume included, so this works across processes. Past the end
 of the script the last step is repeated if it is a text step; otherwise the server answers with the
 text ``[scripted model: script exhausted at step N]`` so the CLI ends its turn.
@@ -76,6 +84,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 PROTO_OPENAI = "openai-responses"
+PROTO_CHAT = "openai-chat"
 PROTO_GEMINI = "gemini"
 PROTO_ANTHROPIC = "anthropic"
 
@@ -200,6 +209,28 @@ def conversation_from_responses(body: dict) -> Conversation:
             _note_model_output(conv)
         elif kind in ("function_call_output", "custom_tool_call_output", "local_shell_call_output"):
             conv.tool_results.append(_content_text(item.get("output")))
+    return conv
+
+
+def conversation_from_chat(body: dict) -> Conversation:
+    """Chat Completions ``messages``: user text, assistant messages (with or without tool calls),
+    and ``tool`` messages carrying tool results. System messages are not the user's."""
+    conv = Conversation()
+    for message in body.get("messages") or []:
+        if not isinstance(message, dict):
+            continue
+        role = message.get("role")
+        content = message.get("content")
+        if role == "assistant":
+            _note_model_output(conv)
+        elif role == "tool":
+            conv.tool_results.append(_content_text(content))
+        elif role == "user":
+            if isinstance(content, str):
+                texts = [content]
+            else:
+                texts = [c.get("text", "") for c in content or [] if isinstance(c, dict) and c.get("type") == "text"]
+            _note_user(conv, _join_texts(texts))
     return conv
 
 
@@ -470,6 +501,98 @@ def responses_events(step: dict[str, Any], conv: Conversation, model: str) -> li
     return out
 
 
+# Shell tools of the Chat Completions CLIs, by the names they offer them under (Qwen Code's
+# run_shell_command, OpenCode's and Kilo's bash); the first one a request offers is called.
+CHAT_SHELL_TOOLS = ("run_shell_command", "bash", "shell")
+
+
+def _offered_tools(body: dict) -> dict[str, dict[str, Any]]:
+    """The function tools a Chat Completions request offers: name -> JSON schema of its parameters."""
+    offered = {}
+    for tool in body.get("tools") or []:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            parameters = function.get("parameters")
+            offered[function["name"]] = parameters if isinstance(parameters, dict) else {}
+    return offered
+
+
+def chat_shell_call(step: dict[str, Any], body: dict) -> tuple[str, dict[str, Any]]:
+    """The tool call (name, arguments) that runs ``step["shell"]`` with the shell tool the request
+    offers; other parameters the tool requires get a small valid value."""
+    offered = _offered_tools(body)
+    name = next((tool for tool in CHAT_SHELL_TOOLS if tool in offered), CHAT_SHELL_TOOLS[0])
+    schema = offered.get(name, {})
+    args: dict[str, Any] = {"command": step["shell"], "description": step.get("description", "scripted command")}
+    properties = schema.get("properties") or {}
+    for required in schema.get("required") or []:
+        if required not in args:
+            args[required] = value_for_schema(properties.get(required), required)
+    return name, args
+
+
+def _chat_usage(conv: Conversation, step: dict[str, Any]) -> dict[str, Any]:
+    prompt, output = _usage_tokens(conv, step)
+    reasoning = _reasoning_tokens(step)
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": output + reasoning,
+        "total_tokens": prompt + output + reasoning,
+        "prompt_tokens_details": {"cached_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": reasoning},
+    }
+
+
+def _chat_base(model: str, kind: str) -> dict[str, Any]:
+    return {"id": "chatcmpl-" + uuid.uuid4().hex[:24], "object": kind, "created": int(time.time()), "model": model}
+
+
+def chat_chunks(step: dict[str, Any], conv: Conversation, model: str, body: dict) -> list[bytes]:
+    """A streamed ``chat.completion.chunk`` answer: optional ``reasoning_content`` deltas, then text
+    deltas or one tool call, the finish reason, a usage chunk (``stream_options.include_usage``
+    asks for it; sent always, as many servers do) and ``[DONE]``."""
+    base = _chat_base(model, "chat.completion.chunk")
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        return _sse(None, {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+
+    out = [chunk({"role": "assistant", "content": ""})]
+    if step.get("reasoning"):
+        out.append(chunk({"reasoning_content": step["reasoning"]}))
+    if "shell" in step:
+        name, args = chat_shell_call(step, body)
+        call = {"index": 0, "id": "call_" + uuid.uuid4().hex[:20], "type": "function"}
+        arguments = json.dumps(args)
+        half = len(arguments) // 2  # arguments arrive in pieces, as from a real server
+        out.append(chunk({"tool_calls": [{**call, "function": {"name": name, "arguments": arguments[:half]}}]}))
+        out.append(chunk({"tool_calls": [{"index": 0, "function": {"arguments": arguments[half:]}}]}))
+        finish = "tool_calls"
+    else:
+        out += [chunk({"content": delta}) for delta in _split_text(step.get("text", ""))]
+        finish = "stop"
+    out.append(chunk({}, finish))
+    out.append(_sse(None, {**base, "choices": [], "usage": _chat_usage(conv, step)}))
+    out.append(b"data: [DONE]\n\n")
+    return out
+
+
+def chat_completion(step: dict[str, Any], conv: Conversation, model: str, body: dict) -> dict[str, Any]:
+    """The same answer as one ``chat.completion`` document, for a request without ``stream: true``."""
+    message: dict[str, Any] = {"role": "assistant", "content": None}
+    if step.get("reasoning"):
+        message["reasoning_content"] = step["reasoning"]
+    if "shell" in step:
+        name, args = chat_shell_call(step, body)
+        function = {"name": name, "arguments": json.dumps(args)}
+        message["tool_calls"] = [{"id": "call_" + uuid.uuid4().hex[:20], "type": "function", "function": function}]
+        finish = "tool_calls"
+    else:
+        message["content"] = step.get("text", "")
+        finish = "stop"
+    choice = {"index": 0, "message": message, "finish_reason": finish}
+    return {**_chat_base(model, "chat.completion"), "choices": [choice], "usage": _chat_usage(conv, step)}
+
+
 def gemini_chunks(step: dict[str, Any], conv: Conversation, model: str) -> list[bytes]:
     prompt, output = _usage_tokens(conv, step)
     usage = {
@@ -687,6 +810,8 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if path == "/v1/responses":
                 self._turn(PROTO_OPENAI, body, (body or {}).get("model", "unknown"))
+            elif path == "/v1/chat/completions":
+                self._turn(PROTO_CHAT, body, (body or {}).get("model", "unknown"))
             elif path == "/v1/messages":
                 self._turn(PROTO_ANTHROPIC, body, (body or {}).get("model", "unknown"))
             elif path == "/v1/messages/count_tokens":
@@ -770,6 +895,10 @@ class _Handler(BaseHTTPRequestHandler):
             step = {**step, "text": "(delayed)"}
         if protocol == PROTO_OPENAI:
             self._send_sse(responses_events(step, conv, model))
+        elif protocol == PROTO_CHAT and body.get("stream") is True:
+            self._send_sse(chat_chunks(step, conv, model, body))
+        elif protocol == PROTO_CHAT:
+            self._send_json(200, chat_completion(step, conv, model, body))
         elif protocol == PROTO_GEMINI:
             self._send_sse(gemini_chunks(step, conv, model))
         else:
@@ -779,6 +908,8 @@ class _Handler(BaseHTTPRequestHandler):
 def _conversation(protocol: str, body: dict) -> Conversation:
     if protocol == PROTO_OPENAI:
         return conversation_from_responses(body)
+    if protocol == PROTO_CHAT:
+        return conversation_from_chat(body)
     if protocol == PROTO_GEMINI:
         return conversation_from_gemini(body)
     return conversation_from_anthropic(body)
@@ -913,7 +1044,9 @@ class ScriptedModelServer:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Scripted fake LLM server (OpenAI Responses, Gemini, Anthropic).")
+    parser = argparse.ArgumentParser(
+        description="Scripted fake LLM server (OpenAI Responses and Chat Completions, Gemini, Anthropic)."
+    )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=18001)
     parser.add_argument("--script", help="JSON file: a list of steps or a match/default selector")
