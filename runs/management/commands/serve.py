@@ -18,7 +18,13 @@ from collections.abc import Callable
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-from skillrunner.forking import close_database_connections, exit_with, flush_output, run_in_child
+from skillrunner.forking import (
+    close_database_connections,
+    exit_with,
+    flush_output,
+    forks_end_with_their_parent,
+    run_in_child,
+)
 from skillrunner.serve_parent import STOP_SIGNALS
 from skillrunner.startup import prepare_installation
 
@@ -31,6 +37,7 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
 
     def handle(self, *args, host: str, port: int, **options):
+        forks_end_with_their_parent()  # the migrations' child, web and worker: killed, this stops them too
         prepare_installation()  # before the children start: they read the key it creates
         run_in_child("preparing the database", _migrate)
         # The web application and the worker with all they import, before the fork: imported in the
