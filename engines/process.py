@@ -314,15 +314,30 @@ def _escaped_descendants(pgids: Collection[int]) -> set[int]:
     would leave those running. They are found by parentage, which holds while their parents live.
     """
     table = _process_table() or {}
+    members = {pid for pid, proc in table.items() if proc.pgid in pgids}
+    return _below(table, members) - members
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL a process and every process below it, in whatever group or session (the last
+    resort for a process that did not stop: nothing it started outlives it)."""
+    for target in {pid, *_below(_process_table() or {}, {pid})}:
+        try:
+            os.kill(target, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _below(table: dict[int, _Proc], roots: set[int]) -> set[int]:
+    """The descendants of `roots` by parentage."""
     children: dict[int, list[int]] = {}
     for pid, proc in table.items():
         children.setdefault(proc.ppid, []).append(pid)
-    members = {pid for pid, proc in table.items() if proc.pgid in pgids}
     found: set[int] = set()
-    stack = [child for pid in members for child in children.get(pid, [])]
+    stack = [child for pid in roots for child in children.get(pid, [])]
     while stack:
         pid = stack.pop()
-        if pid not in found and pid not in members:
+        if pid not in found:
             found.add(pid)
             stack.extend(children.get(pid, []))
     return found

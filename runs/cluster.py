@@ -3,11 +3,11 @@ the pusher and the monitor), started and stopped by the worker's main process.
 
 django-q2's own Cluster is not used because of how it stops: it sets a multiprocessing.Event,
 whose set() waits until every process asleep in that event's wait() has woken. The sentinel
-sleeps there almost all the time, and a stop signal sent to the whole process group (systemd's
-default KillMode, a Ctrl-C) can kill it in its sleep; the worker then waited forever for it to
-wake (a stop after a 200-run backlog left the worker's process running, and so its unit
-"stopping", until killed). Here the stop and start flags are skillrunner.forking.Flag: setting
-one never waits.
+sleeps there almost all the time, and SIGTERM sent to the whole process group or to every
+process (systemd's default KillMode) kills it in its sleep; when the worker got to set() before
+the sentinel was gone, it waited forever for it to wake (after a 200-run backlog, a group SIGTERM
+left the worker's main process running 40 s later). Here the stop and start flags are
+skillrunner.forking.Flag: setting one never waits.
 """
 
 from __future__ import annotations
@@ -18,19 +18,23 @@ import time
 import uuid
 from collections.abc import Callable
 
+from django.conf import settings
 from django.core.management.base import CommandError
 from django_q.cluster import Sentinel
 
+from engines.process import kill_tree
 from skillrunner.forking import Flag
 from skillrunner.queue_broker import wake_pusher
 
 logger = logging.getLogger(__name__)
 
-# How long a stopping cluster may take before its processes are killed: enough for its turns to
-# see their claims released and kill their engines (SKILLRUNNER_KILL_GRACE_SECONDS, 5 s by
-# default, for an engine that ignores SIGTERM) and for the pool to wind down. A stop normally
-# takes a second or two.
-STOP_GRACE_SECONDS = 8.0
+
+def stop_grace_seconds() -> float:
+    """How long a stopping cluster may take before its processes are killed: enough for its turns
+    to see their claims released and kill their engines (SKILLRUNNER_KILL_GRACE_SECONDS, for an
+    engine that ignores SIGTERM) and for the pool to wind down; 8 s by default. A stop normally
+    takes a second or two."""
+    return settings.SKILLRUNNER_KILL_GRACE_SECONDS + 3.0
 
 
 class TaskCluster:
@@ -61,12 +65,12 @@ class TaskCluster:
         self._stop.set()
 
     def wait_stopped(self, deadline: float) -> None:
-        """Until the sentinel has ended, or at `deadline` (monotonic) kill it: its processes are
-        sent SIGTERM as it dies (skillrunner.forking.forks_end_with_their_parent)."""
+        """Until the sentinel has ended, or at `deadline` (monotonic) kill it and everything
+        below it: a task process stuck in a turn, its engine, a dependency build."""
         self._sentinel.join(max(0.0, deadline - time.monotonic()))
-        if self._sentinel.exitcode is None:
-            logger.warning("the task cluster did not stop within %.0f s; killing it", STOP_GRACE_SECONDS)
-            self._sentinel.kill()
+        if self._sentinel.exitcode is None and self._sentinel.pid is not None:  # started, still running
+            logger.warning("the task cluster did not stop in time; killing it")
+            kill_tree(self._sentinel.pid)
             self._sentinel.join()
 
 

@@ -154,6 +154,26 @@ def test_the_worker_ends_when_its_cluster_dies(tmp_path):
         live.stop()
 
 
+def test_a_worker_whose_cluster_hangs_still_stops_in_time(tmp_path):
+    """A cluster that does not wind down (here every process below the sentinel is frozen, so it
+    waits for them forever) is killed with everything below it once the worker's grace period
+    (SKILLRUNNER_KILL_GRACE_SECONDS + 3 s) is over."""
+    live = LiveService(tmp_path / "data", env={"SKILLRUNNER_KILL_GRACE_SECONDS": "1"})
+    try:
+        live.manage("migrate", "--noinput")
+        tree = live.start_tree("worker")
+        _wait_until_serving(live, "worker")
+        (sentinel,) = children(tree.pid)
+        for pid in children(sentinel):
+            os.kill(pid, signal.SIGSTOP)
+        tree.signal(signal.SIGTERM, "parent")
+        left = tree.wait(LEFT_AFTER_SECONDS)
+        assert not left, f"{len(left)} processes left {LEFT_AFTER_SECONDS} s after the stop:\n{describe(left)}"
+        assert "the task cluster did not stop in time" in live.log("worker")
+    finally:
+        live.stop()
+
+
 def test_serve_stops_everything_when_one_of_its_children_dies(tmp_path):
     """`make run` forks web and worker, then waits for them as a Django-free parent: the web's
     death stops the worker and its cluster too, and the parent exits non-zero for a process

@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections, connections
 
 from engines.sandbox import remove_orphaned_state
-from runs.cluster import STOP_GRACE_SECONDS, TaskCluster
+from runs.cluster import TaskCluster, stop_grace_seconds
 from runs.engine_settings import sandbox_check
 from runs.execution import CLUSTER_TOKEN_ENV, retry_while_database_away, share_stop_flag
 from runs.retention import sync_schedule as sync_retention_schedule
@@ -113,9 +113,9 @@ class Command(BaseCommand):
     ) -> None:
         """No new turn starts here and nothing dispatches from here; this worker's turns end
         (released claims: their processes see them gone and kill their engines, and so does
-        this process) while the cluster winds down, all within STOP_GRACE_SECONDS of the
+        this process) while the cluster winds down, all within stop_grace_seconds() of the
         signal. Bounded whatever the cluster is doing: what is left then is killed."""
-        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        deadline = time.monotonic() + stop_grace_seconds()
         stop.set()
         cluster_stopping.set()
         cluster.ask_to_stop()
