@@ -1,5 +1,7 @@
-"""Stopping `make run` (R-OP7, R-LC13): SIGTERM and SIGINT end every process of the service and
-release its claims, with runs queued, running and waiting; a restart finds each run in its place.
+"""Stopping `make run`, a worker and a web (R-OP7, R-LC13): however the stop arrives, no process
+of the stopped tree is left 10 s later (counted under a subreaper of its own, so nothing escapes
+the count by detaching), its claims are released or recovered, and a restart finds each run in
+its place.
 
 Runs on the embedded default and, with the rest of tests/live, on PostgreSQL + Redis.
 """
