@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import multiprocessing.synchronize
 import os
 import socket
 import time
@@ -29,6 +28,7 @@ from engines.types import (
     TurnRequest,
     TurnResult,
 )
+from skillrunner.forking import Flag
 from skillrunner.logging import redact, redact_stream, redact_values
 
 from . import services
@@ -50,13 +50,13 @@ CLUSTER_TOKEN_ENV = "SKILLRUNNER_CLUSTER_TOKEN"
 # Shared by a worker with the cluster processes it forks: once set, the cluster is stopping and a
 # turn it still takes from the queue stays queued for the next start (R-LC13), so a stop never
 # waits for a turn that began after it.
-_stopping: multiprocessing.synchronize.Event | None = None
+_stopping: Flag | None = None
 
 
-def share_stop_flag() -> multiprocessing.synchronize.Event:
+def share_stop_flag() -> Flag:
     """Called by the worker before its cluster forks; returns the flag to set when stopping."""
     global _stopping
-    _stopping = multiprocessing.get_context("fork").Event()
+    _stopping = Flag()
     return _stopping
 
 
