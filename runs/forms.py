@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import tempfile
-import zipfile
 from typing import Any
 
 from django import forms
 from django.core.files.uploadedfile import UploadedFile
 from django.utils.html import escape
 
-from runs.inputs import file_fields
+from runs.inputs import file_fields, zipped_files
 from runs.models import RunStatus
 from skillrunner.forms import PlainLabelForm
 from skills.models import SkillVersion
@@ -36,7 +35,7 @@ def _help_text(spec: dict[str, Any]) -> str:
     return escape(str(spec.get("description") or ""))
 
 
-def _label(name: str, spec: dict[str, Any]) -> str:
+def field_label(name: str, spec: dict[str, Any]) -> str:
     return str(spec.get("title") or name.replace("_", " ").replace("-", " ").capitalize())
 
 
@@ -50,7 +49,7 @@ class JSONValueField(forms.JSONField):
 def schema_field(name: str, spec: dict[str, Any], *, required: bool) -> forms.Field:
     """One form field for one schema property; types the form cannot express take JSON."""
     common: dict[str, Any] = {
-        "label": _label(name, spec),
+        "label": field_label(name, spec),
         "help_text": _help_text(spec),
         "required": required,
     }
@@ -117,7 +116,7 @@ class NewRunForm(PlainLabelForm):
                 continue
             if name in files:
                 field: forms.Field = forms.FileField(
-                    label=_label(name, spec), help_text=_help_text(spec), required=name in required
+                    label=field_label(name, spec), help_text=_help_text(spec), required=name in required
                 )
                 if spec.get("extensions"):
                     field.widget.attrs["accept"] = ",".join(spec["extensions"])
@@ -152,16 +151,11 @@ class NewRunForm(PlainLabelForm):
     def uploads(self) -> dict[str, UploadedFile]:
         return {name: upload for name in self.file_names if (upload := self.cleaned_data.get(f"{INPUT}__{name}"))}
 
-    def uploads_zip(self) -> tempfile.SpooledTemporaryFile:
-        """The uploaded files as the run's input zip, each stored under its field's name."""
-        archive_file = tempfile.SpooledTemporaryFile(max_size=4 * 1024 * 1024)
-        with zipfile.ZipFile(archive_file, "w", zipfile.ZIP_DEFLATED) as archive:
-            for name, upload in self.uploads().items():
-                with archive.open(name, "w") as member:
-                    for chunk in upload.chunks():
-                        member.write(chunk)
-        archive_file.seek(0)
-        return archive_file
+    def uploads_zip(self) -> tempfile.SpooledTemporaryFile | None:
+        """The uploaded files as the run's input zip, each stored under its field's name; None
+        when none were sent."""
+        uploads = self.uploads()
+        return zipped_files(uploads.items()) if uploads else None
 
 
 class RunFilterForm(forms.Form):

@@ -20,12 +20,15 @@ if TYPE_CHECKING:
 
 
 class RunStatus(models.TextChoices):
-    QUEUED = "queued"
-    RUNNING = "running"
-    WAITING_USER = "waiting_user"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELED = "canceled"
+    """Each status's label is its one name for people: the pages, the run page's script and the
+    admin all show it."""
+
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    WAITING_USER = "waiting_user", "Waiting for you"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    CANCELED = "canceled", "Canceled"
 
 
 TERMINAL_STATUSES = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELED})

@@ -24,7 +24,7 @@ from skillrunner.errors import ApplicationError, NotFound
 from skills.models import Skill, SkillVersion
 
 from . import runfiles
-from .models import Interaction, Run, RunEvent, TurnUsage
+from .models import Interaction, Run, RunEvent, RunStatus, TurnUsage
 from .usage import USAGE_KEYS
 
 EVENT_PAGE_LIMIT = 500
@@ -161,6 +161,20 @@ def pending_payload(run: Run) -> dict[str, Any] | None:
         return None
     interaction = run.interactions.filter(interaction_id=run.pending_interaction_id).first()
     return interaction.payload if interaction else None
+
+
+def cached_from(run: Run) -> str | None:
+    """The request id of the earlier run a cache hit took its result from, as its status event
+    recorded it (R-OP9); None for a run that executed."""
+    if not run.cache_hit:
+        return None
+    event = run.events.filter(kind="status", payload__to=RunStatus.SUCCEEDED).first()
+    return event.payload.get("cached_from") if event else None
+
+
+def uploaded_files(run: Run) -> list[str]:
+    """The input files the run was given, by their names in its upload."""
+    return [path.removeprefix("uploads/") for path in runfiles.list_files(run.run_dir, "uploads")]
 
 
 def artifact_file(run: Run, relative: str) -> BinaryIO:
