@@ -14,6 +14,7 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
 from rest_framework.exceptions import Throttled, ValidationError
 
@@ -205,6 +206,26 @@ def inbox_page(request: HttpRequest) -> HttpResponse:
         else:
             if wants_json:
                 return JsonResponse({"request_id": str(run.pk), "status": run.status, "accepted": True})
-            messages.success(request, "Answer sent; the run goes on.")
+            messages.success(request, f"Answer sent to {run.version.name} {str(run.pk)[:8]}; the run goes on.")
         return redirect("ui:inbox")
-    return render(request, "runs/inbox.html", {"questions": selectors.waiting_questions(request.user)})
+    questions = [
+        {"summary": inbox.question_summary(item), "asked_at": item.asked_at, "deadline_at": item.run.wait_deadline_at}
+        for item in selectors.waiting_questions(request.user)
+    ]
+    return render(request, "runs/inbox.html", {"questions": questions})
+
+
+@login_required
+@require_POST
+def cancel(request: HttpRequest, request_id: str) -> HttpResponse:
+    """Cancel from a page (the inbox's cards); back to where the form says, a page of this site."""
+    run, accepted = services.cancel_run(_visible_run(request.user, request_id))
+    name = f"{run.version.name if run.skill_version else 'Run'} {str(run.pk)[:8]}"
+    if accepted:
+        messages.success(request, f"{name} was canceled.")
+    else:
+        messages.info(request, f"{name} had already ended ({run.get_status_display().lower()}).")
+    back = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(back, allowed_hosts=None):
+        back = reverse("ui:run-detail", args=[run.pk])
+    return redirect(back)

@@ -61,7 +61,8 @@ def question_message(interaction: Interaction) -> EmailMultiAlternatives:
         "skill_id": run.skill_key,
         "prompt": interaction.prompt,
         "options": [option.get("label", "") for option in interaction.payload.get("options") or []],
-        "link": settings.SKILLRUNNER_PUBLIC_URL + reverse("ui:run-detail", args=[run.pk]),
+        # #reply: the run page puts the cursor in its answer box.
+        "link": settings.SKILLRUNNER_PUBLIC_URL + reverse("ui:run-detail", args=[run.pk]) + "#reply",
         "inbox": settings.SKILLRUNNER_PUBLIC_URL + reverse("ui:inbox"),
         "settings_link": settings.SKILLRUNNER_PUBLIC_URL + reverse("account-settings"),
     }

@@ -777,8 +777,13 @@
       replyError.hidden = true;
       conversation.style.setProperty("--reply-height", replyForm.offsetHeight + "px");
       if (conversation.lastElementChild) conversation.lastElementChild.scrollIntoView({ block: "nearest" });
-      // Move focus only for a question that just arrived, never while history replays.
-      if (state.lastSeq > state.liveFromSeq && document.activeElement === document.body) replyText.focus();
+      // Move focus for a question that just arrived, never while history replays; but a person
+      // who came here to answer (the inbox's and the email's links end in #reply) gets it at once.
+      const cameToAnswer = window.location.hash === "#reply" && !state.focusedForLink;
+      if (cameToAnswer || (state.lastSeq > state.liveFromSeq && document.activeElement === document.body)) {
+        state.focusedForLink = true;
+        replyText.focus();
+      }
     }
   }
 
