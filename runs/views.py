@@ -25,6 +25,7 @@ from skills.models import SkillVersion
 from skills.selectors import current_version, installed_skills
 
 from . import inbox, runfiles, selectors, services
+from .engine_choice import run_model
 from .forms import INPUT, PARAMETER, NewRunForm, RunFilterForm, field_label
 from .models import Run, RunStatus
 from .preview import previewable, render_preview
@@ -55,7 +56,10 @@ def start_run(owner, form: NewRunForm) -> Run:
         model=form.cleaned_data["model"] or None,
         input=form.values(INPUT),
         parameter=form.values(PARAMETER),
-        runtime_options={"execution_mode": form.cleaned_data["execution_mode"]},
+        runtime_options={
+            "execution_mode": form.cleaned_data["execution_mode"],
+            "no_cache": not form.cleaned_data["reuse_cached"],
+        },
         files=form.uploads_zip(),
     )
 
@@ -154,6 +158,7 @@ def run_detail(request: HttpRequest, request_id: str) -> HttpResponse:
         "parameters": labelled_values(run.skill_version, PARAMETER, run.parameter),
         "uploaded_files": selectors.uploaded_files(run) if run.files_removed_at is None else [],
         "cached_from": selectors.cached_from(run),
+        "model": run_model(run),
         "status_labels": STATUS_LABELS,
     }
     return render(request, "runs/run_detail.html", context)

@@ -735,11 +735,48 @@
     return item;
   }
 
+  // What a failure means for the person reading it; the service's own message (for an engine,
+  // its CLI's words, stderr included) stays one click away.
+  const ERROR_HELP = {
+    ENGINE_FAILED: ["The engine stopped with an error", "Often a missing or wrong API key, model or endpoint in the engine's settings (SKILLRUNNER_<ENGINE>_…). Its own words are below; the engine logs have all of them."],
+    ENGINE_SPAWN_FAILED: ["The engine could not be started", "Its CLI may be missing here; the operator installs it (make engines) or sets SKILLRUNNER_<ENGINE>_BIN."],
+    TIMEOUT: ["The engine took too long", "The turn ran past its hard timeout and was stopped. Re-run it, or ask for a longer hard_timeout_seconds."],
+    SANDBOX_UNAVAILABLE: ["The agent sandbox does not work here", "The operator has to fix the sandbox (bubblewrap) before any run can execute."],
+    SANDBOX_LIMIT_EXCEEDED: ["The agent went over a limit", "It used more memory, processes, files or disk than a turn may."],
+    OUTPUT_MISSING: ["The agent gave no result", "Its final message held no JSON object. Re-run it; if it happens again the skill's instructions may need work."],
+    OUTPUT_SCHEMA_INVALID: ["The result did not match the skill's output", "Fixing it was tried and did not succeed; the problems are listed below."],
+    INTERACTION_WAIT_TIMEOUT: ["No answer came in time", "The run waited for an answer longer than its session timeout."],
+    UPLOAD_TIMEOUT: ["The input files never came", "The run waited for its upload longer than allowed."],
+    SESSION_RESUME_FAILED: ["The conversation could not go on", "The engine reported no session to resume after your answer."],
+    INTERACTIVE_MAX_ATTEMPT_EXCEEDED: ["The conversation ran out of turns", "The skill allows only so many turns before a result."],
+  };
+
+  function errorBlock(error) {
+    const help = ERROR_HELP[error.code] || ["The run failed", "The service's message is below; the engine logs may say more."];
+    const block = node("div", "run-error");
+    block.setAttribute("role", "alert");
+    const title = node("p");
+    title.appendChild(node("span", "error-title", help[0]));
+    title.appendChild(document.createTextNode(" "));
+    title.appendChild(node("code", null, error.code));
+    block.appendChild(title);
+    block.appendChild(node("p", "hint", help[1]));
+    const details = node("details");
+    details.appendChild(node("summary", null, "Details"));
+    details.appendChild(node("pre", "error-message", error.message));
+    block.appendChild(details);
+    return block;
+  }
+
   function showResult(result) {
     const summary = el("result-summary");
     summary.textContent = "";
     summary.appendChild(node("span", "badge status-" + (result.status === "success" ? "succeeded" : result.status), result.status));
-    if (result.error) summary.appendChild(document.createTextNode(" " + result.error.message + " (" + result.error.code + ")"));
+    if (result.error && result.error.code === "CANCELED_BY_USER") {
+      summary.appendChild(document.createTextNode(" " + result.error.message + "."));
+    } else if (result.error) {
+      summary.appendChild(errorBlock(result.error));
+    }
     const hasData = result.data !== null && result.data !== undefined;
     state.artifacts = new Set(result.artifacts || []);
     const view = el("result-view");
