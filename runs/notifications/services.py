@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from accounts.models import lock_user
 from skillrunner.errors import NotFound, OverUserLimit
+from skillrunner.links import run_page_url
 
 from ..dispatch import enqueue_delivery
 from ..models import Run, RunStatus
@@ -90,6 +91,7 @@ def _payload(run: Run, event: str, delivery_id: str, ts: str) -> dict[str, Any]:
         "event": event,
         "delivery_id": delivery_id,
         "request_id": str(run.pk),
+        "run_url": run_page_url(run.pk),
         "status": run.status,
         "ts": ts,
     }
