@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import models
+from django.urls import reverse
 
 from .options import EffectiveOptions
 
@@ -135,6 +136,10 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return str(self.request_id)
+
+    def get_absolute_url(self) -> str:
+        """The run's page (the admin's "View on site")."""
+        return reverse("ui:run-detail", args=[self.request_id])
 
     @property
     def is_terminal(self) -> bool:

@@ -56,9 +56,18 @@ def test_a_public_address_that_is_not_http_is_refused_at_start():
 
     from tests.support.live_service import REPO
 
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "skillrunner.settings", "SKILLRUNNER_PUBLIC_URL": "runner.example.org"}
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "skillrunner.settings",
+        "SKILLRUNNER_PUBLIC_URL": "runner.example.org",
+    }
     done = subprocess.run(
-        [sys.executable, "-c", "import django; django.setup()"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", "import django; django.setup()"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode != 0
     assert "SKILLRUNNER_PUBLIC_URL must start with http:// or https://" in done.stderr
