@@ -55,7 +55,9 @@ class ReadOnlyAdminMixin:
 
         def formatted(obj: Model) -> str:
             value = getattr(obj, field_name)
-            return format_html('<pre class="readonly-json">{}</pre>', json.dumps(value, indent=2, ensure_ascii=False))
+            return format_html(
+                '<pre class="readonly-json" tabindex="0">{}</pre>', json.dumps(value, indent=2, ensure_ascii=False)
+            )
 
         field = next(field for field in self.model._meta.fields if field.name == field_name)
         formatted.short_description = field.verbose_name  # type: ignore[attr-defined]  # read by the admin

@@ -691,6 +691,9 @@
     const columns = [];
     records.forEach((record) => Object.keys(record).forEach((key) => columns.includes(key) || columns.push(key)));
     const wrap = node("div", "table-wrap");
+    wrap.tabIndex = 0; // it may scroll sideways: reachable from the keyboard
+    wrap.setAttribute("role", "region");
+    wrap.setAttribute("aria-label", "Table of " + columns.join(", "));
     const table = node("table", "records");
     const head = node("tr");
     columns.forEach((key) => head.appendChild(node("th", null, key)));

@@ -169,7 +169,7 @@ def test_the_admin_is_branded_links_the_site_and_indents_json(staff_client, make
         f'href="/admin/r/{ContentType.objects.get_for_model(Run).pk}/{run.pk}/" class="viewsitelink">View on site</a>'
         in page
     )
-    assert '<pre class="readonly-json">{\n  &quot;topic&quot;: &quot;topic 0&quot;\n}</pre>' in page
+    assert '<pre class="readonly-json" tabindex="0">{\n  &quot;topic&quot;: &quot;topic 0&quot;\n}</pre>' in page
     assert staff_client.get(f"/admin/r/{ContentType.objects.get_for_model(Run).pk}/{run.pk}/")["Location"].endswith(
         f"/runs/{run.pk}/"
     )
