@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import models
+from django.urls import reverse
 
 from .options import EffectiveOptions
 
@@ -20,12 +21,15 @@ if TYPE_CHECKING:
 
 
 class RunStatus(models.TextChoices):
-    QUEUED = "queued"
-    RUNNING = "running"
-    WAITING_USER = "waiting_user"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELED = "canceled"
+    """Each status's label is its one name for people: the pages, the run page's script and the
+    admin all show it."""
+
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    WAITING_USER = "waiting_user", "Waiting for you"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    CANCELED = "canceled", "Canceled"
 
 
 TERMINAL_STATUSES = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELED})
@@ -132,6 +136,10 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return str(self.request_id)
+
+    def get_absolute_url(self) -> str:
+        """The run's page (the admin's "View on site")."""
+        return reverse("ui:run-detail", args=[self.request_id])
 
     @property
     def is_terminal(self) -> bool:

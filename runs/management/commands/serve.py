@@ -27,6 +27,7 @@ from skillrunner.forking import (
     forks_end_with_their_parent,
     run_in_child,
 )
+from skillrunner.links import use_served_url
 from skillrunner.serve_parent import STOP_SIGNALS
 from skillrunner.startup import prepare_installation
 
@@ -46,6 +47,7 @@ class Command(BaseCommand):
             )
         forks_end_with_their_parent()  # the migrations' child, web and worker: killed, this stops them too
         prepare_installation()  # before the children start: they read the key it creates
+        use_served_url(host, port)  # the links in emails and webhooks, for both children
         run_in_child("preparing the database", _migrate)
         # The web application and the worker with all they import, before the fork: imported in the
         # worker's process instead, django-q2's cluster and the engines were its private memory.
