@@ -73,6 +73,9 @@ def test_real_engine_tool_call_shows_live_in_the_run_page(engine, live, model_se
         finished = timeline.locator(".step.tool.ok")
         expect(finished).to_have_count(1)
         expect(timeline.locator(".step.tool.running")).to_have_count(0)
+        turn = page.locator("details.activity.finished")  # a finished turn folds up, marked so
+        expect(turn.locator(".activity-state")).to_have_text("finished")
+        turn.locator("> summary").click()
         finished.get_by_text("Output").click()
         expect(finished.locator("pre")).to_contain_text("released")
         expect(page.locator(".entry.question").last).to_contain_text("Which city")
