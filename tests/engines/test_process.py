@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -109,6 +110,19 @@ def test_runs_in_cwd_with_closed_stdin_and_only_the_given_env(tmp_path: Path) ->
     assert {key for key in seen["env"] if key != "LC_CTYPE"} == {"PATH", "ONLY"}
     assert seen["pgid"] == seen["pid"] == result.pid  # its own process group
     assert result.exit_code == 0 and result.failure_reason is None
+
+
+def test_stdin_text_is_read_whole_then_end_of_file(tmp_path: Path) -> None:
+    """A prompt on stdin (OpenCode alters one given as an argument): every byte, then EOF, even
+    past a pipe's buffer, and a process that never reads it still finishes."""
+    prompt = 'say "hi"\n-5 °C\n' + "x" * 200_000
+    script = "import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())"
+    result = run_process(
+        ["python3", "-c", script], cwd=tmp_path, env=ENV, control=FakeControl(), hard_timeout=30, stdin_text=prompt
+    )
+    assert result.stdout == hashlib.sha256(prompt.encode()).hexdigest() + "\n"
+    ignored = run_process(["true"], cwd=tmp_path, env=ENV, control=FakeControl(), hard_timeout=30, stdin_text=prompt)
+    assert ignored.exit_code == 0 and ignored.failure_reason is None
 
 
 def test_leftover_children_holding_the_pipes_do_not_block_the_turn(tmp_path: Path) -> None:
