@@ -24,6 +24,7 @@ DEFAULT_FILES = {
     "gemini": "assets/gemini_settings.json",
     "iflow": "assets/iflow_settings.json",
     "claude": "assets/claude_settings.json",
+    "opencode": "assets/opencode_config.json",
 }
 
 # A key is the operator's when any word of its name is one of these.
