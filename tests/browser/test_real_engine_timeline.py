@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import expect
 
-from tests.support.engine_env import SERVICE_MODELS, require_engine
+from tests.support.engine_env import SERVICE_MODELS, require_engine, service_base_url
 from tests.support.live_service import LiveService
 from tests.support.scripted_model_server import ScriptedModelServer
 
@@ -21,7 +21,7 @@ from .conftest import CREATE_USERS, PASSWORDS, STAFF, Live, log_in, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.real_engine, pytest.mark.timeout(240)]
 
-ENGINES = ("codex", "gemini", "claude")
+ENGINES = ("codex", "gemini", "claude", "opencode")
 # No `timeout` wrapper: it makes its own process group, which Gemini's pseudo-terminal then stops.
 HOLD_TOOL = {"shell": "until [ -f release.flag ]; do sleep 0.05; done; echo released"}
 QUESTION = "Which city would you like to visit, and for how many days?"
@@ -40,7 +40,7 @@ def live(tmp_path_factory, model_server) -> Iterator[Live]:
     for engine in ENGINES:
         prefix = f"SKILLRUNNER_{engine.upper()}"
         env[f"{prefix}_BIN"] = str(require_engine(engine))
-        env[f"{prefix}_BASE_URL"] = model_server.url + ("/v1" if engine == "codex" else "")
+        env[f"{prefix}_BASE_URL"] = service_base_url(engine, model_server.url)
         env[f"{prefix}_API_KEY"] = "test-key-not-secret"
         env[f"{prefix}_MODEL"] = SERVICE_MODELS[engine]
     service = LiveService(tmp_path_factory.mktemp("browser-real") / "data", env=env)

@@ -36,6 +36,9 @@ def recorded(engine: str, scenario: str) -> tuple[str, str, int]:
         ("gemini", "plain", "PLAIN_REPLY to: hello there"),
         ("gemini", "resume_turn1", "REPLY turns=1 last=first message"),
         ("gemini", "resume_turn2", "REPLY turns=2 last=second message"),
+        ("opencode", "plain", "PLAIN_REPLY to: hello there"),
+        ("opencode", "resume_turn1", "REPLY turns=1 last=first message"),
+        ("opencode", "resume_turn2", "REPLY turns=2 last=second message"),
     ],
 )
 def test_golden_plain_text_turns(engine: str, scenario: str, text: str) -> None:
@@ -47,7 +50,7 @@ def test_golden_plain_text_turns(engine: str, scenario: str, text: str) -> None:
     assert auto.outcome == "final" and auto.final_data is None
 
 
-@pytest.mark.parametrize("engine", ["codex", "gemini"])
+@pytest.mark.parametrize("engine", ["codex", "gemini", "opencode"])
 def test_golden_resume_keeps_the_session_handle(engine: str) -> None:
     first = get_adapter(engine).parse(*recorded(engine, "resume_turn1"), "interactive")
     second = get_adapter(engine).parse(*recorded(engine, "resume_turn2"), "interactive")
@@ -55,7 +58,7 @@ def test_golden_resume_keeps_the_session_handle(engine: str) -> None:
     assert second.session_handle in RECORDINGS[(engine, "resume_turn2")]["note"]
 
 
-@pytest.mark.parametrize("engine", ["codex", "gemini", "claude"])
+@pytest.mark.parametrize("engine", ["codex", "gemini", "claude", "opencode"])
 def test_golden_tool_call_output_is_not_the_final_message(engine: str) -> None:
     result = get_adapter(engine).parse(*recorded(engine, "tool_call"), "interactive")
     assert result.assistant_text.startswith("TOOL_RESULT_SEEN")
@@ -63,9 +66,10 @@ def test_golden_tool_call_output_is_not_the_final_message(engine: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "engine,scenario", [("codex", "turn_failed_500"), ("gemini", "error_500"), ("claude", "error_500")]
+    "engine,scenario",
+    [("codex", "turn_failed_500"), ("gemini", "error_500"), ("claude", "error_500"), ("opencode", "error_400")],
 )
-def test_golden_http_500_is_an_engine_failure(engine: str, scenario: str) -> None:
+def test_golden_http_error_is_an_engine_failure(engine: str, scenario: str) -> None:
     result = get_adapter(engine).parse(*recorded(engine, scenario), "interactive")
     assert result.outcome == "error" and result.failure_reason == FAILURE_ENGINE
     assert result.failure_message
@@ -84,7 +88,7 @@ def activity_of(engine: str, scenario: str) -> list[dict]:
     return [item for line in stdout.splitlines() for item in parser.feed(line)]
 
 
-@pytest.mark.parametrize("engine", ["codex", "gemini", "claude"])
+@pytest.mark.parametrize("engine", ["codex", "gemini", "claude", "opencode"])
 def test_golden_tool_call_activity(engine: str) -> None:
     """R-AC1: a recorded tool call yields started then finished with its command and output."""
     items = activity_of(engine, "tool_call")
@@ -107,12 +111,25 @@ def test_golden_reasoning_activity_comes_before_the_tool(engine: str) -> None:
     assert items[1]["type"] == "tool"
 
 
+def test_golden_opencode_reasoning_arrives_while_the_tool_runs() -> None:
+    """OpenCode prints a reasoning part once the stream has moved on, by which time the plugin has
+    already announced the tool: the reasoning comes between the tool's start and its end."""
+    items = activity_of("opencode", "tool_call")
+    assert [(item["type"], item.get("phase")) for item in items] == [
+        ("tool", "started"),
+        ("reasoning", None),
+        ("tool", "finished"),
+    ]
+    assert items[1]["text"] == "I will write the file first."
+
+
 @pytest.mark.parametrize(
     "engine,scenario,expected",
     [
         ("codex", "tool_call", {"input_tokens": 35, "output_tokens": 50, "reasoning_tokens": 7, "cost_usd": None}),
         ("gemini", "tool_call", {"input_tokens": 35, "output_tokens": 37, "cached_input_tokens": 0}),
         ("claude", "tool_call", {"input_tokens": 35, "cached_input_tokens": 0}),
+        ("opencode", "tool_call", {"input_tokens": 35, "output_tokens": 26, "reasoning_tokens": 7, "cost_usd": None}),
     ],
 )
 def test_golden_usage(engine: str, scenario: str, expected: dict) -> None:

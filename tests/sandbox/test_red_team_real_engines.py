@@ -16,7 +16,7 @@ import pytest
 from django.db import connection
 
 from engines.sandbox import PROVIDER_PORT
-from tests.real_engines.conftest import require_engine
+from tests.support.engine_env import SERVICE_MODELS, require_engine, service_base_url
 from tests.support.scripted_model_server import ScriptedModelServer
 
 from .conftest import SERVER_SECRET_KEY, VICTIM_SECRET, http_probe
@@ -24,8 +24,7 @@ from .conftest import SERVER_SECRET_KEY, VICTIM_SECRET, http_probe
 pytestmark = [pytest.mark.real_engine, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 
 REAL_KEY = "operator-real-key-8086"
-MODELS = {"codex": "gpt-5.5", "gemini": "gemini-2.5-flash", "claude": ""}
-KEY_HEADERS = {"codex": "authorization", "gemini": "x-goog-api-key", "claude": "x-api-key"}
+KEY_HEADERS = {"codex": "authorization", "gemini": "x-goog-api-key", "claude": "x-api-key", "opencode": "authorization"}
 HAIKU = {"topic": "sea", "haiku": ["waves fold", "into the grey", "morning"], "haiku_file": "artifacts/haiku.md"}
 
 
@@ -46,16 +45,16 @@ def _probe_command(victim, provider_url: str) -> str:
     return "; ".join(steps)
 
 
-@pytest.mark.parametrize("engine", ["codex", "gemini", "claude"])
+@pytest.mark.parametrize("engine", sorted(KEY_HEADERS))
 def test_real_cli_shell_tool_cannot_escape_or_see_the_key(engine, api, victim, settings):
     with ScriptedModelServer() as provider:
         settings.SKILLRUNNER_SANDBOX_NETWORK = "provider"
         engines = {name: dict(conf) for name, conf in settings.SKILLRUNNER_ENGINES.items()}
         engines[engine].update(
             binary=str(require_engine(engine)),
-            base_url=provider.url + ("/v1" if engine == "codex" else ""),
+            base_url=service_base_url(engine, provider.url),
             api_key=REAL_KEY,
-            model=MODELS[engine],
+            model=SERVICE_MODELS[engine],
         )
         settings.SKILLRUNNER_ENGINES = engines
         provider.set_script([{"shell": _probe_command(victim, provider.url)}, {"text": json.dumps(HAIKU)}])

@@ -35,6 +35,7 @@ from tests.support.engine_env import (
     engine_binary,
     engine_env,
     gemini_argv,
+    opencode_argv,
     run_cli,
 )
 from tests.support.scripted_model_server import ScriptedModelServer
@@ -112,8 +113,8 @@ def fresh(ctx: Ctx, script: Any) -> None:
     ctx.cwd.mkdir(parents=True)
 
 
-def run(ctx: Ctx, argv: list[str]) -> CliRun:
-    result = run_cli(argv, ctx.env, ctx.cwd, timeout=TIMEOUT)
+def run(ctx: Ctx, argv: list[str], stdin: str | None = None) -> CliRun:
+    result = run_cli(argv, ctx.env, ctx.cwd, timeout=TIMEOUT, stdin=stdin)
     check(not result.timed_out, f"{argv[0]} timed out", result)
     return result
 
@@ -249,7 +250,49 @@ def record_claude(ctx: Ctx) -> None:
     )
 
 
-RECORDERS = {"codex": record_codex, "gemini": record_gemini, "claude": record_claude}
+# --- opencode ---------------------------------------------------------------------------------
+
+
+def opencode_session(result: CliRun) -> str:
+    return next(e["sessionID"] for e in result.json_lines() if e.get("type") == "step_start")
+
+
+def record_opencode(ctx: Ctx) -> None:
+    """``opencode run --format json``, the prompt on stdin, the activity plugin in its config."""
+    fresh(ctx, TEXT_SCRIPT)
+    r = run(ctx, opencode_argv(), stdin="hello there")
+    check(r.returncode == 0 and "to: hello there" in r.stdout, "opencode plain", r)
+    ctx.save("plain", r, TEXT_SCRIPT, ["hello there"], note="prompt on stdin")
+
+    script = tool_script("opencode")
+    fresh(ctx, script)
+    r = run(ctx, opencode_argv(), stdin="please write the file")
+    check(r.returncode == 0 and (ctx.cwd / "out.txt").exists(), "opencode tool call", r)
+    ctx.save("tool_call", r, script, ["please write the file"], note="skillrunner_tool_start: the activity plugin")
+
+    fresh(ctx, RESUME_SCRIPT)
+    r1 = run(ctx, opencode_argv(), stdin="first message")
+    check(r1.returncode == 0, "opencode resume turn 1", r1)
+    sid = opencode_session(r1)
+    r2 = run(ctx, opencode_argv(resume=sid), stdin="second message")
+    check(r2.returncode == 0 and "turns=2" in r2.stdout, "opencode resume turn 2", r2)
+    ctx.save("resume_turn1", r1, RESUME_SCRIPT, ["first message"])
+    ctx.save("resume_turn2", r2, RESUME_SCRIPT, ["second message"], note=f"--session {sid} from the same cwd")
+
+    script = [{"http_error": 400}]
+    fresh(ctx, script)
+    r = run(ctx, opencode_argv(), stdin="this will fail")
+    check(r.returncode != 0 and '"type":"error"' in r.stdout, "opencode error", r)
+    ctx.save(
+        "error_400",
+        r,
+        script,
+        ["this will fail"],
+        note="HTTP 400 (not retried; a 500 is retried 5 times with backoff): an error event, exit 1",
+    )
+
+
+RECORDERS = {"codex": record_codex, "gemini": record_gemini, "claude": record_claude, "opencode": record_opencode}
 
 
 def cli_version(engine: str, env: dict[str, str], cwd: Path) -> str:

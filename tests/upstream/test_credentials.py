@@ -184,8 +184,9 @@ def test_handshake_that_is_not_json_is_400(db):
     assert response.status_code == 400
 
 
-def test_models_carry_upstreams_fields(api):
-    models = api.get("/v1/engines/codex/models").json()["models"]
+@pytest.mark.parametrize("engine", ["codex", "opencode"])
+def test_models_carry_upstreams_fields(api, engine):
+    models = api.get(f"/v1/engines/{engine}/models").json()["models"]
     assert models
     for model in models:
         assert model["provider_id"] == "openai"
