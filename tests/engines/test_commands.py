@@ -42,8 +42,12 @@ ARGV_TABLE: dict[tuple[str, str], list[str] | None] = {
     + ["-m", "skillrunner/M"],
     ("opencode", "resume"): ["B", "run", "--format", "json", "--auto", "--thinking", "--session", "S"]
     + ["-m", "skillrunner/M"],
+    ("kilo", "first"): ["B", "run", "--format", "json", "--auto", "--thinking", "--title", "demo-skill"]
+    + ["-m", "skillrunner/M"],
+    ("kilo", "resume"): ["B", "run", "--format", "json", "--auto", "--thinking", "--session", "S"]
+    + ["-m", "skillrunner/M"],
 }
-PROMPT_ON_STDIN = {"opencode"}
+PROMPT_ON_STDIN = {"opencode", "kilo"}
 
 
 def _binary(engine: str, tmp_path: Path) -> Path:
@@ -124,6 +128,7 @@ def test_interactive_resume_turn_commands_keep_auto_flags(tmp_path: Path) -> Non
         ("iflow", ["--yolo", "--thinking"]),
         ("claude", ["--dangerously-skip-permissions"]),
         ("opencode", ["--auto"]),
+        ("kilo", ["--auto"]),
     ],
 )
 def test_auto_flags_function_per_engine(tmp_path: Path, engine: str, flags: list[str]) -> None:
@@ -223,6 +228,7 @@ def test_profiles_and_skill_roots() -> None:
         "iflow": "resumable",
         "claude": "sticky_process",
         "opencode": "resumable",
+        "kilo": "resumable",
     }
     assert {name: a.skill_root for name, a in ADAPTERS.items()} == {
         "codex": ".codex",
@@ -230,6 +236,7 @@ def test_profiles_and_skill_roots() -> None:
         "iflow": ".iflow",
         "claude": ".claude",
         "opencode": ".opencode",
+        "kilo": ".kilo",
     }
 
 

@@ -337,7 +337,7 @@ def test_codex_activity_items() -> None:
 
 # --- opencode family (`run --format json`; shapes as the pinned CLIs print them) -------------------
 
-OPENCODE_FAMILY = ["opencode"]
+OPENCODE_FAMILY = ["opencode", "kilo"]
 SESSION = "ses_main"
 
 

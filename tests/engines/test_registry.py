@@ -26,13 +26,23 @@ print(json.dumps({"session": session, "message": json.dumps({"echo": prompt.stri
 
 
 def test_the_built_in_engines_are_found_in_listing_order():
-    assert registry.ENGINE_NAMES == ("codex", "gemini", "iflow", "claude", "opencode")
+    assert registry.ENGINE_NAMES == ("codex", "gemini", "iflow", "claude", "opencode", "kilo")
     assert registry.discover("engines").keys() == registry.ADAPTERS.keys()
 
 
 def test_control_names_come_from_the_adapters():
     """R-SK2: what configures a CLI is named by its adapter, and archives refuse exactly that."""
-    assert registry.CONTROL_NAMES == {".codex", ".gemini", ".iflow", ".claude", ".mcp.json", ".env", ".opencode"}
+    assert registry.CONTROL_NAMES == {
+        ".codex",
+        ".gemini",
+        ".iflow",
+        ".claude",
+        ".mcp.json",
+        ".env",
+        ".opencode",
+        ".kilo",
+        ".kilocode",
+    }
     assert archives.CONTROL_NAMES is registry.CONTROL_NAMES
 
 

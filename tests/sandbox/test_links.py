@@ -10,7 +10,7 @@ from engines.registry import get_adapter
 from engines.types import EngineConfig, SkillMaterial, TurnRequest
 
 
-@pytest.mark.parametrize("engine", ["codex", "gemini", "iflow", "claude", "opencode"])
+@pytest.mark.parametrize("engine", ["codex", "gemini", "iflow", "claude", "opencode", "kilo"])
 def test_turn_preparation_replaces_links_instead_of_following_them(engine, tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
