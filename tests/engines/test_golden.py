@@ -39,6 +39,9 @@ def recorded(engine: str, scenario: str) -> tuple[str, str, int]:
         ("opencode", "plain", "PLAIN_REPLY to: hello there"),
         ("opencode", "resume_turn1", "REPLY turns=1 last=first message"),
         ("opencode", "resume_turn2", "REPLY turns=2 last=second message"),
+        ("kilo", "plain", "PLAIN_REPLY to: hello there"),
+        ("kilo", "resume_turn1", "REPLY turns=1 last=first message"),
+        ("kilo", "resume_turn2", "REPLY turns=2 last=second message"),
     ],
 )
 def test_golden_plain_text_turns(engine: str, scenario: str, text: str) -> None:
@@ -50,7 +53,7 @@ def test_golden_plain_text_turns(engine: str, scenario: str, text: str) -> None:
     assert auto.outcome == "final" and auto.final_data is None
 
 
-@pytest.mark.parametrize("engine", ["codex", "gemini", "opencode"])
+@pytest.mark.parametrize("engine", ["codex", "gemini", "opencode", "kilo"])
 def test_golden_resume_keeps_the_session_handle(engine: str) -> None:
     first = get_adapter(engine).parse(*recorded(engine, "resume_turn1"), "interactive")
     second = get_adapter(engine).parse(*recorded(engine, "resume_turn2"), "interactive")
@@ -58,7 +61,7 @@ def test_golden_resume_keeps_the_session_handle(engine: str) -> None:
     assert second.session_handle in RECORDINGS[(engine, "resume_turn2")]["note"]
 
 
-@pytest.mark.parametrize("engine", ["codex", "gemini", "claude", "opencode"])
+@pytest.mark.parametrize("engine", ["codex", "gemini", "claude", "opencode", "kilo"])
 def test_golden_tool_call_output_is_not_the_final_message(engine: str) -> None:
     result = get_adapter(engine).parse(*recorded(engine, "tool_call"), "interactive")
     assert result.assistant_text.startswith("TOOL_RESULT_SEEN")
@@ -67,7 +70,13 @@ def test_golden_tool_call_output_is_not_the_final_message(engine: str) -> None:
 
 @pytest.mark.parametrize(
     "engine,scenario",
-    [("codex", "turn_failed_500"), ("gemini", "error_500"), ("claude", "error_500"), ("opencode", "error_400")],
+    [
+        ("codex", "turn_failed_500"),
+        ("gemini", "error_500"),
+        ("claude", "error_500"),
+        ("opencode", "error_400"),
+        ("kilo", "error_500"),
+    ],
 )
 def test_golden_http_error_is_an_engine_failure(engine: str, scenario: str) -> None:
     result = get_adapter(engine).parse(*recorded(engine, scenario), "interactive")
@@ -88,7 +97,7 @@ def activity_of(engine: str, scenario: str) -> list[dict]:
     return [item for line in stdout.splitlines() for item in parser.feed(line)]
 
 
-@pytest.mark.parametrize("engine", ["codex", "gemini", "claude", "opencode"])
+@pytest.mark.parametrize("engine", ["codex", "gemini", "claude", "opencode", "kilo"])
 def test_golden_tool_call_activity(engine: str) -> None:
     """R-AC1: a recorded tool call yields started then finished with its command and output."""
     items = activity_of(engine, "tool_call")
@@ -111,10 +120,11 @@ def test_golden_reasoning_activity_comes_before_the_tool(engine: str) -> None:
     assert items[1]["type"] == "tool"
 
 
-def test_golden_opencode_reasoning_arrives_while_the_tool_runs() -> None:
-    """OpenCode prints a reasoning part once the stream has moved on, by which time the plugin has
-    already announced the tool: the reasoning comes between the tool's start and its end."""
-    items = activity_of("opencode", "tool_call")
+@pytest.mark.parametrize("engine", ["opencode", "kilo"])
+def test_golden_opencode_reasoning_arrives_while_the_tool_runs(engine: str) -> None:
+    """OpenCode (and Kilo) print a reasoning part once the stream has moved on, by which time the
+    plugin has already announced the tool: the reasoning comes between the tool's start and end."""
+    items = activity_of(engine, "tool_call")
     assert [(item["type"], item.get("phase")) for item in items] == [
         ("tool", "started"),
         ("reasoning", None),
@@ -130,6 +140,7 @@ def test_golden_opencode_reasoning_arrives_while_the_tool_runs() -> None:
         ("gemini", "tool_call", {"input_tokens": 35, "output_tokens": 37, "cached_input_tokens": 0}),
         ("claude", "tool_call", {"input_tokens": 35, "cached_input_tokens": 0}),
         ("opencode", "tool_call", {"input_tokens": 35, "output_tokens": 26, "reasoning_tokens": 7, "cost_usd": None}),
+        ("kilo", "tool_call", {"input_tokens": 35, "reasoning_tokens": 7, "cost_usd": None}),
     ],
 )
 def test_golden_usage(engine: str, scenario: str, expected: dict) -> None:

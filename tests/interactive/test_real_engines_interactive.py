@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.real_engine, pytest.mark.django_db(transaction=True), 
 ENGINES = ("codex", "gemini", "claude")
 # The later engines join where what is proven is theirs to prove (live activity, usage); the
 # service-level module proves their questions, replies and resumes.
-ACTIVITY_ENGINES = (*ENGINES, "opencode")
+ACTIVITY_ENGINES = (*ENGINES, "opencode", "kilo")
 PLAIN_QUESTION = "Before I plan anything: which city would you like to visit, and how many days do you have?"
 WRITE_PLAN = {"shell": "printf '# Kyoto\\n\\nDay 1: Fushimi Inari at dawn\\n' > artifacts/plan.md"}
 

@@ -1,4 +1,4 @@
-"""Red team with the real Codex, Gemini and Claude Code CLIs (SPEC §11, R-SB2, R-SB3, R-SB5).
+"""Red team with the real Codex, Gemini, Claude Code, OpenCode and Kilo CLIs (SPEC §11, R-SB2, R-SB3, R-SB5).
 
 The scripted model makes each CLI call its own shell tool with one command that tries the
 essential escapes — other runs' files, the secret key, the database, writing into the data
@@ -24,7 +24,13 @@ from .conftest import SERVER_SECRET_KEY, VICTIM_SECRET, http_probe
 pytestmark = [pytest.mark.real_engine, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 
 REAL_KEY = "operator-real-key-8086"
-KEY_HEADERS = {"codex": "authorization", "gemini": "x-goog-api-key", "claude": "x-api-key", "opencode": "authorization"}
+KEY_HEADERS = {
+    "codex": "authorization",
+    "gemini": "x-goog-api-key",
+    "claude": "x-api-key",
+    "opencode": "authorization",
+    "kilo": "authorization",
+}
 HAIKU = {"topic": "sea", "haiku": ["waves fold", "into the grey", "morning"], "haiku_file": "artifacts/haiku.md"}
 
 

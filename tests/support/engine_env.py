@@ -12,9 +12,9 @@ Layout of a home (one per CLI per test)::
     <home>/.codex/     CODEX_HOME + config.toml
     <home>/.gemini/    settings.json, sessions (GEMINI_CLI_HOME=<home>)
     <home>/.claude/    CLAUDE_CONFIG_DIR
-    <home>/config/ …   XDG_CONFIG_HOME, XDG_DATA_HOME, … of OpenCode (sessions: data/opencode/opencode.db)
+    <home>/config/ …   XDG_CONFIG_HOME, XDG_DATA_HOME, … of OpenCode and Kilo (data/<cli>/<cli>.db)
 
-The per-engine docstrings (``codex_env``, ``gemini_env``, ``claude_env``, ``opencode_env``) say exactly which files and
+The per-engine docstrings (``codex_env``, ``gemini_env``, ``claude_env``, ``opencode_env``, ``kilo_env``) say exactly which files and
 variables are needed and why; the production adapters in ``engines/`` should mirror them.
 
 The module also holds the argv builders and a subprocess runner with a hard timeout that kills the
@@ -41,15 +41,17 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 CLI_DIR = REPO_ROOT / "engines" / "cli"
 BIN_DIR = CLI_DIR / "node_modules" / ".bin"
 
-ENGINES = ("codex", "gemini", "claude", "opencode")
+ENGINES = ("codex", "gemini", "claude", "opencode", "kilo")
 API_KEY = "test-key"  # dummy; the scripted server accepts anything
 CODEX_MODEL = "gpt-5.5"  # a slug in Codex 0.169's bundled catalog -> no "model metadata" warning item
 GEMINI_MODEL = "gemini-2.5-flash"  # pinned: the default "auto" model adds a router side call per turn
 CODEX_PROVIDER_ID = "scripted"
 CODEX_KEY_ENV = "SCRIPTED_MODEL_API_KEY"
 OPENCODE_MODEL = "scripted-model"  # any name: the config's provider entry declares it
-# CLIs given their prompt on stdin: OpenCode wraps any argument holding a space in literal quotes.
-PROMPT_ON_STDIN = {"opencode"}
+# OpenCode and its fork Kilo: the prefix of their variables and the plugin package they install.
+OPENCODE_FAMILY = {"opencode": ("OPENCODE", "@opencode-ai/plugin"), "kilo": ("KILO", "@kilocode/plugin")}
+# CLIs given their prompt on stdin: both wrap any argument holding a space in literal quotes.
+PROMPT_ON_STDIN = set(OPENCODE_FAMILY)
 
 
 def engine_binary(engine: str) -> Path:
@@ -205,8 +207,9 @@ def claude_env(server_url: str, home: Path) -> dict[str, str]:
     return env
 
 
-def opencode_env(server_url: str, home: Path) -> dict[str, str]:
-    """OpenCode 1.18.33: its XDG folders in ``home`` and the whole config in one variable.
+def opencode_env(server_url: str, home: Path, engine: str = "opencode") -> dict[str, str]:
+    """OpenCode 1.18.33 (and Kilo, ``engine="kilo"``: the same program with ``KILO_`` variables and
+    ``kilo`` folders): its XDG folders in ``home`` and the whole config in one variable.
 
     * ``XDG_CONFIG_HOME``, ``XDG_DATA_HOME``, ``XDG_CACHE_HOME``, ``XDG_STATE_HOME`` -- everything
       (config, the SQLite session store ``data/opencode/opencode.db``, logs, locks) stays in ``home``.
@@ -225,13 +228,14 @@ def opencode_env(server_url: str, home: Path) -> dict[str, str]:
     """
     from engines.opencode_family import ACTIVITY_PLUGIN
 
+    prefix, plugin_package = OPENCODE_FAMILY[engine]
     env = base_env(home)
     dirs = {"XDG_CONFIG_HOME": "config", "XDG_DATA_HOME": "data", "XDG_CACHE_HOME": "cache", "XDG_STATE_HOME": "state"}
     env.update({name: str(Path(home) / folder) for name, folder in dirs.items()})
-    config_dir = Path(home) / "config" / "opencode"
+    config_dir = Path(home) / "config" / engine
     (config_dir / "node_modules").mkdir(parents=True, exist_ok=True)
     (config_dir / "package-lock.json").write_text(
-        json.dumps({"packages": {"": {"dependencies": {"@opencode-ai/plugin": "*"}}}}), encoding="utf-8"
+        json.dumps({"packages": {"": {"dependencies": {plugin_package: "*"}}}}), encoding="utf-8"
     )
     (config_dir / "plugins").mkdir(exist_ok=True)
     (config_dir / "plugins" / "skillrunner-activity.js").write_text(ACTIVITY_PLUGIN, encoding="utf-8")
@@ -245,9 +249,24 @@ def opencode_env(server_url: str, home: Path) -> dict[str, str]:
         "enabled_providers": ["scripted"],
         "model": f"scripted/{OPENCODE_MODEL}",
     }
-    env["OPENCODE_CONFIG_CONTENT"] = json.dumps(config)
+    env[f"{prefix}_CONFIG_CONTENT"] = json.dumps(config)
     for switch in ("MODELS_FETCH", "AUTOUPDATE", "SHARE", "LSP_DOWNLOAD", "DEFAULT_PLUGINS", "PROJECT_CONFIG"):
-        env[f"OPENCODE_DISABLE_{switch}"] = "1"
+        env[f"{prefix}_DISABLE_{switch}"] = "1"
+    return env
+
+
+def kilo_env(server_url: str, home: Path) -> dict[str, str]:
+    """Kilo 7.7.7: OpenCode's environment under its own names (``opencode_env``), and its own
+    services off -- PostHog telemetry (``KILO_TELEMETRY_LEVEL=off``; otherwise each run also waits
+    2 s at exit for it to give up), its shared daemon (``KILO_NO_DAEMON``), session upload and
+    presence on Kilo's servers, code indexing. ``KILO_SESSION_RETRY_LIMIT=1``: an HTTP 5xx is
+    retried once (0 means OpenCode's 5 retries with backoff). Kilo appends an
+    ``<environment_details>`` block (time, cwd) to each prompt.
+    """
+    env = opencode_env(server_url, home, "kilo")
+    env.update({"KILO_TELEMETRY_LEVEL": "off", "KILO_NO_DAEMON": "1", "KILO_SESSION_RETRY_LIMIT": "1"})
+    for switch in ("SESSION_INGEST", "PRESENCE", "CODEBASE_INDEXING"):
+        env[f"KILO_DISABLE_{switch}"] = "1"
     return env
 
 
@@ -274,6 +293,7 @@ def engine_env(engine: str, server_url: str, home: Path) -> dict[str, str]:
         "gemini": gemini_env,
         "claude": claude_env,
         "opencode": opencode_env,
+        "kilo": kilo_env,
     }
     if engine not in builders:
         raise ValueError(f"unknown engine {engine!r}")
@@ -330,9 +350,10 @@ def claude_argv(prompt: str | None = None, resume: str | None = None) -> list[st
     return argv
 
 
-def opencode_argv(resume: str | None = None) -> list[str]:
-    """``opencode run`` without its prompt, which goes on stdin; ``--auto`` approves the tools."""
-    argv = [str(engine_binary("opencode")), "run", "--format", "json", "--auto", "--thinking"]
+def opencode_argv(resume: str | None = None, engine: str = "opencode") -> list[str]:
+    """``opencode run`` (or ``kilo run``) without its prompt, which goes on stdin; ``--auto``
+    approves the tools."""
+    argv = [str(engine_binary(engine)), "run", "--format", "json", "--auto", "--thinking"]
     argv += ["--session", resume] if resume else ["--title", "golden"]
     return argv + ["-m", f"scripted/{OPENCODE_MODEL}"]
 
@@ -537,10 +558,16 @@ class ResidentCli:
 
 
 # Models the scripted server serves without extra side calls (CODEX_MODEL, GEMINI_MODEL above).
-SERVICE_MODELS = {"codex": CODEX_MODEL, "gemini": GEMINI_MODEL, "claude": "", "opencode": OPENCODE_MODEL}
+SERVICE_MODELS = {
+    "codex": CODEX_MODEL,
+    "gemini": GEMINI_MODEL,
+    "claude": "",
+    "opencode": OPENCODE_MODEL,
+    "kilo": OPENCODE_MODEL,
+}
 # What the service's SKILLRUNNER_<ENGINE>_BASE_URL adds to the server's address: up to /v1 for the
 # OpenAI APIs, nothing where the CLI adds its own path.
-SERVICE_BASE_PATHS = {"codex": "/v1", "opencode": "/v1"}
+SERVICE_BASE_PATHS = {"codex": "/v1", "opencode": "/v1", "kilo": "/v1"}
 
 
 def service_base_url(engine: str, server_url: str) -> str:

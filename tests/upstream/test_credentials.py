@@ -184,7 +184,7 @@ def test_handshake_that_is_not_json_is_400(db):
     assert response.status_code == 400
 
 
-@pytest.mark.parametrize("engine", ["codex", "opencode"])
+@pytest.mark.parametrize("engine", ["codex", "opencode", "kilo"])
 def test_models_carry_upstreams_fields(api, engine):
     models = api.get(f"/v1/engines/{engine}/models").json()["models"]
     assert models
