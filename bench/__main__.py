@@ -7,8 +7,10 @@ For each configuration, cap (SKILLRUNNER_MAX_CONCURRENT_TURNS) and round, a fres
 with bench/fakecodex.py as its codex, driven by bench/outside.py. Then, per configuration, one
 service at the default cap 4 idles and parks `--waiting` interactive runs in waiting_user.
 Medians across rounds are printed as a Markdown table beside the reference and the floor; the
-raw figures go to test-output/bench/outside.json. `python -m bench.detail` is the detailed
-benchmark (segments, websocket, activity, webhooks, sandbox cost).
+raw figures go to test-output/bench/outside.json. Last, one real turn of each engine CLI
+installed in engines/cli, unconfined and in the agent sandbox (bench/engine_turns.py,
+`--engine-turns`). `python -m bench.detail` is the detailed benchmark (segments, websocket,
+activity, webhooks, sandbox cost).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any
 
 from tests.support.live_service import REPO, LiveService
 
-from . import outside, report, scenarios
+from . import engine_turns, outside, report, scenarios
 from .httpclient import Api
 from .services import CONFIGS, bench_service, loadavg, wait_ready
 from .system import tree_engines
@@ -87,6 +89,9 @@ def print_tables(results: dict[str, Any]) -> None:
     print(report.outside_table(results))
     print()
     print(report.waiting_table(results["waiting"]))
+    if results.get("engine_turns"):
+        print()
+        print(report.engine_turns(results["engine_turns"]))
     rounds, elapsed = results["args"]["rounds"], results["elapsed_s"]
     before, after = results["loadavg_before"], results["loadavg_after"]
     sandbox = results["args"].get("sandbox", "bwrap")  # JSONs written before --sandbox existed ran in bwrap
@@ -123,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
         choices=("bwrap", "off"),
         default="bwrap",
         help="SKILLRUNNER_SANDBOX of the service: off shows the service's own part without the sandbox's",
+    )
+    parser.add_argument(
+        "--engine-turns", type=int, default=1, help="real turns of each installed CLI per sandbox mode; 0 skips"
     )
     parser.add_argument("--output", type=Path, default=REPO / "test-output" / "bench" / "outside.json")
     parser.add_argument("--keep", action="store_true", help="keep the data directories (service logs)")
@@ -161,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
             for config in configs:
                 results["waiting"][config] = waiting(root, config, fake, args)
                 print(f"[{config} waiting] {json.dumps(results['waiting'][config])[:400]}", flush=True)
+        if args.engine_turns:
+            results["engine_turns"] = engine_turns.measure(root / "engine-turns", args.engine_turns)
         failed = False
     finally:
         if args.keep or failed:

@@ -168,6 +168,22 @@ def sandbox_cost(timings: dict[str, list[float]]) -> str:
     )
 
 
+def engine_turns(timings: dict[str, Any]) -> str:
+    """One real turn per engine CLI (a shell tool call, then the answer), unconfined and in bwrap."""
+    rows = [
+        "| engine (CLI version), one real turn | unconfined median (s) | bwrap median (s) | added by the sandbox (s) |",
+        "|---|---|---|---|",
+    ]
+    for engine, result in timings.items():
+        unconfined, confined = median(result["unconfined"]), median(result["bwrap"])
+        rows.append(
+            f"| {engine} ({result['version'] or '?'}) | {unconfined:.2f} | {confined:.2f} | {confined - unconfined:+.2f} |"
+        )
+    samples = min((len(result["bwrap"]) for result in timings.values()), default=0)
+    rows += ["", f"n={samples} per engine and mode, interleaved, against the scripted model server"]
+    return "\n".join(rows)
+
+
 # --- `python -m bench`: the outside driver's figures ---------------------------------------------
 
 
