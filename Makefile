@@ -7,8 +7,9 @@ ENGINE_CLI_DIR := engines/cli
 # Run a second time on PostgreSQL + Redis (SCALEOUT_DATABASE_URL, SCALEOUT_REDIS_URL: given, or
 # private throwaway servers that scripts/test_services.py starts and stops).
 SCALEOUT_TESTS := tests/api tests/interactive tests/live tests/real_engines/test_service_real_engines.py \
-	tests/sandbox tests/notifications tests/runs/test_retention.py tests/runs/test_seed_history.py tests/ui/test_pages.py \
-	tests/upstream/test_streams.py
+	tests/sandbox tests/notifications tests/runs/test_fair_share.py tests/runs/test_retention.py \
+	tests/runs/test_thread_connections.py tests/runs/test_seed_history.py tests/ui/test_pages.py \
+	tests/upstream/test_streams.py tests/upstream/test_plugin_contract.py tests/upstream/test_reply_files.py
 
 .PHONY: run test test-suites lint engines system-packages sandbox bench venv test-venv clean
 

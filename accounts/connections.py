@@ -16,6 +16,7 @@ from datetime import timedelta
 from uuid import UUID
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.sessions.models import Session
 from django.db import transaction
 from django.db.models import Q
@@ -57,11 +58,14 @@ def credential_group(connection: LiveConnection) -> str | None:
 @transaction.atomic
 def open_connection(user, *, token: ApiToken | None = None, session_key: str | None = None) -> LiveConnection:
     """Count a new connection of `user`, or raise TooManyStreams (429) when they hold the most
-    allowed, or NOT_AUTHENTICATED (401) when `token` was revoked since it authenticated the caller."""
+    allowed, or NOT_AUTHENTICATED (401) when `token` was revoked, or the password of a browser
+    session's user changed, since it authenticated the caller."""
     lock_user(user)
     now = timezone.now()
     if token is not None and not _unrevoked(token):
         raise ApplicationError("NOT_AUTHENTICATED", "this token has been revoked", status_code=401)
+    if session_key and not _same_password(user):
+        raise ApplicationError("NOT_AUTHENTICATED", "this session ended: the password changed", status_code=401)
     mine = LiveConnection.objects.filter(user=user)
     mine.filter(expires_at__lte=now).delete()  # left by a process that died
     if mine.count() >= settings.SKILLRUNNER_USER_MAX_STREAMS:
@@ -79,6 +83,12 @@ def _unrevoked(token: ApiToken) -> bool:
     connection here or finds its row when ending its connections, never neither."""
     still = ApiToken.objects.select_for_update().filter(pk=token.pk, revoked_at=None)
     return still.values_list("pk", flat=True).first() is not None
+
+
+def _same_password(user) -> bool:
+    """Read under the user's lock, after a password change's update committed or before it could
+    start: a session the change ended either is refused here or has its row ended by the change."""
+    return get_user_model().objects.filter(pk=user.pk, password=user.password).exists()
 
 
 def close_connection(connection_id: UUID) -> None:
@@ -128,14 +138,23 @@ def end_connections(
     transaction.on_commit(lambda: _tell(group for group in groups if group))
 
 
-def end_sessions_on_password_change(sender, instance, raw=False, update_fields=None, **kwargs) -> None:
-    """On the user model's pre_save: a new password ends the user's browser sessions (Django
-    refuses them at their next request), so it closes their sockets and streams too (R-FS3). API
-    tokens are credentials of their own: they stay until revoked."""
-    if raw or instance.pk is None or (update_fields is not None and "password" not in update_fields):
-        return
-    stored = sender.objects.filter(pk=instance.pk).values_list("password", flat=True).first()
-    if stored is not None and stored != instance.password:
+def note_password_change(sender, instance, raw=False, update_fields=None, **kwargs) -> None:
+    """On the user model's pre_save: whether this save stores a new password (set_password + save
+    from anywhere: the admin's forms, `manage.py changepassword`, a shell)."""
+    changed = False
+    if not raw and instance.pk is not None and (update_fields is None or "password" in update_fields):
+        stored = sender.objects.filter(pk=instance.pk).values_list("password", flat=True).first()
+        changed = stored is not None and stored != instance.password
+    instance._ends_browser_sessions = changed
+
+
+def end_sessions_on_password_change(sender, instance, raw=False, **kwargs) -> None:
+    """On the user model's post_save: a new password ends the user's browser sessions (Django
+    refuses them at their next request), so it closes their sockets and streams too (R-FS3). After
+    the update, not before: a connection opening meanwhile is either seen here or refused by
+    open_connection. API tokens are credentials of their own: they stay until revoked."""
+    if not raw and getattr(instance, "_ends_browser_sessions", False):
+        instance._ends_browser_sessions = False
         end_connections(sessions_of_user=instance.pk)
 
 

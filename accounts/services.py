@@ -6,6 +6,8 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from skillrunner.errors import NotFound
+
 from .connections import end_connections
 from .models import ApiToken, NotificationSettings
 
@@ -23,6 +25,16 @@ def update_notification_settings(user, *, email: str, email_questions: bool) -> 
     NotificationSettings.objects.update_or_create(user=user, defaults={"email_questions": email_questions})
 
 
+def issue_token(user) -> tuple[ApiToken, str]:
+    """A new API token of `user` and its key, which is shown once and stored only hashed."""
+    return ApiToken.issue(user)
+
+
+def tokens_of(user) -> QuerySet[ApiToken]:
+    """A user's tokens, newest first, revoked ones included (the settings page lists both)."""
+    return ApiToken.objects.filter(user=user).order_by("-created_at")
+
+
 @transaction.atomic
 def revoke_tokens(tokens: QuerySet[ApiToken]) -> int:
     """Revoke these tokens; their open websockets and event streams close (R-FS3). The number revoked."""
@@ -30,3 +42,11 @@ def revoke_tokens(tokens: QuerySet[ApiToken]) -> int:
     ApiToken.objects.filter(pk__in=ids).update(revoked_at=timezone.now())
     end_connections(token_ids=ids)
     return len(ids)
+
+
+def revoke_own_token(user, token_id: str) -> None:
+    """Revoke one of `user`'s active tokens (the settings page); NotFound for any other."""
+    # ASCII digits only: str.isdigit() also accepts "²", which int() and the database refuse.
+    token = tokens_of(user).filter(pk=int(token_id)) if token_id.isascii() and token_id.isdigit() else None
+    if token is None or not revoke_tokens(token):
+        raise NotFound("TOKEN_NOT_FOUND", f"no active token {token_id}")

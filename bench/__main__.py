@@ -2,15 +2,14 @@
 
     .venv/bin/python -m bench [--configs embedded,scaleout] [--caps 1,16] [--rounds 3] [--waiting 1000]
 
-For each configuration, cap (SKILLRUNNER_MAX_CONCURRENT_TURNS) and round, a fresh
+First one real turn of each engine CLI, unconfined and in bubblewrap, against the scripted model
+(bench/clis.py). Then for each configuration, cap (SKILLRUNNER_MAX_CONCURRENT_TURNS) and round, a fresh
 `manage.py serve` (what `make run` starts: daphne + `manage.py worker`) on a fresh database,
 with bench/fakecodex.py as its codex, driven by bench/outside.py. Then, per configuration, one
 service at the default cap 4 idles and parks `--waiting` interactive runs in waiting_user.
 Medians across rounds are printed as a Markdown table beside the reference and the floor; the
-raw figures go to test-output/bench/outside.json. Last, one real turn of each engine CLI
-installed in engines/cli, unconfined and in the agent sandbox (bench/engine_turns.py,
-`--engine-turns`). `python -m bench.detail` is the detailed benchmark (segments, websocket,
-activity, webhooks, sandbox cost).
+raw figures go to test-output/bench/outside.json. `python -m bench.detail` is the detailed
+benchmark (segments, websocket, activity, webhooks, sandbox cost).
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from typing import Any
 
 from tests.support.live_service import REPO, LiveService
 
-from . import engine_turns, outside, report, scenarios
+from . import clis, outside, report, scenarios
 from .httpclient import Api
 from .services import CONFIGS, bench_service, loadavg, wait_ready
 from .system import tree_engines
@@ -89,9 +88,9 @@ def print_tables(results: dict[str, Any]) -> None:
     print(report.outside_table(results))
     print()
     print(report.waiting_table(results["waiting"]))
-    if results.get("engine_turns"):
+    if results.get("cli_turns"):
         print()
-        print(report.engine_turns(results["engine_turns"]))
+        print(report.cli_turns(results["cli_turns"]))
     rounds, elapsed = results["args"]["rounds"], results["elapsed_s"]
     before, after = results["loadavg_before"], results["loadavg_after"]
     sandbox = results["args"].get("sandbox", "bwrap")  # JSONs written before --sandbox existed ran in bwrap
@@ -124,13 +123,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--floor", type=int, default=30, help="direct spawns of the fake for the floor")
     parser.add_argument("--waiting", type=int, default=1000, help="runs parked in waiting_user at cap 4; 0 skips")
     parser.add_argument(
+        "--cli-turns", type=int, default=1, help="real turns per engine CLI and sandbox mode (bench/clis.py); 0 skips"
+    )
+    parser.add_argument(
         "--sandbox",
         choices=("bwrap", "off"),
         default="bwrap",
         help="SKILLRUNNER_SANDBOX of the service: off shows the service's own part without the sandbox's",
-    )
-    parser.add_argument(
-        "--engine-turns", type=int, default=1, help="real turns of each installed CLI per sandbox mode; 0 skips"
     )
     parser.add_argument("--output", type=Path, default=REPO / "test-output" / "bench" / "outside.json")
     parser.add_argument("--keep", action="store_true", help="keep the data directories (service logs)")
@@ -153,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
         fake = outside.Fake.install(root / "engine")
         results["floor"] = outside.floor(fake, root / "floor", args.floor)
         print(f"floor: {json.dumps(results['floor'])}", flush=True)
+        if args.cli_turns:
+            results["cli_turns"] = clis.measure(root / "cli-turns", args.cli_turns)
+            print(report.cli_turns(results["cli_turns"]), flush=True)
         results["runs"] = {}
         for config in configs:
             for cap in caps:
@@ -169,8 +171,6 @@ def main(argv: list[str] | None = None) -> int:
             for config in configs:
                 results["waiting"][config] = waiting(root, config, fake, args)
                 print(f"[{config} waiting] {json.dumps(results['waiting'][config])[:400]}", flush=True)
-        if args.engine_turns:
-            results["engine_turns"] = engine_turns.measure(root / "engine-turns", args.engine_turns)
         failed = False
     finally:
         if args.keep or failed:

@@ -81,6 +81,22 @@ exit 0
 """
 
 
+class QuietControl:
+    """A TurnControl that lets the turn run to its end and keeps nothing of its output."""
+
+    def on_spawn(self, pid: int) -> None:
+        pass
+
+    def on_activity(self, item: dict) -> None:
+        pass
+
+    def on_output(self, stream: str, chunk: bytes) -> None:
+        pass
+
+    def should_abort(self) -> bool:
+        return False
+
+
 def write_engine(directory: Path) -> Path:
     """Write the script as `<directory>/codex` (executable) and return its path."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -136,23 +152,8 @@ def measure_sandbox_cost(binary: Path, workdir: Path, samples: int) -> dict[str,
     engines.process exactly as a turn runs it, unconfined and in bubblewrap, interleaved so
     both see the same machine load. Wall time from before the sandbox is built to the result."""
     from engines.process import run_process
-    from engines.sandbox import Sandbox
+    from engines.sandbox import Sandbox, sandbox_problem
     from engines.types import EngineConfig, SandboxSettings, SkillMaterial, TurnRequest
-
-    class _Control:
-        def on_spawn(self, pid: int) -> None:
-            pass
-
-        def on_activity(self, item: dict) -> None:
-            pass
-
-        def on_output(self, stream: str, chunk: bytes) -> None:
-            pass
-
-        def should_abort(self) -> bool:
-            return False
-
-    from engines.sandbox import sandbox_problem
 
     problem = sandbox_problem(SandboxSettings())  # also warms the cached availability check
     if problem:
@@ -174,7 +175,9 @@ def measure_sandbox_cost(binary: Path, workdir: Path, samples: int) -> dict[str,
             began = time.perf_counter()
             sandbox = Sandbox.open(request, config, None)
             try:
-                result = run_process(argv, cwd=run_dir, env=env, control=_Control(), hard_timeout=30, sandbox=sandbox)
+                result = run_process(
+                    argv, cwd=run_dir, env=env, control=QuietControl(), hard_timeout=30, sandbox=sandbox
+                )
             finally:
                 if sandbox is not None:
                     sandbox.close()

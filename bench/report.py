@@ -168,20 +168,23 @@ def sandbox_cost(timings: dict[str, list[float]]) -> str:
     )
 
 
-def engine_turns(timings: dict[str, Any]) -> str:
-    """One real turn per engine CLI (a shell tool call, then the answer), unconfined and in bwrap."""
-    rows = [
-        "| engine (CLI version), one real turn | unconfined median (s) | bwrap median (s) | added by the sandbox (s) |",
-        "|---|---|---|---|",
+def cli_turns(results: dict[str, Any]) -> str:
+    """One real turn per engine CLI (bench/clis.py), unconfined and in bubblewrap."""
+    lines = [
+        "| one real CLI turn, scripted model (s) | version | unconfined | bwrap | added by the sandbox |",
+        "|---|---|---|---|---|",
     ]
-    for engine, result in timings.items():
-        unconfined, confined = median(result["unconfined"]), median(result["bwrap"])
-        rows.append(
-            f"| {engine} ({result['version'] or '?'}) | {unconfined:.2f} | {confined:.2f} | {confined - unconfined:+.2f} |"
+    for engine, figures in results.items():
+        if "error" in figures:
+            lines.append(f"| {engine} | - | - | - | {figures['error']} |")
+            continue
+        unconfined, confined = median(figures["unconfined"]), median(figures["bwrap"])
+        lines.append(
+            f"| {engine} | {figures['version'] or '?'} | {unconfined:.2f} | {confined:.2f} | {confined - unconfined:+.2f} |"
         )
-    samples = min((len(result["bwrap"]) for result in timings.values()), default=0)
-    rows += ["", f"n={samples} per engine and mode, interleaved, against the scripted model server"]
-    return "\n".join(rows)
+    samples = max((len(f.get("bwrap", [])) for f in results.values()), default=0)
+    lines += ["", f"medians of {samples} turn(s) per mode: one shell call and the answer, modes interleaved"]
+    return "\n".join(lines)
 
 
 # --- `python -m bench`: the outside driver's figures ---------------------------------------------

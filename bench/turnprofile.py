@@ -15,9 +15,7 @@ import argparse
 import cProfile
 import os
 import pstats
-import shutil
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -35,40 +33,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=40)
     args = parser.parse_args(argv)
 
-    from tests.support.live_service import drop_postgres_database, fresh_postgres_url
-
     from .engine import write_engine
+    from .inprocess import throwaway_service
 
-    root = Path(tempfile.mkdtemp(prefix="skillrunner-turnprofile-"))
-    database_url = fresh_postgres_url(args.database_url) if args.database_url else ""
-    os.environ.update(
-        DJANGO_SETTINGS_MODULE="skillrunner.settings",
-        SKILLRUNNER_DATA_DIR=str(root / "data"),
-        SECRET_KEY="turnprofile",
-        DATABASE_URL=database_url,
-        REDIS_URL=args.redis_url,
-        SKILLRUNNER_QUEUE_NAME=f"turnprofile-{uuid.uuid4().hex[:8]}",
-        SKILLRUNNER_CODEX_BIN=str(write_engine(root / "engine")),
-    )
-    sys.argv[1:] = ["worker"]  # the worker's connection settings (persistent connections)
-    try:
-        import django
+    def env(root: Path) -> dict[str, str]:
+        return {
+            "REDIS_URL": args.redis_url,
+            "SKILLRUNNER_QUEUE_NAME": f"turnprofile-{uuid.uuid4().hex[:8]}",
+            "SKILLRUNNER_CODEX_BIN": str(write_engine(root / "engine")),
+        }
 
-        django.setup()
+    with throwaway_service("turnprofile", args.database_url, env) as database_url:
         from django.contrib.auth import get_user_model
-        from django.core.management import call_command
-
-        from skillrunner.startup import prepare_installation
-
-        prepare_installation()  # the data dir, as `serve` and `worker` make it
 
         import runs.dispatch
         import runs.services as services
         from runs.execution import run_claimed_turn
         from runs.models import Run
 
-        call_command("migrate", verbosity=0)
-        call_command("load_skills", verbosity=0)
         owner = get_user_model().objects.create(username="turnprofile")
         runs.dispatch.enqueue_turn = lambda request_id, attempt: None  # the profile drives the turns itself
 
@@ -118,13 +100,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'ms/turn':>8} {'calls/turn':>10}  function")
         for cumulative, calls, label in rows[: args.top]:
             print(f"{cumulative:8.2f} {calls:10.1f}  {label}")
-    finally:
-        from django.db import connections
-
-        connections.close_all()
-        if database_url:
-            drop_postgres_database(database_url)
-        shutil.rmtree(root, ignore_errors=True)
     return 0
 
 

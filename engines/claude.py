@@ -12,10 +12,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .activity import Activity, ActivityParser, text_of, tool_summary, usage_report
-from .base import EngineAdapter, EngineOutput, json_lines, write_if_changed
+from .activity import usage_report
+from .base import EngineAdapter, EngineOutput, write_if_changed
 from .process import ResidentProcess, SpawnError, spawn
 from .sandbox import SandboxUnavailable
+from .stream_json import StreamJsonActivity, is_result, stream_json_output
 from .types import FAILURE_PROCESS_LOST, EngineConfig, ExecutionMode, TurnControl, TurnRequest, TurnResult
 
 
@@ -24,8 +25,11 @@ def user_message(prompt: str) -> dict[str, Any]:
     return {"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": prompt}]}}
 
 
-def _usage(usage: dict[str, Any], cost: Any) -> dict[str, Any]:
+def _usage(events: list[dict[str, Any]], result: dict[str, Any]) -> dict[str, Any] | None:
     """Anthropic counts cached input apart from ``input_tokens``; the report counts all input."""
+    usage = result.get("usage")
+    if not isinstance(usage, dict):
+        return None
     parts = [usage.get(key) for key in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")]
     numbers = [part for part in parts if isinstance(part, int)]
     details = usage.get("output_tokens_details")
@@ -34,88 +38,14 @@ def _usage(usage: dict[str, Any], cost: Any) -> dict[str, Any]:
         usage.get("cache_read_input_tokens"),
         usage.get("output_tokens"),
         details.get("thinking_tokens") if isinstance(details, dict) else None,
-        cost,
+        result.get("total_cost_usd"),
     )
 
 
-def _is_result(event: dict[str, Any]) -> bool:
-    return event.get("type") == "result"
-
-
-def _assistant_text(event: dict[str, Any]) -> str:
-    message = event.get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    return "".join(
-        block.get("text", "") for block in content if isinstance(block, dict) and block.get("type") == "text"
-    )
-
-
-# Tools whose input names the file they write (reported as file changes too).
-_FILE_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit")
-
-
-# The argument that says what a tool call does, by Claude Code's tool parameter names.
-TOOL_SUMMARY_KEYS = ("command", "file_path", "path", "pattern", "url", "query", "description")
-
-
-class ClaudeActivity(ActivityParser):
-    """stream-json: assistant text/thinking/tool_use blocks and the user tool_result blocks."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._file_tools: dict[str, str] = {}  # tool id -> path written
-
-    def on_event(self, event: dict[str, Any]) -> list[Activity]:
-        kind = event.get("type")
-        if kind == "result":
-            self.drop_held_text()
-            return []
-        message = event.get("message")
-        content = message.get("content") if isinstance(message, dict) else None
-        if kind not in ("assistant", "user") or not isinstance(content, list):
-            return []
-        items: list[Activity] = []
-        for block in content:
-            if isinstance(block, dict):
-                items += self._block(block)
-        return items
-
-    def _block(self, block: dict[str, Any]) -> list[Activity]:
-        block_type = block.get("type")
-        if block_type == "text":
-            released = self.release_text()
-            self.hold_text(str(block.get("text") or ""))
-            return released
-        if block_type == "thinking":
-            text = str(block.get("thinking") or "").strip()
-            return [*self.release_text(), {"type": "reasoning", "text": text}] if text else []
-        if block_type == "tool_use":
-            tool_id, name, tool_input = str(block.get("id") or ""), str(block.get("name") or ""), block.get("input")
-            if name == "TodoWrite" and isinstance(tool_input, dict) and isinstance(tool_input.get("todos"), list):
-                steps = [
-                    {"text": str(todo.get("content") or ""), "done": todo.get("status") == "completed"}
-                    for todo in tool_input["todos"]
-                    if isinstance(todo, dict)
-                ]
-                return [*self.release_text(), {"type": "plan", "items": steps}]
-            if name in _FILE_TOOLS and isinstance(tool_input, dict):
-                path = tool_input.get("file_path") or tool_input.get("notebook_path")
-                if isinstance(path, str):
-                    self._file_tools[tool_id] = path
-            return self.tool_started(tool_id, name, tool_summary(tool_input, TOOL_SUMMARY_KEYS))
-        if block_type == "tool_result":
-            tool_id = str(block.get("tool_use_id") or "")
-            ok = not block.get("is_error")
-            items = self.tool_finished(tool_id, ok=ok, output=text_of(block.get("content")))
-            path = self._file_tools.pop(tool_id, None)
-            if ok and path:
-                items.append({"type": "file_change", "paths": [path]})
-            return items
-        return []
+class ClaudeActivity(StreamJsonActivity):
+    file_tools = ("Write", "Edit", "MultiEdit", "NotebookEdit")
+    plan_tool = "TodoWrite"
+    summary_keys = ("command", "file_path", "path", "pattern", "url", "query", "description")
 
 
 class ClaudeAdapter(EngineAdapter):
@@ -175,26 +105,7 @@ class ClaudeAdapter(EngineAdapter):
             )
 
     def extract(self, stdout: str, stderr: str) -> EngineOutput:
-        output = EngineOutput()
-        result: dict[str, Any] | None = None
-        for event in json_lines(stdout):
-            if output.session_handle is None and isinstance(event.get("session_id"), str):
-                output.session_handle = event["session_id"]  # system/init comes first
-            if event.get("type") == "assistant":
-                output.final_message = _assistant_text(event) or output.final_message
-            elif _is_result(event):
-                result = event
-        if result is None:
-            output.error = "claude ended the turn without a result event"
-            return output
-        if isinstance(result.get("result"), str):
-            output.final_message = result["result"]
-        usage = result.get("usage")
-        if isinstance(usage, dict):
-            output.usage = _usage(usage, result.get("total_cost_usd"))
-        if result.get("is_error") or str(result.get("subtype", "success")) != "success":
-            output.error = output.final_message or f"claude turn failed ({result.get('subtype')})"
-        return output
+        return stream_json_output(stdout, self.name, _usage)
 
     def open_live_session(self, request: TurnRequest, config: EngineConfig, control: TurnControl) -> ClaudeLiveSession:
         """Start the resident process (no prompt sent yet); spawn trouble surfaces on ``send``."""
@@ -256,7 +167,7 @@ class ClaudeLiveSession:
                 command=list(self._argv),
             )
         proc = self._process.exchange(
-            user_message(prompt), control, hard_timeout_seconds, _is_result, self._adapter.line_reader(control)
+            user_message(prompt), control, hard_timeout_seconds, is_result, self._adapter.line_reader(control)
         )
         result = self._adapter.turn_result(proc, self._mode, self._argv)
         if result.usage is not None and result.usage["cost_usd"] is not None:

@@ -6,14 +6,13 @@ chunks), ``tool_use``/``tool_result`` and a final ``result`` (status, error, sta
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from .activity import Activity, ActivityParser, tool_summary, usage_report
-from .base import EngineAdapter, EngineOutput, argv_prompt, json_lines, write_if_changed
-from .skill_config import deep_merge
-from .types import EngineConfig, TurnRequest
+from .base import EngineOutput, json_lines
+from .gemini_family import GeminiFamilyAdapter
+from .types import EngineConfig
 
 # Tools whose parameters name the file they write (reported as file changes too).
 _FILE_TOOLS = ("write_file", "replace", "edit")
@@ -68,7 +67,7 @@ class GeminiActivity(ActivityParser):
         return []
 
 
-class GeminiAdapter(EngineAdapter):
+class GeminiAdapter(GeminiFamilyAdapter):
     name = "gemini"
     skill_root = ".gemini"
     extra_control_names = (".env",)  # Gemini CLI loads the .env it finds in its working directory
@@ -76,21 +75,6 @@ class GeminiAdapter(EngineAdapter):
     known_models = ("gemini-2.5-flash", "gemini-2.5-pro")
     provider_id = "google"
     default_provider_url = "https://generativelanguage.googleapis.com"
-
-    def auto_flags(self, config: EngineConfig) -> list[str]:
-        return ["--yolo"]
-
-    def command(self, request: TurnRequest, config: EngineConfig) -> list[str]:
-        argv = [config.binary]
-        if request.is_resume:
-            argv += ["--resume", str(request.session_handle)]
-        argv += [*self.auto_flags(config), "--output-format", "stream-json", *self.model_args(request, config)]
-        return argv + ["-p", argv_prompt(request.prompt)]
-
-    def skill_model(self, settings: dict[str, Any]) -> str | None:
-        model = settings.get("model")
-        name = model.get("name") if isinstance(model, dict) else model
-        return name if isinstance(name, str) and name else None
 
     def engine_env(self, config: EngineConfig) -> dict[str, str]:
         # NO_RELAUNCH: the CLI otherwise re-spawns itself, leaving two node processes per turn.
@@ -104,9 +88,7 @@ class GeminiAdapter(EngineAdapter):
     def prepare_home(self, config: EngineConfig) -> None:
         super().prepare_home(config)
         gemini_dir = Path(config.home) / ".gemini"
-        # The skill's defaults (model, ...) beneath the operator's (R-SK9).
-        settings = deep_merge(config.skill_settings, SETTINGS)
-        write_if_changed(gemini_dir / "settings.json", json.dumps(settings, indent=2) + "\n", Path(config.home))
+        self.write_settings(gemini_dir / "settings.json", SETTINGS, config)
         # Gemini 0.61 often exits still holding this lock folder, and the next process in the same
         # home then stalls until the lock is 10 s old. A home belongs to one run, whose turns are
         # sequential, so a lock present before a turn starts is always stale.

@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -330,40 +330,59 @@ def _process_table() -> dict[int, _Proc] | None:
     return table
 
 
-def _escaped_descendants(pgid: int) -> set[int]:
-    """Descendants of the group's processes that moved to another group or session.
+def _escaped_descendants(pgids: Collection[int]) -> set[int]:
+    """Descendants of the groups' processes that moved to another group or session.
 
     CLIs start tool commands detached (Gemini's shell tool does), so killing the group alone
     would leave those running. They are found by parentage, which holds while their parents live.
     """
     table = _process_table() or {}
+    members = {pid for pid, proc in table.items() if proc.pgid in pgids}
+    return _below(table, members) - members
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL a process and every process below it, in whatever group or session (the last
+    resort for a process that did not stop: nothing it started outlives it)."""
+    for target in {pid, *_below(_process_table() or {}, {pid})}:
+        try:
+            os.kill(target, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _below(table: dict[int, _Proc], roots: set[int]) -> set[int]:
+    """The descendants of `roots` by parentage."""
     children: dict[int, list[int]] = {}
     for pid, proc in table.items():
         children.setdefault(proc.ppid, []).append(pid)
-    members = {pid for pid, proc in table.items() if proc.pgid == pgid}
     found: set[int] = set()
-    stack = [child for pid in members for child in children.get(pid, [])]
+    stack = [child for pid in roots for child in children.get(pid, [])]
     while stack:
         pid = stack.pop()
-        if pid not in found and pid not in members:
+        if pid not in found:
             found.add(pid)
             stack.extend(children.get(pid, []))
     return found
 
 
-def _anything_alive(pgid: int, pids: set[int]) -> bool:
+def _anything_alive(pgids: Collection[int], pids: set[int]) -> bool:
     table = _process_table()
     if table is None:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return False
-        return True
-    return any(not proc.zombie and (proc.pgid == pgid or pid in pids) for pid, proc in table.items())
+        return any(_group_exists(pgid) for pgid in pgids)
+    return any(not proc.zombie and (proc.pgid in pgids or pid in pids) for pid, proc in table.items())
 
 
-def _signal_all(pgid: int, pids: set[int], sig: signal.Signals) -> None:
-    for target, send in [(pgid, os.killpg), *((pid, os.kill) for pid in pids)]:
+def _group_exists(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _signal_all(pgids: Collection[int], pids: set[int], sig: signal.Signals) -> None:
+    for target, send in [*((pgid, os.killpg) for pgid in pgids), *((pid, os.kill) for pid in pids)]:
         try:
             send(target, sig)
         except (ProcessLookupError, PermissionError):
@@ -380,16 +399,27 @@ def kill_process_group(
     orchestrator recorded from ``TurnControl.on_spawn`` (the leader's pid, since every engine
     starts a new session).
     """
-    escaped = _escaped_descendants(pgid)
-    _signal_all(pgid, escaped, signal.SIGTERM)
+    _kill_groups({pgid}, grace, leader)
+
+
+def kill_process_groups(pgids: Collection[int], grace: float = DEFAULT_GRACE_SECONDS) -> None:
+    """kill_process_group for several groups at once, in one grace period: a stopping worker
+    ends all its turns' engines within ``grace``, not ``grace`` for each in turn."""
+    if pgids:
+        _kill_groups(pgids, grace, None)
+
+
+def _kill_groups(pgids: Collection[int], grace: float, leader: subprocess.Popen[bytes] | None) -> None:
+    escaped = _escaped_descendants(pgids)
+    _signal_all(pgids, escaped, signal.SIGTERM)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
         if leader is not None:
             leader.poll()  # reap the leader, or its zombie keeps the group "alive"
-        if not _anything_alive(pgid, escaped):
+        if not _anything_alive(pgids, escaped):
             break
         time.sleep(0.05)
-    _signal_all(pgid, escaped | _escaped_descendants(pgid), signal.SIGKILL)
+    _signal_all(pgids, escaped | _escaped_descendants(pgids), signal.SIGKILL)
     if leader is not None:
         try:
             leader.wait(timeout=grace + 1)

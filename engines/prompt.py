@@ -118,9 +118,25 @@ def first_turn_prompt(
     return _encodable("\n".join(lines) + "\n")
 
 
-def reply_prompt(response: Any) -> str:
-    """A resumed turn's prompt is the user's reply itself; non-strings become compact JSON."""
-    return _encodable(response if isinstance(response, str) else _compact(response))
+def reply_text(response: Any) -> str:
+    """The reply as the agent reads it: text as it is; `{"text": "…"}` alone, which is how
+    upstream's clients send typed text, as that text; any other value as compact JSON."""
+    if isinstance(response, dict) and set(response) == {"text"} and isinstance(response["text"], str):
+        return response["text"]
+    return response if isinstance(response, str) else _compact(response)
+
+
+REPLY_FILES_HEADING = "Files attached to this reply (in the run directory):"
+
+
+def reply_prompt(response: Any, files: Sequence[str] = ()) -> str:
+    """A resumed turn's prompt is the user's reply itself (reply_text). Files sent with the reply
+    (R-UP6) follow it, one run-relative path a line."""
+    text = reply_text(response)
+    if files:
+        listing = "\n".join([REPLY_FILES_HEADING, *(f"- {path}" for path in files)])
+        text = f"{text}\n\n{listing}" if text else listing
+    return _encodable(text)
 
 
 # A repair prompt restates the output contract; a schema bigger than this is named, not repeated.

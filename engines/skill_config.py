@@ -24,6 +24,7 @@ DEFAULT_FILES = {
     "gemini": "assets/gemini_settings.json",
     "iflow": "assets/iflow_settings.json",
     "claude": "assets/claude_settings.json",
+    "qwen": "assets/qwen_config.json",  # upstream's name for it
     "opencode": "assets/opencode_config.json",
     "kilo": "assets/kilo_config.json",
 }
@@ -40,7 +41,7 @@ FORBIDDEN_WORDS = frozenset(
         "approval", "approvals", "approve", "sandbox", "sandboxing", "permission", "permissions", "trust",
         "trusted", "yolo", "bypass",
         # where files go, what runs, what the environment holds
-        "dir", "directory", "path", "paths", "file", "files", "home", "cwd", "workdir", "workspace", "root",
+        "dir", "directory", "directories", "path", "paths", "file", "files", "home", "cwd", "workdir", "workspace", "root",
         "env", "environment", "hook", "hooks", "notify", "command", "commands", "mcp", "servers", "log", "logs",
         "history",
     }

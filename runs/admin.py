@@ -167,19 +167,20 @@ class TokenUseFilter(admin.SimpleListFilter):
 
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdmin):
+    # Narrow columns first, usage among them: at 1280 px beside the filters, nothing scrolls away.
     list_display = (
-        "request_id",
+        "run",
         "skill",
         "owner",
-        "engine",
-        "execution_mode",
         "status",
-        "attempt_number",
-        "interaction_count",
         "tokens",
         "cost",
+        "engine",
+        "execution_mode",
+        "interaction_count",
         "created_at",
     )
+    list_display_links = ("run",)
     list_select_related = ("skill", "owner")
     list_filter = (
         TokenUseFilter,
@@ -191,7 +192,15 @@ class RunAdmin(ReadOnlyAdmin):
         "interactions__resolution_mode",
         "created_at",
     )
-    search_fields = ("request_id", "owner__username", "interactions__prompt", "interactions__response")
+    search_fields = (
+        "request_id",
+        "owner__username",
+        "skill__skill_id",
+        "skill_version__name",
+        "interactions__prompt",
+        "interactions__response",
+    )
+    search_help_text = "Searches run ids, owners' user names, skill ids and names, questions and answers."
     # No date_hierarchy: its year/month links cost a DISTINCT over every run (the created_at
     # filter serves).
     show_full_result_count = False
@@ -209,6 +218,10 @@ class RunAdmin(ReadOnlyAdmin):
             )
         )
 
+    @admin.display(description="run", ordering="request_id")
+    def run(self, run: Run) -> str:
+        return str(run.pk)[:8]
+
     @admin.display(description="tokens", ordering="total_tokens")
     def tokens(self, run: Run) -> int | None:
         return run.total_tokens  # type: ignore[attr-defined]  # annotated by get_queryset
@@ -222,9 +235,10 @@ class RunAdmin(ReadOnlyAdmin):
         return [*super().get_readonly_fields(request, obj), "events"]
 
     def get_fieldsets(self, request, obj=None):
-        shown = {name for _, options in RUN_FIELDSETS for name in options["fields"]}
-        rest = [name for name in self.get_readonly_fields(request, obj) if name not in shown]
-        return [*RUN_FIELDSETS, ("Worker", {"fields": rest, "classes": ["collapse"]})]
+        fieldsets = [(title, {**options, "fields": self.shown(options["fields"])}) for title, options in RUN_FIELDSETS]
+        listed = {name for _, options in fieldsets for name in options["fields"]}
+        rest = [name for name in self.get_readonly_fields(request, obj) if name not in listed]
+        return [*fieldsets, ("Worker", {"fields": rest, "classes": ["collapse"]})]
 
     @admin.display(description="events")
     def events(self, run: Run) -> str:
@@ -247,7 +261,8 @@ class InteractionAdmin(ReadOnlyAdmin):
     )
     list_select_related = ("run", "answered_by")
     list_filter = ("resolution_mode", "kind", RunEngineFilter, "run__skill", "asked_at")
-    search_fields = ("run__request_id", "run__owner__username", "prompt", "response")
+    search_fields = ("run__request_id", "run__owner__username", "run__skill__skill_id", "prompt", "response")
+    search_help_text = "Searches run ids, owners' user names, skill ids, questions and answers."
     show_full_result_count = False
 
     @admin.display(description="prompt")

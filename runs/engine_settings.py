@@ -10,6 +10,9 @@ from django.conf import settings
 from engines.sandbox import sandbox_problem
 from engines.types import EngineConfig, SandboxSettings
 
+# The engine home of version and model probes, shared by every probe (no run's).
+PROBE_HOME = "_probe"
+
 
 def engine_binary(engine: str) -> str:
     """Configured path, else the project-local install (`make engines`), else PATH."""

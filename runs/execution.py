@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import multiprocessing.synchronize
 import os
 import socket
 import time
@@ -29,7 +28,8 @@ from engines.types import (
     TurnRequest,
     TurnResult,
 )
-from skillrunner.logging import redact, redact_values
+from skillrunner.forking import Flag
+from skillrunner.logging import redact, redact_stream, redact_values
 
 from . import services
 from .activity import ActivitySink
@@ -50,13 +50,13 @@ CLUSTER_TOKEN_ENV = "SKILLRUNNER_CLUSTER_TOKEN"
 # Shared by a worker with the cluster processes it forks: once set, the cluster is stopping and a
 # turn it still takes from the queue stays queued for the next start (R-LC13), so a stop never
 # waits for a turn that began after it.
-_stopping: multiprocessing.synchronize.Event | None = None
+_stopping: Flag | None = None
 
 
-def share_stop_flag() -> multiprocessing.synchronize.Event:
+def share_stop_flag() -> Flag:
     """Called by the worker before its cluster forks; returns the flag to set when stopping."""
     global _stopping
-    _stopping = multiprocessing.get_context("fork").Event()
+    _stopping = Flag()
     return _stopping
 
 
@@ -229,10 +229,9 @@ def _save_logs(records_dir: Path, attempt_number: int, prompt: str, turn: TurnRe
         if not raw.exists():
             target.write_text(redact(text or "", secrets), encoding="utf-8")
             continue
-        # Line by line: output of any size is redacted without holding it in memory.
+        # Piece by piece: output of any size, a single line too, never held in memory whole.
         with open(raw, "rb") as source, open(target, "w", encoding="utf-8") as log:
-            for line in source:
-                log.write(redact(line.decode("utf-8", errors="replace"), secrets))
+            redact_stream(source, log, secrets)
         raw.unlink()
 
 

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import json
 import tempfile
-import zipfile
 from typing import Any
 
 from django import forms
+from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import UploadedFile
 from django.utils.html import escape
 
-from runs.inputs import file_fields
+from runs.engine_choice import EngineChoice, engine_choices
+from runs.inputs import file_fields, zipped_files
 from runs.models import RunStatus
 from skillrunner.forms import PlainLabelForm
 from skills.models import SkillVersion
@@ -36,8 +37,13 @@ def _help_text(spec: dict[str, Any]) -> str:
     return escape(str(spec.get("description") or ""))
 
 
-def _label(name: str, spec: dict[str, Any]) -> str:
+def field_label(name: str, spec: dict[str, Any]) -> str:
     return str(spec.get("title") or name.replace("_", " ").replace("-", " ").capitalize())
+
+
+def not_only_spaces(value: str) -> None:
+    if not value.strip():
+        raise ValidationError("Enter some text: spaces alone are not an answer.", code="blank")
 
 
 class JSONValueField(forms.JSONField):
@@ -50,7 +56,7 @@ class JSONValueField(forms.JSONField):
 def schema_field(name: str, spec: dict[str, Any], *, required: bool) -> forms.Field:
     """One form field for one schema property; types the form cannot express take JSON."""
     common: dict[str, Any] = {
-        "label": _label(name, spec),
+        "label": field_label(name, spec),
         "help_text": _help_text(spec),
         "required": required,
     }
@@ -76,6 +82,7 @@ def schema_field(name: str, spec: dict[str, Any], *, required: bool) -> forms.Fi
             widget=widget,
             strip=False,
             initial=initial,
+            validators=[not_only_spaces] if required else [],
             **common,
         )
     if kind == "integer":
@@ -91,17 +98,53 @@ def schema_field(name: str, spec: dict[str, Any], *, required: bool) -> forms.Fi
     return JSONValueField(initial=initial, widget=forms.Textarea(attrs={"rows": 4}), **common)
 
 
+class EngineSelect(forms.Select):
+    """The skill's engines; one that cannot run here is shown disabled, its reason beside it."""
+
+    def __init__(self, choices: list[EngineChoice]):
+        super().__init__()
+        self.engines = {choice.engine: choice for choice in choices}
+
+    def create_option(self, name, value, label, selected, index, subindex=None, attrs=None):
+        option = super().create_option(name, value, label, selected, index, subindex, attrs)
+        choice = self.engines.get(value)
+        if choice is not None:
+            option["attrs"]["data-default-model"] = choice.default_model or ""
+            if not choice.usable:
+                option["attrs"]["disabled"] = True
+                option["label"] = f"{value} (unavailable)"
+        return option
+
+
+def default_model_text(choice: EngineChoice | None) -> str:
+    model = choice.default_model if choice else None
+    return (
+        f"Leave empty for the default model: {model}." if model else "Leave empty for the engine's own default model."
+    )
+
+
 class NewRunForm(PlainLabelForm):
     engine = forms.ChoiceField()
     execution_mode = forms.ChoiceField(label="Mode")
-    model = forms.CharField(required=False, max_length=128, help_text="Leave empty to use the engine's default model.")
+    model = forms.CharField(required=False, max_length=128)
+    reuse_cached = forms.BooleanField(
+        required=False,
+        initial=True,
+        label="Reuse a cached result",
+        help_text="Auto runs only: when you ran exactly this before, its result comes back at once instead of running again.",
+    )
 
     def __init__(self, version: SkillVersion, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.version = version
+        self.engine_choices = engine_choices(version)
         engine, execution_mode = self.fields["engine"], self.fields["execution_mode"]
         assert isinstance(engine, forms.ChoiceField) and isinstance(execution_mode, forms.ChoiceField)
-        engine.choices = [(name, name) for name in version.effective_engines]
+        engine.widget = EngineSelect(self.engine_choices)  # before the choices, which it then holds
+        engine.choices = [(choice.engine, choice.engine) for choice in self.engine_choices]
+        usable = [choice for choice in self.engine_choices if choice.usable]
+        engine.initial = usable[0].engine if usable else None
+        self.fields["model"].help_text = default_model_text(usable[0] if usable else None)
         execution_mode.choices = [(mode, mode) for mode in version.execution_modes]
         input_schema = version.schemas.get(INPUT) or {}
         self.file_names = file_fields(input_schema)
@@ -117,7 +160,7 @@ class NewRunForm(PlainLabelForm):
                 continue
             if name in files:
                 field: forms.Field = forms.FileField(
-                    label=_label(name, spec), help_text=_help_text(spec), required=name in required
+                    label=field_label(name, spec), help_text=_help_text(spec), required=name in required
                 )
                 if spec.get("extensions"):
                     field.widget.attrs["accept"] = ",".join(spec["extensions"])
@@ -126,6 +169,17 @@ class NewRunForm(PlainLabelForm):
             self.fields[f"{section}__{name}"] = field
             names.append(name)
         return names
+
+    @property
+    def unavailable_engines(self) -> list[EngineChoice]:
+        return [choice for choice in self.engine_choices if not choice.usable]
+
+    def clean_engine(self) -> str:
+        engine = self.cleaned_data["engine"]
+        choice = next(choice for choice in self.engine_choices if choice.engine == engine)
+        if not choice.usable:
+            raise ValidationError(f"{engine} cannot run here: {choice.reason} (ENGINE_UNAVAILABLE)", code="unavailable")
+        return engine
 
     def section_fields(self, section: str) -> list[forms.BoundField]:
         return [self[f"{section}__{name}"] for name in self.schema_names[section]]
@@ -152,16 +206,11 @@ class NewRunForm(PlainLabelForm):
     def uploads(self) -> dict[str, UploadedFile]:
         return {name: upload for name in self.file_names if (upload := self.cleaned_data.get(f"{INPUT}__{name}"))}
 
-    def uploads_zip(self) -> tempfile.SpooledTemporaryFile:
-        """The uploaded files as the run's input zip, each stored under its field's name."""
-        archive_file = tempfile.SpooledTemporaryFile(max_size=4 * 1024 * 1024)
-        with zipfile.ZipFile(archive_file, "w", zipfile.ZIP_DEFLATED) as archive:
-            for name, upload in self.uploads().items():
-                with archive.open(name, "w") as member:
-                    for chunk in upload.chunks():
-                        member.write(chunk)
-        archive_file.seek(0)
-        return archive_file
+    def uploads_zip(self) -> tempfile.SpooledTemporaryFile | None:
+        """The uploaded files as the run's input zip, each stored under its field's name; None
+        when none were sent."""
+        uploads = self.uploads()
+        return zipped_files(uploads.items()) if uploads else None
 
 
 class RunFilterForm(forms.Form):

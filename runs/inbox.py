@@ -7,6 +7,7 @@ Answers go through the same service and reply rate limit as the REST endpoint an
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from typing import Any
 
@@ -29,18 +30,44 @@ logger = logging.getLogger(__name__)
 LISTED_QUESTIONS = 100
 
 
+# Values of a run's input and parameters shown on its inbox card, and their length at most.
+SHOWN_VALUES = 4
+SHOWN_VALUE_CHARS = 60
+
+
 def question_summary(interaction: Interaction) -> dict[str, Any]:
+    """A waiting question with what tells its run apart from others of the same skill: the run's
+    short id, its input and parameter values, what the agent said before asking, and when the
+    wait ends and what happens then (R-LC9)."""
     run = interaction.run
+    on_timeout = services.on_wait_timeout(run.interactive_profile, run.options.interactive_require_user_reply)
     return {
         "request_id": str(run.pk),
+        "short_id": str(run.pk)[:8],
         "interaction_id": interaction.interaction_id,
         "skill": run.version.name,
+        "values": run_values(run),
+        "said_before": selectors.message_before_question(interaction),
         "prompt": interaction.prompt,
         "kind": interaction.kind,
         "options": interaction.quick_replies,
         "asked_at": interaction.asked_at.isoformat(),
+        "deadline_at": run.wait_deadline_at.isoformat() if run.wait_deadline_at else None,
+        "on_deadline": on_timeout.value if on_timeout and run.wait_deadline_at else None,
         "url": reverse("ui:run-detail", args=[run.pk]),
     }
+
+
+def run_values(run) -> list[str]:
+    """A few of the run's input and parameter values as "name: value", each kept short."""
+    shown = []
+    for name, value in [*run.input.items(), *run.parameter.items()][:SHOWN_VALUES]:
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        text = " ".join(text.split())
+        if len(text) > SHOWN_VALUE_CHARS:
+            text = text[: SHOWN_VALUE_CHARS - 1] + "…"
+        shown.append(f"{name}: {text}")
+    return shown
 
 
 def inbox_message(user) -> dict[str, Any]:

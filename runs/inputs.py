@@ -3,12 +3,27 @@
 from __future__ import annotations
 
 import copy
+import shutil
+import tempfile
+import zipfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from jsonschema import validators
 
 from skillrunner.errors import ApplicationError
+
+
+def zipped_files(members: Iterable[tuple[str, IO[bytes]]]) -> tempfile.SpooledTemporaryFile:
+    """Input files as the zip a run's upload is: each open file stored under its name."""
+    archive_file = tempfile.SpooledTemporaryFile(max_size=4 * 1024 * 1024)
+    with zipfile.ZipFile(archive_file, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, source in members:
+            with archive.open(name, "w") as member:
+                shutil.copyfileobj(source, member)
+    archive_file.seek(0)
+    return archive_file
 
 
 def file_fields(input_schema: dict[str, Any]) -> list[str]:

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import models
+from django.urls import reverse
 
 from .options import EffectiveOptions
 
@@ -19,12 +21,15 @@ if TYPE_CHECKING:
 
 
 class RunStatus(models.TextChoices):
-    QUEUED = "queued"
-    RUNNING = "running"
-    WAITING_USER = "waiting_user"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELED = "canceled"
+    """Each status's label is its one name for people: the pages, the run page's script and the
+    admin all show it."""
+
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    WAITING_USER = "waiting_user", "Waiting for you"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    CANCELED = "canceled", "Canceled"
 
 
 TERMINAL_STATUSES = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELED})
@@ -89,7 +94,7 @@ class Run(models.Model):
     recovery_state = models.CharField(max_length=24, choices=RecoveryState.choices, default=RecoveryState.NONE)
     wait_deadline_at = models.DateTimeField(null=True, blank=True, db_index=True)
 
-    holds_slot = models.BooleanField(default=False, db_index=True)
+    holds_slot = models.BooleanField(default=False)
     claimed_by = models.CharField(max_length=128, blank=True, help_text="worker holding the running turn")
     offered_at = models.DateTimeField(
         null=True, blank=True, editable=False, help_text="when a task for this queued turn was last enqueued"
@@ -113,6 +118,16 @@ class Run(models.Model):
         indexes = [
             models.Index(fields=["owner", "-created_at"]),
             models.Index(fields=["status", "created_at"]),
+            # An owner's runs ready to dispatch, oldest first (services.dispatching): only queued
+            # runs are in it, so finding an owner's next turns never reads their history.
+            models.Index(
+                fields=["owner", "created_at"],
+                condition=models.Q(status=RunStatus.QUEUED, awaiting_upload=False),
+                name="runs_run_ready_by_owner",
+            ),
+            # The few runs holding a slot and their owners (services.dispatching). Partial: SQLite
+            # uses no index on a bare boolean for Django's `WHERE "holds_slot"`, this one it does.
+            models.Index(fields=["owner"], condition=models.Q(holds_slot=True), name="runs_run_slot_holders"),
             # What retention still has to remove, oldest first (runs.retention).
             models.Index(
                 fields=["finished_at"], condition=models.Q(files_removed_at__isnull=True), name="runs_run_unexpired"
@@ -121,6 +136,10 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return str(self.request_id)
+
+    def get_absolute_url(self) -> str:
+        """The run's page (the admin's "View on site")."""
+        return reverse("ui:run-detail", args=[self.request_id])
 
     @property
     def is_terminal(self) -> bool:
@@ -257,6 +276,36 @@ class DispatchLock(models.Model):
     """A single row locked to serialise slot accounting across processes and machines (R-LC8)."""
 
     id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+
+
+# An owner never served counts as served least recently: before anyone served at any real time.
+NEVER_SERVED = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class OwnerQueue(models.Model):
+    """An owner's place in the dispatch order (R-FS1, R-SC1): when a turn of theirs last took a
+    slot, and the creation time of their oldest run ready to dispatch (queued, not awaiting its
+    upload; null when none). Kept in the transactions that change either (services.dispatching),
+    so dispatch picks the next owners from an index instead of reading the whole queue."""
+
+    owner = models.OneToOneField(
+        settings.AUTH_USER_MODEL, primary_key=True, on_delete=models.CASCADE, related_name="turn_queue"
+    )
+    last_served_at = models.DateTimeField(default=NEVER_SERVED)
+    oldest_ready_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            # The dispatch order; only owners with a ready run are in it.
+            models.Index(
+                fields=["last_served_at", "oldest_ready_at", "owner"],
+                condition=models.Q(oldest_ready_at__isnull=False),
+                name="runs_ownerqueue_turn_order",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.owner_id} served {self.last_served_at:%Y-%m-%d %H:%M:%S}"
 
 
 class WorkerCluster(models.Model):

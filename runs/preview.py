@@ -32,8 +32,14 @@ def previewable(name: str) -> bool:
 
 
 def render_markdown(text: str) -> str:
+    """Safe HTML of `text`, its headings one level down (# is an h2): the page showing it has
+    its own h1."""
+    tokens = _markdown.parse(text)
+    for token in tokens:
+        if token.type in ("heading_open", "heading_close"):
+            token.tag = f"h{min(int(token.tag[1]) + 1, 6)}"
     return nh3.clean(
-        _markdown.render(text),
+        _markdown.renderer.render(tokens, _markdown.options, {}),
         tags=_ALLOWED_TAGS,
         attributes=_ALLOWED_ATTRIBUTES,
         url_schemes={"http", "https", "mailto"},

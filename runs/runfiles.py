@@ -23,6 +23,8 @@ the service) is trusted.
     list_files(root, under)            -> run-relative paths of the safe files beneath `under`
     run_relative(root, value)          -> a path the agent gave (relative or absolute) made run-relative
     move_file(root, source, target)    -> move a safe file within the run (artifact collection)
+    move_directory_in(root, src, path) -> move a folder of the service's into the run (reply files)
+    move_directory_out(root, path, dst)-> take such a folder back out (its reply was not recorded)
     write_new_file(root, path, data)   -> create a file that was not there (a rewritten manifest)
     remove_file(root, path)            -> remove one entry, a link itself rather than its target
     copy_files(src, dest, paths, cap)  -> copy safe files from one run into another (result cache)
@@ -81,8 +83,9 @@ def _is_safe_file(info: os.stat_result) -> bool:
 
 
 @contextmanager
-def _directory(root: Path, components: Iterable[str], *, create: bool = False) -> Iterator[int]:
-    """A descriptor of root/components, every level opened without following links.
+def _directory(root: Path, components: Iterable[str], *, create: bool = False, mode: int = 0o700) -> Iterator[int]:
+    """A descriptor of root/components, every level opened without following links; with
+    `create`, missing levels are made with `mode`.
 
     Raises OSError (ELOOP for a link, ENOTDIR for a file) when the walk is refused.
     """
@@ -91,7 +94,7 @@ def _directory(root: Path, components: Iterable[str], *, create: bool = False) -
         for part in components:
             if create:
                 try:
-                    os.mkdir(part, 0o700, dir_fd=fd)
+                    os.mkdir(part, mode, dir_fd=fd)
                 except FileExistsError:
                     pass
             child = os.open(part, _DIR_FLAGS, dir_fd=fd)
@@ -193,12 +196,53 @@ def move_file(root: Path, source: str, target: str) -> bool:
         ):
             if not _is_safe_file(os.stat(source_parts[-1], dir_fd=source_dir, follow_symlinks=False)):
                 return False
-            try:
-                os.stat(target_parts[-1], dir_fd=target_dir, follow_symlinks=False)
-                return False  # something is already there: keep both
-            except FileNotFoundError:
-                pass
+            if _exists(target_parts[-1], target_dir):
+                return False  # keep both
             os.rename(source_parts[-1], target_parts[-1], src_dir_fd=source_dir, dst_dir_fd=target_dir)
+    except OSError:
+        return False
+    return True
+
+
+def _exists(name: str, dir_fd: int) -> bool:
+    """Whether anything (a link included) is called `name` in the directory `dir_fd`."""
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def move_directory_in(root: Path, source: Path, target: str) -> bool:
+    """Move `source`, a directory of the service's own outside the run (on the same filesystem),
+    to root/target, its parents created and reached without links; never replaces anything.
+
+    False when something is already at target or the walk is refused. The folder arrives in one
+    rename, whole, so the agent never sees part of it. Parents are made readable to all: a
+    sandboxed agent may run as a uid of its own (engines.sandbox) while its process lives on.
+    """
+    components = parts(target)
+    if components is None:
+        return False
+    try:
+        with _directory(root, components[:-1], create=True, mode=0o755) as parent:
+            if _exists(components[-1], parent):
+                return False
+            os.rename(source, components[-1], dst_dir_fd=parent)
+    except OSError:
+        return False
+    return True
+
+
+def move_directory_out(root: Path, source: str, destination: Path) -> bool:
+    """Undo move_directory_in: root/source, reached without links, back to `destination` (which
+    must not exist). Whatever the agent put there meanwhile moves out with it."""
+    components = parts(source)
+    if components is None:
+        return False
+    try:
+        with _directory(root, components[:-1]) as parent:
+            os.rename(components[-1], destination, src_dir_fd=parent)
     except OSError:
         return False
     return True

@@ -15,7 +15,7 @@ from typing import Any, BinaryIO, NamedTuple
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
-from django.db.models import F, QuerySet
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from accounts.authentication import LAST_USED_RESOLUTION_SECONDS
@@ -24,7 +24,7 @@ from skillrunner.errors import ApplicationError, NotFound
 from skills.models import Skill, SkillVersion
 
 from . import runfiles
-from .models import Interaction, Run, RunEvent, TurnUsage
+from .models import EventKind, Interaction, Run, RunEvent, RunStatus, TurnUsage
 from .usage import USAGE_KEYS
 
 EVENT_PAGE_LIMIT = 500
@@ -163,6 +163,20 @@ def pending_payload(run: Run) -> dict[str, Any] | None:
     return interaction.payload if interaction else None
 
 
+def cached_from(run: Run) -> str | None:
+    """The request id of the earlier run a cache hit took its result from, as its status event
+    recorded it (R-OP9); None for a run that executed."""
+    if not run.cache_hit:
+        return None
+    event = run.events.filter(kind="status", payload__to=RunStatus.SUCCEEDED).first()
+    return event.payload.get("cached_from") if event else None
+
+
+def uploaded_files(run: Run) -> list[str]:
+    """The input files the run was given, by their names in its upload."""
+    return [path.removeprefix("uploads/") for path in runfiles.list_files(run.run_dir, "uploads")]
+
+
 def artifact_file(run: Run, relative: str) -> BinaryIO:
     """A file under the run's artifacts/, given as `artifacts/x` or `x`, open for reading.
 
@@ -220,6 +234,32 @@ def log_head(path: Path, max_bytes: int) -> str:
     except FileNotFoundError:
         return ""
     return codecs.getincrementaldecoder("utf-8")(errors="replace").decode(head, final=whole)
+
+
+# How far back the inbox looks for something the agent said besides the question.
+MESSAGES_LOOKED_BACK = 5
+
+
+def message_before_question(interaction: Interaction) -> str | None:
+    """What the agent last said before asking `interaction` (an intermediate message, or its final
+    one when that is not the question itself), for the inbox; None when it said nothing else."""
+    asked = (
+        RunEvent.objects.filter(run_id=interaction.run_id, kind=EventKind.INTERACTION_PENDING)
+        .filter(payload__interaction_id=interaction.interaction_id)
+        .values_list("seq", flat=True)
+        .last()
+    )
+    if asked is None:
+        return None
+    said = RunEvent.objects.filter(run_id=interaction.run_id, seq__lt=asked).filter(
+        Q(kind=EventKind.ASSISTANT_MESSAGE) | Q(kind=EventKind.ACTIVITY, payload__type="message")
+    )
+    for payload in said.order_by("-seq").values_list("payload", flat=True)[:MESSAGES_LOOKED_BACK]:
+        # The prose of a message, without the JSON envelope (ask_user, the result) that may end it.
+        text = str(payload.get("text") or "").split("\n{", 1)[0].strip()
+        if text and text != interaction.prompt.strip() and not text.startswith("{"):
+            return text
+    return None
 
 
 def waiting_questions(user) -> QuerySet[Interaction]:

@@ -10,10 +10,10 @@ import threading
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, connections
 from django.utils import timezone
 
-from engines.process import kill_process_group, pid_alive
+from engines.process import kill_process_groups, pid_alive
 
 from . import services
 from .execution import OUTCOME_RETRY_SECONDS, stale_claim_seconds
@@ -50,15 +50,17 @@ def _claim_is_dead(run: Run, stale_before) -> bool:
     return run.heartbeat_at is None or run.heartbeat_at < stale_before
 
 
-def _kill_orphan_engine(run: Run) -> None:
-    host, _, _ = _parse_claim(run.claimed_by)
-    if run.engine_pid and host == socket.gethostname():
-        kill_process_group(run.engine_pid, grace=settings.SKILLRUNNER_KILL_GRACE_SECONDS)
+def _fail_dead_claims(runs: list[Run]) -> None:
+    """The runs fail first, then their engines are killed, all in one grace period: a turn that
+    still lives then finds its claim gone instead of recording its engine's death as its outcome."""
+    for run in runs:
+        _fail_dead_claim(run)
+    host = socket.gethostname()
+    engines = [run.engine_pid for run in runs if run.engine_pid and _parse_claim(run.claimed_by)[0] == host]
+    kill_process_groups(engines, grace=settings.SKILLRUNNER_KILL_GRACE_SECONDS)
 
 
 def _fail_dead_claim(run: Run) -> None:
-    """The run fails first, then its engine is killed: its turn, if it still lives, then finds the
-    claim gone instead of recording the engine's death as its outcome."""
     if run.status == RunStatus.WAITING_USER:
         services.fail_run(
             run.pk,
@@ -73,7 +75,6 @@ def _fail_dead_claim(run: Run) -> None:
             "the worker running this turn stopped before it finished",
             recovery_state=RecoveryState.FAILED_RECONCILED,
         )
-    _kill_orphan_engine(run)
 
 
 def reap_dead_claims() -> int:
@@ -85,8 +86,7 @@ def reap_dead_claims() -> int:
         for run in claimed.only("request_id", "status", "claimed_by", "heartbeat_at", "engine_pid")
         if _claim_is_dead(run, stale_before)
     ]
-    for run in dead:
-        _fail_dead_claim(run)
+    _fail_dead_claims(dead)
     return len(dead)
 
 
@@ -161,8 +161,7 @@ def _worker_is_alive(cluster: WorkerCluster, stale_before) -> bool:
 def release_own_claims(token: str) -> None:
     """On shutdown, end this cluster's turns so their engine processes are killed promptly."""
     mine = Run.objects.filter(status__in=[RunStatus.RUNNING, RunStatus.WAITING_USER], claimed_by__endswith=f":{token}")
-    for run in mine.only("request_id", "status", "claimed_by", "engine_pid"):
-        _fail_dead_claim(run)
+    _fail_dead_claims(list(mine.only("request_id", "status", "claimed_by", "engine_pid")))
 
 
 def supervise_once() -> None:
@@ -192,17 +191,20 @@ def start_supervisor(stop: threading.Event, interval: float = 1.0, idle_interval
 
     def loop() -> None:
         wait = interval
-        while not stop.wait(wait):
-            wait = interval
-            try:
-                if has_pending_work():
-                    supervise_once()
-                else:
-                    wait = idle_interval
-            except Exception:
-                logger.exception("supervisor tick failed")
-            finally:
-                close_old_connections()
+        try:
+            while not stop.wait(wait):
+                wait = interval
+                try:
+                    if has_pending_work():
+                        supervise_once()
+                    else:
+                        wait = idle_interval
+                except Exception:
+                    logger.exception("supervisor tick failed")
+                finally:
+                    close_old_connections()
+        finally:
+            connections.close_all()  # kept between ticks (the worker's setting), not beyond the thread
 
     thread = threading.Thread(target=loop, name="run-supervisor", daemon=True)
     thread.start()

@@ -5,22 +5,29 @@ The run page is a shell; its conversation, status and result arrive over the run
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_http_methods
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_http_methods, require_POST
 from rest_framework.exceptions import Throttled, ValidationError
 
 from skillrunner.api_errors import exception_handler
 from skillrunner.errors import ApplicationError, NotFound
-from skillrunner.throttles import RUN_CREATE_SCOPE, form_over_rate
+from skillrunner.throttles import RUN_CREATE_SCOPE, check_rate, form_over_rate
+from skills.models import SkillVersion
 from skills.selectors import current_version, installed_skills
 
 from . import inbox, runfiles, selectors, services
-from .forms import INPUT, PARAMETER, NewRunForm, RunFilterForm
-from .models import Run
+from .engine_choice import run_model
+from .forms import INPUT, PARAMETER, NewRunForm, RunFilterForm, field_label
+from .models import Run, RunStatus
 from .preview import previewable, render_preview
 
 RUNS_PER_PAGE = 25
@@ -42,25 +49,19 @@ def choose_skill(request: HttpRequest) -> HttpResponse:
 
 
 def start_run(owner, form: NewRunForm) -> Run:
-    """Create the run, then hand over its input files; a run whose upload is refused is canceled
-    rather than left waiting for files that will never come."""
-    run = services.create_run(
+    return services.create_run_with_files(
         owner=owner,
         skill_id=form.version.skill.skill_id,
         engine=form.cleaned_data["engine"],
         model=form.cleaned_data["model"] or None,
         input=form.values(INPUT),
         parameter=form.values(PARAMETER),
-        runtime_options={"execution_mode": form.cleaned_data["execution_mode"]},
-        expects_upload=bool(form.uploads()),
+        runtime_options={
+            "execution_mode": form.cleaned_data["execution_mode"],
+            "no_cache": not form.cleaned_data["reuse_cached"],
+        },
+        files=form.uploads_zip(),
     )
-    if run.awaiting_upload:
-        try:
-            services.attach_upload(run, form.uploads_zip())
-        except ApplicationError:
-            services.cancel_run(run)
-            raise
-    return run
 
 
 @login_required
@@ -82,13 +83,15 @@ def new_run(request: HttpRequest, skill_id: str) -> HttpResponse:
     return render(request, "runs/new_run.html", {"form": form, "version": version})
 
 
-@login_required
-def artifact_preview(request: HttpRequest, request_id: str, path: str) -> HttpResponse:
-    """A Markdown or text artifact as a sanitised HTML fragment for the run page (R-AC5)."""
+def _visible_run(user, request_id: str) -> Run:
     try:
-        run = selectors.run_for(request.user, request_id)
+        return selectors.run_for(user, request_id)
     except NotFound:
         raise Http404("no such run") from None
+
+
+def _preview_of(run: Run, path: str) -> tuple[str, str]:
+    """An artifact's name under artifacts/ and its sanitised HTML preview (R-AC5)."""
     relative = path.removeprefix("artifacts/")
     if not previewable(relative):
         raise Http404("no preview for this kind of file")
@@ -96,7 +99,13 @@ def artifact_preview(request: HttpRequest, request_id: str, path: str) -> HttpRe
     if handle is None:
         raise Http404("no such artifact")
     with handle:
-        fragment = render_preview(relative, handle)
+        return relative, render_preview(relative, handle)
+
+
+@login_required
+def artifact_preview(request: HttpRequest, request_id: str, path: str) -> HttpResponse:
+    """A Markdown or text artifact as a sanitised HTML fragment for the run page's script."""
+    _, fragment = _preview_of(_visible_run(request.user, request_id), path)
     response = HttpResponse(fragment, content_type="text/html; charset=utf-8")
     # A fragment for the page's script only: nothing in it may run or load anything.
     response["Content-Security-Policy"] = "default-src 'none'; style-src 'self'"
@@ -104,12 +113,75 @@ def artifact_preview(request: HttpRequest, request_id: str, path: str) -> HttpRe
 
 
 @login_required
+def artifact_page(request: HttpRequest, request_id: str, path: str) -> HttpResponse:
+    """An artifact opened in the browser: a previewable one rendered safely in a page of the
+    site, with its download a click away; any other kind is the download itself."""
+    run = _visible_run(request.user, request_id)
+    download = reverse("job-artifact", args=[run.pk, path])
+    if not previewable(path):
+        return redirect(download)
+    name, fragment = _preview_of(run, path)
+    context = {"run": run, "name": name, "fragment": fragment, "download": download}
+    return render(request, "runs/artifact.html", context)
+
+
+def labelled_values(version: SkillVersion | None, section: str, values: dict[str, Any]) -> list[dict[str, Any]]:
+    """A run's input or parameter as the page lists them: each value under its form label, long
+    or structured values as blocks, in the schema's order."""
+    specs = dict(version.properties(section)) if version else {}
+    names = [name for name in specs if name in values] + [name for name in values if name not in specs]
+    shown = []
+    for name in names:
+        value = values[name]
+        text = value if isinstance(value, str) else json.dumps(value, indent=2, ensure_ascii=False)
+        spec = specs.get(name)
+        shown.append(
+            {
+                "label": field_label(name, spec if isinstance(spec, dict) else {}),
+                "text": text,
+                "block": "\n" in text or len(text) > 80,
+            }
+        )
+    return shown
+
+
+# The name of each status, as the run page's script shows them.
+STATUS_LABELS = json.dumps(dict(RunStatus.choices))
+
+
+@login_required
 def run_detail(request: HttpRequest, request_id: str) -> HttpResponse:
+    run = _visible_run(request.user, request_id)
+    context = {
+        "run": run,
+        "inputs": labelled_values(run.skill_version, INPUT, run.input),
+        "parameters": labelled_values(run.skill_version, PARAMETER, run.parameter),
+        "uploaded_files": selectors.uploaded_files(run) if run.files_removed_at is None else [],
+        "cached_from": selectors.cached_from(run),
+        "model": run_model(run),
+        "status_labels": STATUS_LABELS,
+    }
+    return render(request, "runs/run_detail.html", context)
+
+
+@login_required
+@require_POST
+def rerun(request: HttpRequest, request_id: str) -> HttpResponse:
+    """Re-run: the same skill, engine, model, input, parameter and options, as a new run of the
+    user's; fresh unless they allow a cached result."""
+    run = _visible_run(request.user, request_id)
     try:
-        run = selectors.run_for(request.user, request_id)
-    except NotFound:
-        raise Http404("no such run") from None
-    return render(request, "runs/run_detail.html", {"run": run})
+        check_rate(request.user, RUN_CREATE_SCOPE)
+        again = services.rerun(run, owner=request.user, allow_cache=request.POST.get("cache") == "allow")
+    except (ApplicationError, Throttled) as exc:
+        messages.error(request, "The run could not start again: {message} ({code})".format(**_coded(exc)))
+        return redirect("ui:run-detail", request_id=run.pk)
+    return redirect("ui:run-detail", request_id=again.pk)
+
+
+def _coded(exc: Exception) -> dict[str, str]:
+    """The API's error detail (code and message) for an exception the API would answer."""
+    return exception_handler(exc, {}).data["detail"]
 
 
 @login_required
@@ -139,6 +211,26 @@ def inbox_page(request: HttpRequest) -> HttpResponse:
         else:
             if wants_json:
                 return JsonResponse({"request_id": str(run.pk), "status": run.status, "accepted": True})
-            messages.success(request, "Answer sent; the run goes on.")
+            messages.success(request, f"Answer sent to {run.version.name} {str(run.pk)[:8]}; the run goes on.")
         return redirect("ui:inbox")
-    return render(request, "runs/inbox.html", {"questions": selectors.waiting_questions(request.user)})
+    questions = [
+        {"summary": inbox.question_summary(item), "asked_at": item.asked_at, "deadline_at": item.run.wait_deadline_at}
+        for item in selectors.waiting_questions(request.user)
+    ]
+    return render(request, "runs/inbox.html", {"questions": questions})
+
+
+@login_required
+@require_POST
+def cancel(request: HttpRequest, request_id: str) -> HttpResponse:
+    """Cancel from a page (the inbox's cards); back to where the form says, a page of this site."""
+    run, accepted = services.cancel_run(_visible_run(request.user, request_id))
+    name = f"{run.version.name if run.skill_version else 'Run'} {str(run.pk)[:8]}"
+    if accepted:
+        messages.success(request, f"{name} was canceled.")
+    else:
+        messages.info(request, f"{name} had already ended ({run.get_status_display().lower()}).")
+    back = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(back, allowed_hosts=None):
+        back = reverse("ui:run-detail", args=[run.pk])
+    return redirect(back)

@@ -7,6 +7,7 @@ import django
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.base import BaseHandler
+from django.db import connections
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "skillrunner.settings")
 django.setup(set_prefix=False)  # what get_asgi_application() does before it makes its own handler
@@ -45,6 +46,7 @@ class ReusedThreadsASGIHandler(ASGIHandler):
             if len(self._idle) < self.max_idle_threads:
                 self._idle.append(executor)
             else:
+                executor.submit(connections.close_all)  # its thread's, kept on SQLite (settings)
                 executor.shutdown(wait=False)
 
 

@@ -2,30 +2,113 @@
 
 from __future__ import annotations
 
+import codecs
 import logging
 import re
+from collections.abc import Callable
+from typing import BinaryIO, TextIO
 
+REDACTED = "[REDACTED]"
+# Each pattern with what continues its value; group 1, where there is one, is the name kept
+# before the value.
 SECRET_PATTERNS = [
-    re.compile(r"sr_[0-9a-f]{8}[A-Za-z0-9_\-]{16,}"),  # our API tokens
-    re.compile(r"(?i)(authorization:\s*(?:token|bearer)\s+)\S+"),
-    re.compile(r"(?i)((?:api[_-]?key|token|secret|password)[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]+"),
-    re.compile(r"sk-[A-Za-z0-9_\-]{16,}"),
+    (re.compile(r"sr_[0-9a-f]{8}[A-Za-z0-9_\-]{16,}"), r"[A-Za-z0-9_\-]"),  # our API tokens
+    (re.compile(r"(?i)(authorization:\s*(?:token|bearer)\s+)\S+"), r"\S"),
+    (
+        re.compile(r"(?i)((?:api[_-]?key|token|secret|password)[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]+"),
+        r"[^\s\"',}]",
+    ),
+    (re.compile(r"sk-[A-Za-z0-9_\-]{16,}"), r"[A-Za-z0-9_\-]"),
 ]
+# A stream is redacted in pieces of about this many bytes...
+READ_BYTES = 1024 * 1024
+# ...each holding back this many characters until the next piece comes, so that a secret
+# straddling two pieces is seen whole. Longer than any key; a secret's name and its value kept
+# apart by more blank space than this are not recognised across pieces.
+HOLD_CHARS = 64 * 1024
+
+
+def _secret_values(secrets: tuple[str, ...]) -> list[str]:
+    return [secret for secret in secrets if secret and len(secret) >= 4]
+
+
+def _keep_name(match: re.Match[str]) -> str:
+    return (match.group(1) if match.groups() else "") + REDACTED
 
 
 def redact_values(text: str, secrets: tuple[str, ...]) -> str:
     """Only the given secret values; safe for data whose other content must stay untouched."""
-    for secret in secrets:
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, "[REDACTED]")
+    for secret in _secret_values(secrets):
+        text = text.replace(secret, REDACTED)
     return text
 
 
 def redact(text: str, extra_secrets: tuple[str, ...] = ()) -> str:
     text = redact_values(text, extra_secrets)
-    for pattern in SECRET_PATTERNS:
-        text = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + "[REDACTED]", text)
+    for pattern, _ in SECRET_PATTERNS:
+        text = pattern.sub(_keep_name, text)
     return text
+
+
+def redact_stream(source: BinaryIO, target: TextIO, extra_secrets: tuple[str, ...] = ()) -> None:
+    """What `redact` makes of the whole of `source` (UTF-8), written to `target` in memory
+    bounded by READ_BYTES and HOLD_CHARS, however long its lines: each of redact's replacements
+    in turn, over pieces cut where none of its matches straddles the cut."""
+    steps = [
+        _StreamSubstitution(re.compile(re.escape(secret)), lambda _: REDACTED, None, max(HOLD_CHARS, len(secret)))
+        for secret in _secret_values(extra_secrets)
+    ]
+    steps += [_StreamSubstitution(pattern, _keep_name, value, HOLD_CHARS) for pattern, value in SECRET_PATTERNS]
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def write(text: str, final: bool = False) -> None:
+        for step in steps:
+            text = step.feed(text, final)
+        target.write(text)
+
+    for chunk in iter(lambda: source.read(READ_BYTES), b""):
+        write(decoder.decode(chunk))
+    write(decoder.decode(b"", final=True), final=True)
+
+
+class _StreamSubstitution:
+    """`pattern.sub(replace, text)` over text given piece by piece. It holds back `hold`
+    characters, and any match straddling them, until more comes; a match still growing past
+    `hold` characters (a secret's name then a flood of value characters) is replaced at once, and
+    the characters continuing its value (`value`, a character class) are dropped as they come."""
+
+    def __init__(self, pattern: re.Pattern[str], replace: Callable[[re.Match[str]], str], value: str | None, hold: int):
+        self._pattern = pattern
+        self._replace = replace
+        self._value = re.compile(f"{value}*") if value else None
+        self._hold = hold
+        self._pending = ""
+        self._dropping = False
+
+    def feed(self, text: str, final: bool) -> str:
+        if self._dropping:
+            assert self._value is not None
+            text = text[self._value.match(text).end() :]  # type: ignore[union-attr]  # `*` matches ""
+            self._dropping = not text
+        text = self._pending + text
+        cut = len(text) if final else len(text) - self._hold
+        out: list[str] = []
+        done = 0
+        for match in self._pattern.finditer(text) if cut > 0 else ():
+            if match.start() >= cut:
+                break
+            if match.end() > cut:
+                if match.start() > 0:
+                    cut = match.start()  # held back whole, to be read again with what follows
+                    break
+                cut = match.end()  # it begins what was held: whole now, or still growing past the hold
+                self._dropping = cut == len(text) and self._value is not None
+            out += (text[done : match.start()], self._replace(match))
+            done = match.end()
+        cut = max(cut, 0)
+        out.append(text[done:cut])
+        self._pending = text[cut:]
+        return "".join(out)
 
 
 class RedactSecretsFilter(logging.Filter):

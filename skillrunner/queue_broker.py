@@ -93,6 +93,15 @@ def _wake_waiting_pushers() -> None:
         paths = list(_wakeup_dir().glob("*.sock"))
     except OSError:
         return
+    _wake(paths)
+
+
+def wake_pusher(pid: int) -> None:
+    """Wake one pusher (a stopping cluster's: it sees the stop at once, not after its wait)."""
+    _wake([_wakeup_dir() / f"{pid}.sock"])
+
+
+def _wake(paths: list[Path]) -> None:
     if not paths:
         return
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:

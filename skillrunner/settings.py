@@ -427,13 +427,19 @@ LOGGING = {
 
 # Notifications (R-NT1–R-NT3). Webhooks go to public addresses only unless ALLOW_PRIVATE (tests,
 # single-host setups); each attempt has this timeout per network phase; retries wait the base,
-# then twice as long each time (README: the schedule). Email links start with SKILLRUNNER_PUBLIC_URL.
+# then twice as long each time (README: the schedule).
 SKILLRUNNER_WEBHOOK_ALLOW_PRIVATE = env.bool("SKILLRUNNER_WEBHOOK_ALLOW_PRIVATE", default=False)
 SKILLRUNNER_WEBHOOK_TIMEOUT_SECONDS = env.float("SKILLRUNNER_WEBHOOK_TIMEOUT_SECONDS", default=5.0)
 SKILLRUNNER_WEBHOOK_RETRY_BASE_SECONDS = env.float("SKILLRUNNER_WEBHOOK_RETRY_BASE_SECONDS", default=30.0)
 if SKILLRUNNER_WEBHOOK_TIMEOUT_SECONDS <= 0 or SKILLRUNNER_WEBHOOK_RETRY_BASE_SECONDS <= 0:
     raise ImproperlyConfigured("SKILLRUNNER_WEBHOOK_TIMEOUT_SECONDS and _RETRY_BASE_SECONDS must be positive")
-SKILLRUNNER_PUBLIC_URL = env.str("SKILLRUNNER_PUBLIC_URL", default="http://127.0.0.1:8000").rstrip("/")
+# The site's address as users reach it, for links in emails and webhook payloads (skillrunner.links);
+# unset, `manage.py serve` uses the address it listens on.
+SKILLRUNNER_PUBLIC_URL = env.str("SKILLRUNNER_PUBLIC_URL", default="").rstrip("/")
+if SKILLRUNNER_PUBLIC_URL and not SKILLRUNNER_PUBLIC_URL.startswith(("http://", "https://")):
+    raise ImproperlyConfigured(
+        f"SKILLRUNNER_PUBLIC_URL must start with http:// or https://, got {SKILLRUNNER_PUBLIC_URL!r}"
+    )
 SKILLRUNNER_EMAIL_GRACE_SECONDS = env.float("SKILLRUNNER_EMAIL_GRACE_SECONDS", default=60.0)
 # EMAIL_URL as django-environ reads it (smtp://user:pass@host:587, smtp+tls://…, consolemail://);
 # unset parts keep Django's defaults.

@@ -1,6 +1,8 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.templatetags.static import static
 from django.urls import include, path, register_converter
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from accounts import login
@@ -15,6 +17,12 @@ from . import system
 from .converters import AnyPathConverter
 
 register_converter(AnyPathConverter, "anypath")
+
+# The admin says whose it is; its "View site" and each run's "View on site" lead to the pages.
+admin.site.site_header = "Skill Runner administration"
+admin.site.site_title = "Skill Runner admin"
+admin.site.index_title = "Runs, skills, users and settings"
+admin.site.site_url = "/"
 
 job = "v1/jobs/<str:request_id>"
 
@@ -52,6 +60,8 @@ api_v1 = [
 urlpatterns = [
     *api_v1,
     path("", include("upstream.urls")),
+    # Browsers ask for it whatever the page says; the pages link the SVG itself.
+    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
     path("healthz", system.healthz),
     path("readyz", system.readyz),
     path("admin/login/", login.admin_login),  # before the admin's own (R-FS1)
@@ -60,5 +70,10 @@ urlpatterns = [
     path("accounts/login/", login.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("settings/", account_views.settings_page, name="account-settings"),
+    path("settings/webhooks/", account_views.add_webhook, name="settings-webhook-add"),
+    path("settings/webhooks/<str:webhook_id>/delete/", account_views.delete_webhook, name="settings-webhook-delete"),
+    path("settings/deliveries/<str:delivery_id>/redeliver/", account_views.redeliver, name="settings-redeliver"),
+    path("settings/tokens/", account_views.create_token, name="settings-token-create"),
+    path("settings/tokens/<str:token_id>/revoke/", account_views.revoke_token, name="settings-token-revoke"),
     path("", include("skillrunner.urls_ui")),
 ]

@@ -122,14 +122,14 @@ def configure_engine(settings):
 def real_engine(configure_engine, settings, model_server):
     """`real_engine(engine)` points the service's engine at the directory's scripted model server,
     as an operator would; no engine process outlives the test."""
-    from tests.support.engine_env import SERVICE_MODELS, require_engine, service_base_url
+    from tests.support.engine_env import SERVICE_MODELS, SERVICE_URL_PATHS, require_engine
     from tests.support.processes import kill_all, processes_in
 
     def configure(engine: str) -> None:
         configure_engine(
             engine,
             binary=str(require_engine(engine)),
-            base_url=service_base_url(engine, model_server.url),
+            base_url=model_server.url + SERVICE_URL_PATHS.get(engine, ""),
             api_key="test-key-not-secret",
             model=SERVICE_MODELS[engine],
         )

@@ -10,20 +10,25 @@ from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, extend_schema, inline_serializer
 from rest_framework import serializers
+from rest_framework.parsers import MultiPartParser
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from accounts.authentication import BasicChallenge
 from runs import api as jobs
-from runs import selectors
+from runs import selectors, services
 from runs.models import Run
+from runs.serializers import StateChangeOutput
 from runs.streaming import follow_log, sse_response
 from skillrunner.errors import ApplicationError
 from skillrunner.negotiation import JsonWhateverTheClientAccepts
+from skillrunner.throttles import REPLY_SCOPE
 
 from .fcmp import Reading, chat_items, fcmp_events
 from .handshake import handshake
+from .reply_files import FILES_PART, METADATA_PART, ReplyFileReceiver, read_metadata
 from .serializers import ChatHistory, FcmpHistory
 from .streams import RANGE_PARAMETERS, STREAM_PARAMETERS, ConversationFraming, Window, asks_for, cursor, history
 
@@ -104,6 +109,57 @@ class ManagementRunsView(BasicChallenge, APIView):
             for run in runs
         ]
         return Response({"runs": ManagementRunRecord(records, many=True).data})
+
+
+class ReplyFilesView(APIView):
+    """POST /v1/jobs/{id}/interaction/reply/files (R-UP6): a reply with files, decided by the same
+    service as every reply; the files land in the run directory and the agent is told where."""
+
+    throttle_classes = [ScopedRateThrottle]
+    throttle_scope = REPLY_SCOPE
+    parser_classes = [MultiPartParser]
+
+    def dispatch(self, request, *args, **kwargs):
+        # In place before anything reads the body (authentication may, for a session's CSRF check).
+        self.receiver = ReplyFileReceiver()
+        request.upload_handlers = [self.receiver]
+        try:
+            return super().dispatch(request, *args, **kwargs)
+        finally:
+            self.receiver.discard()  # whatever did not move into the run
+
+    @extend_schema(
+        request={
+            "multipart/form-data": inline_serializer(
+                "ReplyFilesRequest",
+                {
+                    METADATA_PART: serializers.CharField(
+                        help_text="JSON {interaction_id, idempotency_key?, text?}; upstream's `message` "
+                        "stands for `text`, its `bindings` are accepted and not used"
+                    ),
+                    FILES_PART: serializers.ListField(
+                        child=serializers.FileField(), required=False, help_text="repeat the part for each file"
+                    ),
+                },
+            )
+        },
+        responses=StateChangeOutput,
+    )
+    def post(self, request, request_id):
+        run = selectors.run_for(request.user, request_id)
+        reply = read_metadata(request.data)
+        files = self.receiver.staged()
+        if files is None and reply.text is None:
+            raise ApplicationError("REPLY_FILES_INVALID", "a reply needs text, files or both")
+        run = services.submit_reply(
+            run,
+            user=request.user,
+            interaction_id=reply.interaction_id,
+            response=reply.text or "",
+            idempotency_key=reply.idempotency_key,
+            files=files,
+        )
+        return Response({"request_id": str(run.pk), "status": run.status, "accepted": True})
 
 
 def ui(request) -> HttpResponseRedirect:

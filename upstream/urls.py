@@ -15,6 +15,7 @@ urlpatterns = [
     path("v1/management/runs", api.ManagementRunsView.as_view(), name="management-runs"),
     path(f"{job}/chat/history", api.ChatHistoryView.as_view(), name="job-chat-history"),
     path(f"{job}/chat", api.ChatStreamView.as_view(), name="job-chat"),
+    path(f"{job}/interaction/reply/files", api.ReplyFilesView.as_view(), name="job-reply-files"),
     path("ui", api.ui, name="upstream-ui"),
     path("ui/", api.ui),
 ]

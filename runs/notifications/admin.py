@@ -21,8 +21,8 @@ class WebhookEndpointAdmin(ReadOnlyAdmin):
     search_fields = ("url", "owner__username", "run__request_id")
     fields = ENDPOINT_FIELDS
 
-    def get_readonly_fields(self, request, obj=None) -> tuple[str, ...]:
-        return ENDPOINT_FIELDS  # not the secret: it signs, it is never displayed
+    def get_readonly_fields(self, request, obj=None) -> list[str]:
+        return self.shown(ENDPOINT_FIELDS)  # not the secret: it signs, it is never displayed
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return request.user.has_perm("runs.delete_webhookendpoint")

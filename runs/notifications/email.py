@@ -14,6 +14,8 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 
+from skillrunner.links import public_url, run_page_url
+
 from ..dispatch import enqueue_question_email
 from ..models import Interaction, RunStatus
 
@@ -61,9 +63,10 @@ def question_message(interaction: Interaction) -> EmailMultiAlternatives:
         "skill_id": run.skill_key,
         "prompt": interaction.prompt,
         "options": [option.get("label", "") for option in interaction.payload.get("options") or []],
-        "link": settings.SKILLRUNNER_PUBLIC_URL + reverse("ui:run-detail", args=[run.pk]),
-        "inbox": settings.SKILLRUNNER_PUBLIC_URL + reverse("ui:inbox"),
-        "settings_link": settings.SKILLRUNNER_PUBLIC_URL + reverse("account-settings"),
+        # #reply: the run page puts the cursor in its answer box.
+        "link": run_page_url(run.pk) + "#reply",
+        "inbox": public_url(reverse("ui:inbox")),
+        "settings_link": public_url(reverse("account-settings")),
     }
     subject = f"[Skill Runner] {context['skill_id']} asks: {truncatechars(' '.join(interaction.prompt.split()), SUBJECT_PROMPT_CHARS)}"
     message = EmailMultiAlternatives(

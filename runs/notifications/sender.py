@@ -12,7 +12,7 @@ import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from django.db import close_old_connections
+from django.db import connections
 from django_q.conf import Conf
 
 from .services import attempt_delivery
@@ -44,13 +44,14 @@ class _Sender:
         return True
 
     def _attempt(self, delivery_pk: int) -> None:
-        close_old_connections()
         try:
             attempt_delivery(delivery_pk)
         except Exception:  # logged and left to the lease: the supervisor offers it again
             logger.exception("webhook delivery %s failed unexpectedly", delivery_pk)
         finally:
-            close_old_connections()
+            # An idle sender thread holds no connection (the worker keeps its connections open
+            # otherwise, and eight idle threads a process would hold eight).
+            connections.close_all()
             with self._lock:
                 self._busy -= 1
 

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from accounts.models import lock_user
 from skillrunner.errors import NotFound, OverUserLimit
+from skillrunner.links import run_page_url
 
 from ..dispatch import enqueue_delivery
 from ..models import Run, RunStatus
@@ -69,10 +70,14 @@ def register_callback(run: Run, url: str) -> WebhookEndpoint:
     return endpoint
 
 
-def delete_endpoint(owner, endpoint_id: Any) -> None:
-    key = str(endpoint_id)
+def _with_id(rows, row_id: Any):
+    key = str(row_id)
     # ASCII digits only: str.isdigit() also accepts "²", which int() and the database refuse.
-    deleted, _ = endpoints_of(owner).filter(pk=int(key)).delete() if key.isascii() and key.isdigit() else (0, None)
+    return rows.filter(pk=int(key)) if key.isascii() and key.isdigit() else rows.none()
+
+
+def delete_endpoint(owner, endpoint_id: Any) -> None:
+    deleted, _ = _with_id(endpoints_of(owner), endpoint_id).delete()
     if not deleted:
         raise NotFound("WEBHOOK_NOT_FOUND", f"no webhook {endpoint_id}")
 
@@ -80,6 +85,19 @@ def delete_endpoint(owner, endpoint_id: Any) -> None:
 def endpoints_of(owner):
     """A user's own endpoints; run callbacks live with their runs and are not listed."""
     return WebhookEndpoint.objects.filter(owner=owner, run__isnull=True)
+
+
+def deliveries_of(owner):
+    """Deliveries to a user's own endpoints, newest first."""
+    return WebhookDelivery.objects.filter(endpoint__in=endpoints_of(owner)).order_by("-created_at")
+
+
+def redeliver_own(owner, delivery_id: Any) -> int:
+    """Send one delivery to an endpoint of `owner`'s again, as the admin's action does."""
+    delivery = _with_id(deliveries_of(owner), delivery_id)
+    if not delivery.exists():
+        raise NotFound("DELIVERY_NOT_FOUND", f"no delivery {delivery_id}")
+    return redeliver(delivery)
 
 
 # --- the outbox ----------------------------------------------------------------------------------
@@ -90,6 +108,7 @@ def _payload(run: Run, event: str, delivery_id: str, ts: str) -> dict[str, Any]:
         "event": event,
         "delivery_id": delivery_id,
         "request_id": str(run.pk),
+        "run_url": run_page_url(run.pk),
         "status": run.status,
         "ts": ts,
     }

@@ -5,12 +5,21 @@ One module per concern (admission, dispatching, lifecycle, claims, interactions)
 functions are re-exported here, so callers write `services.create_run(...)`.
 """
 
-from .admission import attach_skill_package, attach_upload, create_run, expire_upload
+from .admission import (
+    attach_skill_package,
+    attach_upload,
+    create_run,
+    create_run_with_files,
+    expire_upload,
+    rerun,
+)
 from .claims import StickyWait, claim_turn, complete_turn, record_engine_pid, sticky_wait_state, turn_still_ours
 from .dispatching import dispatch_queued_runs
 from .interactions import (
     AUTO_DECISION_INSTRUCTION,
     OnWaitTimeout,
+    ReplyFile,
+    StagedReplyFiles,
     expire_wait,
     on_wait_timeout,
     recover_waiting_run,
@@ -22,6 +31,8 @@ __all__ = [
     "AUTO_DECISION_INSTRUCTION",
     "TRANSITIONS",
     "OnWaitTimeout",
+    "ReplyFile",
+    "StagedReplyFiles",
     "StickyWait",
     "attach_skill_package",
     "attach_upload",
@@ -29,6 +40,7 @@ __all__ = [
     "claim_turn",
     "complete_turn",
     "create_run",
+    "create_run_with_files",
     "dispatch_queued_runs",
     "expire_upload",
     "expire_wait",
@@ -37,6 +49,7 @@ __all__ = [
     "record_engine_pid",
     "record_warning",
     "recover_waiting_run",
+    "rerun",
     "sticky_wait_state",
     "submit_reply",
     "turn_still_ours",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from typing import IO, Any, BinaryIO, NamedTuple
 
 from django.conf import settings
@@ -18,16 +19,23 @@ from skills.models import SkillVersion
 from skills.selectors import current_version
 from skills.services import archive_limits, remove_snapshot, temporary_version, zipped_package
 
+from .. import runfiles
 from ..cache import cache_key, cached_run, copy_cached_result, is_cacheable, uploads_digest
 from ..events import append_event
-from ..inputs import file_fields, missing_required_files, required_file_fields, validate_request_payload
+from ..inputs import (
+    file_fields,
+    missing_required_files,
+    required_file_fields,
+    validate_request_payload,
+    zipped_files,
+)
 from ..models import Run, RunStatus
 from ..notifications.destinations import check as check_destination
 from ..notifications.services import register_callback
 from ..options import DEFAULT_EFFORT, EffectiveOptions, resolve_options
 from ..skill_runtime import ENGINE_DEFAULTS_KEY, skill_engine_defaults
-from .dispatching import dispatch_queued_runs
-from .lifecycle import end_without_output, locked, transition
+from .dispatching import dispatch_queued_runs, owner_queue_changed
+from .lifecycle import cancel_run, end_without_output, locked, transition
 
 
 def create_run(
@@ -104,6 +112,52 @@ def create_run(
         cache_key=key,
     )
     return _save_new_run(run, callback_url=callback_url, cached_from=cached_run(owner, key) if key else None)
+
+
+def create_run_with_files(*, files: BinaryIO | IO[bytes] | None, **create: Any) -> Run:
+    """create_run, then its input files as a zip (None: it has none to send). A run whose files
+    are refused is canceled rather than left waiting for files that will never come."""
+    run = create_run(expects_upload=files is not None, **create)
+    if run.awaiting_upload:
+        try:
+            attach_upload(run, files if files is not None else zipped_files([]))
+        except ApplicationError:
+            cancel_run(run)
+            raise
+    return run
+
+
+def rerun(run: Run, *, owner, allow_cache: bool) -> Run:
+    """A new run of `run`'s skill (its current version) with the same engine, model, input,
+    parameter, options and input files, owned by `owner`; fresh unless `allow_cache` lets an
+    identical earlier result stand in (R-OP9)."""
+    skill = run.skill
+    if skill is None or skill.temporary:
+        raise ApplicationError(
+            "RUN_NOT_RERUNNABLE", "this run's skill came with its upload, for that run only: it cannot run again"
+        )
+    if run.files_removed_at is not None and file_fields(run.version.schemas["input"]):
+        raise ApplicationError("RUN_FILES_REMOVED", f"the input files of run {run.pk} were removed", status_code=410)
+    uploads = runfiles.list_files(run.run_dir, "uploads")
+    return create_run_with_files(
+        owner=owner,
+        skill_id=skill.skill_id,
+        engine=run.engine,
+        model=run.model or None,
+        input=run.input,
+        parameter=run.parameter,
+        runtime_options={**run.options.as_dict(), "no_cache": not allow_cache},
+        files=zipped_files(_opened(run, uploads)) if uploads else None,
+    )
+
+
+def _opened(run: Run, paths: list[str]) -> Iterator[tuple[str, IO[bytes]]]:
+    """`run`'s uploaded files by their names in the upload, each open while it is read."""
+    for path in paths:
+        handle = runfiles.open_file(run.run_dir, path)
+        if handle is not None:
+            with handle:
+                yield path.removeprefix("uploads/"), handle
 
 
 def _save_new_run(run: Run, *, callback_url: str | None, cached_from: Run | None = None) -> Run:
@@ -207,6 +261,7 @@ def attach_skill_package(
                 for warning in admitted.warnings:
                     append_event(run, "warning", warning)
                 if not run.awaiting_upload:
+                    owner_queue_changed(run.owner_id)  # the run is ready now
                     transaction.on_commit(dispatch_queued_runs)
         except BaseException:
             if version is not None:
@@ -304,6 +359,7 @@ def attach_upload(run: Run, source: BinaryIO | IO[bytes]) -> list[str]:
         if cached is not None and cached_result is not None:
             _complete_from_cache(run, cached, cached_result, new=False)
         else:
+            owner_queue_changed(run.owner_id)  # the run is ready now
             transaction.on_commit(dispatch_queued_runs)
     return extracted
 

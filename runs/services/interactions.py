@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import enum
 import json
+import logging
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from django.db import transaction
@@ -13,14 +16,23 @@ from django.utils import timezone
 from engines.prompt import reply_prompt
 from skillrunner.errors import ApplicationError, Conflict
 
+from .. import runfiles
 from ..events import Events, append_event
 from ..models import Interaction, InteractiveProfile, RecoveryState, Run, RunStatus
 from .lifecycle import end_without_output, locked, transition
+
+logger = logging.getLogger(__name__)
 
 AUTO_DECISION_INSTRUCTION = (
     "No reply arrived in time. Continue on your own judgement, following the decision policy "
     "'{policy}', and finish the task."
 )
+REPLY_FILES_DIR = "reply-files"
+
+
+def reply_files_folder(interaction_id: int) -> str:
+    """Where the files sent with a reply (R-UP6) land, relative to the run directory."""
+    return f"{REPLY_FILES_DIR}/{interaction_id}"
 
 
 class OnWaitTimeout(enum.Enum):
@@ -78,7 +90,7 @@ def _pending(run: Run) -> Interaction:
     return run.interactions.get(interaction_id=run.pending_interaction_id)
 
 
-def _resolve_pending(run: Run, response: Any, *, mode: str, user, idempotency_key: str) -> Interaction:
+def _resolve_pending(run: Run, response: Any, *, prompt: str, mode: str, user, idempotency_key: str) -> Interaction:
     interaction = _pending(run)
     interaction.response = response
     interaction.resolution_mode = mode
@@ -86,7 +98,7 @@ def _resolve_pending(run: Run, response: Any, *, mode: str, user, idempotency_ke
     interaction.answered_by = user
     interaction.answered_at = timezone.now()
     interaction.save()
-    run.next_prompt = reply_prompt(response)
+    run.next_prompt = prompt
     run.attempt_number += 1
     run.pending_interaction_id = None
     run.wait_deadline_at = None
@@ -102,30 +114,111 @@ def _resolve_pending(run: Run, response: Any, *, mode: str, user, idempotency_ke
     return interaction
 
 
-def submit_reply(run: Run, *, user, interaction_id: Any, response: Any, idempotency_key: str = "") -> Run:
-    """R-LC5: exactly one of concurrent replies, auto-decisions and cancels wins the row lock."""
-    with transaction.atomic():
-        run = locked(run.pk)
-        if run.execution_mode != "interactive":
-            raise ApplicationError("RUN_NOT_INTERACTIVE", "this run is not interactive")
-        if idempotency_key:
-            previous = run.interactions.filter(idempotency_key=idempotency_key).first()
-            if previous is not None:
-                if _same_response(previous.response, response) and previous.interaction_id == interaction_id:
-                    return run
-                raise Conflict("IDEMPOTENCY_KEY_REUSED", "this idempotency_key was already used with a different reply")
-        if run.status != RunStatus.WAITING_USER:
-            raise Conflict("RUN_NOT_WAITING", f"the run is {run.status}, not waiting for a reply", status=run.status)
-        if interaction_id != run.pending_interaction_id:
-            raise Conflict(
-                "INTERACTION_STALE",
-                f"interaction {interaction_id} is not the pending one ({run.pending_interaction_id})",
-                pending_interaction_id=run.pending_interaction_id,
+@dataclass(frozen=True)
+class ReplyFile:
+    """One file sent with a reply, saved under `name` (a safe file name) in its staging folder."""
+
+    name: str
+    size_bytes: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class StagedReplyFiles:
+    """Files sent with a reply (R-UP6), held in `folder`, a directory of the service's own, until
+    the reply is accepted and the folder moves into the run directory whole."""
+
+    folder: Path
+    files: tuple[ReplyFile, ...]
+
+    def record(self, text: str, interaction_id: int) -> dict[str, Any]:
+        """The reply as its interaction records it (R-LC6): the text and each file, by the path the
+        agent reads it at and by content (so a retried request is recognised, R-LC5)."""
+        folder = reply_files_folder(interaction_id)
+        return {
+            "text": text,
+            "files": [
+                {"name": f.name, "path": f"{folder}/{f.name}", "size_bytes": f.size_bytes, "sha256": f.sha256}
+                for f in self.files
+            ],
+        }
+
+
+def submit_reply(
+    run: Run,
+    *,
+    user,
+    interaction_id: Any,
+    response: Any,
+    idempotency_key: str = "",
+    files: StagedReplyFiles | None = None,
+) -> Run:
+    """R-LC5: exactly one of concurrent replies, auto-decisions and cancels wins the row lock.
+
+    With `files` (R-UP6) the response is the reply's text: the interaction records the text with
+    the files, the files move into the run directory once the reply wins, and the agent reads
+    their paths after the text.
+    """
+    if files is None:
+        recorded, prompt = response, reply_prompt(response)
+    else:
+        recorded = files.record(response, interaction_id)
+        prompt = reply_prompt(response, [f["path"] for f in recorded["files"]])
+    placed: StagedReplyFiles | None = None
+    try:
+        with transaction.atomic():
+            run = locked(run.pk)
+            if _is_retry(run, interaction_id, recorded, idempotency_key):
+                return run
+            if files is not None:
+                _place_files(run, files, interaction_id)
+                placed = files
+            _resolve_pending(
+                run,
+                recorded,
+                prompt=prompt,
+                mode=Interaction.ResolutionMode.USER_REPLY,
+                user=user,
+                idempotency_key=idempotency_key,
             )
-        _resolve_pending(
-            run, response, mode=Interaction.ResolutionMode.USER_REPLY, user=user, idempotency_key=idempotency_key
-        )
+    except BaseException:
+        folder = reply_files_folder(interaction_id)
+        # The reply was not recorded: neither are its files.
+        if placed is not None and not runfiles.move_directory_out(run.run_dir, folder, placed.folder):
+            logger.warning("run %s: the files of an unrecorded reply stay at %s", run.pk, folder)
+        raise
     return run
+
+
+def _is_retry(run: Run, interaction_id: Any, response: Any, idempotency_key: str) -> bool:
+    """Whether `run` (locked) already took this very reply; raises when it cannot take it now."""
+    if run.execution_mode != "interactive":
+        raise ApplicationError("RUN_NOT_INTERACTIVE", "this run is not interactive")
+    if idempotency_key:
+        previous = run.interactions.filter(idempotency_key=idempotency_key).first()
+        if previous is not None:
+            if _same_response(previous.response, response) and previous.interaction_id == interaction_id:
+                return True
+            raise Conflict("IDEMPOTENCY_KEY_REUSED", "this idempotency_key was already used with a different reply")
+    if run.status != RunStatus.WAITING_USER:
+        raise Conflict("RUN_NOT_WAITING", f"the run is {run.status}, not waiting for a reply", status=run.status)
+    if interaction_id != run.pending_interaction_id:
+        raise Conflict(
+            "INTERACTION_STALE",
+            f"interaction {interaction_id} is not the pending one ({run.pending_interaction_id})",
+            pending_interaction_id=run.pending_interaction_id,
+        )
+    return False
+
+
+def _place_files(run: Run, files: StagedReplyFiles, interaction_id: int) -> None:
+    folder = reply_files_folder(interaction_id)
+    if not runfiles.move_directory_in(run.run_dir, files.folder, folder):
+        raise Conflict(
+            "REPLY_FILES_PATH_TAKEN",
+            f"the run directory already holds something at {folder} (or {REPLY_FILES_DIR} is not a plain folder)",
+            path=folder,
+        )
 
 
 def expire_wait(request_id) -> Run | None:
@@ -149,9 +242,11 @@ def expire_wait(request_id) -> Run | None:
         pending = _pending(run)
         policy = pending.payload.get("default_decision_policy") or "engine_judgement"
         run.auto_decision_count += 1
+        instruction = AUTO_DECISION_INSTRUCTION.format(policy=policy)
         _resolve_pending(
             run,
-            AUTO_DECISION_INSTRUCTION.format(policy=policy),
+            instruction,
+            prompt=reply_prompt(instruction),
             mode=Interaction.ResolutionMode.AUTO_DECIDE_TIMEOUT,
             user=None,
             idempotency_key=f"auto-timeout:{pending.interaction_id}",

@@ -16,7 +16,7 @@ from ..events import Events, append_event, insert_events, number_events
 from ..models import TERMINAL_STATUSES, InteractiveProfile, Run, RunStatus
 from ..notifications.services import record_status_change
 from ..outcome import result_envelope
-from .dispatching import dispatch_queued_runs
+from .dispatching import dispatch_queued_runs, owner_queue_changed
 
 # Allowed moves; the `None` row is a new run: queued, or born succeeded from the result cache.
 TRANSITIONS: dict[str | None, frozenset[str]] = {
@@ -85,6 +85,9 @@ def transition(
     announced = [("result", result)] if result is not None else []
     events = number_events(run, [*preceding, *announced, ("status", status)])
     run.save()
+    if RunStatus.QUEUED in (previous, to) and not run.awaiting_upload:
+        # The run joins or leaves the ready queue; leaving it to run, it took a slot (claims).
+        owner_queue_changed(run.owner_id, served=to == RunStatus.RUNNING)
     insert_events(run, events)
     record_status_change(run)  # webhook deliveries, sent once this commits (R-NT1)
     if to in TERMINAL_STATUSES and run.admission_request and run.skill_version_id is not None:

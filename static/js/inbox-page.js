@@ -12,7 +12,9 @@
   const template = document.getElementById("question-template");
   const notifyButton = document.getElementById("notify-button");
   const notifyState = document.getElementById("notify-state");
+  const sentAnswers = document.getElementById("sent-answers");
   const ANSWERED_FADE_MS = 1500;
+  const SENT_SHOWN = 5;
 
   const keyOf = (question) => question.request_id + ":" + question.interaction_id;
 
@@ -20,15 +22,53 @@
     empty.hidden = list.querySelector(".question:not(.answered)") !== null;
   }
 
+  const pad = (number) => String(number).padStart(2, "0");
+  const localStamp = (date) =>
+    date.getFullYear() + "-" + pad(date.getMonth() + 1) + "-" + pad(date.getDate()) + " " + pad(date.getHours()) + ":" + pad(date.getMinutes());
+
+  function span(ms) {
+    const minutes = Math.floor(Math.max(0, ms) / 60000);
+    if (minutes < 1) return "less than a minute";
+    if (minutes < 60) return minutes + " min";
+    const hours = Math.floor(minutes / 60);
+    return hours < 48 ? hours + " h " + pad(minutes % 60) + " min" : Math.floor(hours / 24) + " days";
+  }
+
+  // Times in the reader's zone; how long each question has waited, kept current.
+  function showTimes() {
+    page.querySelectorAll("#questions time[datetime]").forEach((time) => {
+      time.textContent = localStamp(new Date(time.dateTime));
+    });
+    page.querySelectorAll("#questions .question").forEach((item) => {
+      const asked = item.querySelector(".question-asked");
+      if (asked.dateTime) item.querySelector(".question-waited").textContent = ", waiting " + span(Date.now() - Date.parse(asked.dateTime));
+    });
+  }
+
+  function deadlineText(question) {
+    if (!question.deadline_at) return "";
+    const at = localStamp(new Date(question.deadline_at));
+    return question.on_deadline === "auto_decide"
+      ? "Unanswered by " + at + ", the agent decides by itself."
+      : "Unanswered by " + at + ", the run fails.";
+  }
+
   function card(question) {
     const item = template.content.firstElementChild.cloneNode(true);
     item.dataset.key = keyOf(question);
-    const runLink = item.querySelector(".question-run");
-    runLink.textContent = question.skill;
-    runLink.href = question.url;
-    const asked = item.querySelector(".question-asked");
-    asked.dateTime = question.asked_at;
-    asked.textContent = question.asked_at.slice(0, 16).replace("T", " ");
+    item.querySelector(".question-skill").textContent = question.skill;
+    item.querySelector(".question-id").textContent = question.short_id;
+    item.querySelectorAll(".question-run, .question-open").forEach((link) => (link.href = question.url + "#reply"));
+    item.querySelector(".question-asked").dateTime = question.asked_at;
+    const values = item.querySelector(".question-values");
+    values.textContent = question.values.join(" · ");
+    values.hidden = !question.values.length;
+    item.querySelector(".said-text").textContent = question.said_before || "";
+    item.querySelector(".question-said").hidden = !question.said_before;
+    const deadline = item.querySelector(".question-deadline");
+    deadline.textContent = deadlineText(question);
+    deadline.hidden = !question.deadline_at;
+    item.querySelector(".cancel-form").action = page.dataset.cancelBase.replace("00000000-0000-0000-0000-000000000000", question.request_id);
     item.querySelector(".question-prompt").textContent = question.prompt;
     item.querySelector("[name=request_id]").value = question.request_id;
     item.querySelector("[name=interaction_id]").value = String(question.interaction_id);
@@ -60,12 +100,33 @@
     current.forEach((question, key) => {
       if (!shown.has(key)) list.appendChild(card(question));
     });
+    showTimes();
     refreshEmpty();
   });
 
+  // Each answer sent stays confirmed at the top of the page (the newest few), after its card goes.
+  function confirmSent(item, form, submitter) {
+    const answer = submitter && submitter.classList.contains("quick-reply") ? submitter.textContent : form.elements.response.value.trim();
+    const entry = document.createElement("li");
+    entry.className = "message success";
+    const run = item.querySelector(".question-run");
+    entry.append("Answer sent to " + run.textContent.trim() + ": “" + answer + "”. The run goes on. ");
+    const open = document.createElement("a");
+    open.href = run.getAttribute("href").replace(/#reply$/, "");
+    open.textContent = "Open the run";
+    entry.appendChild(open);
+    sentAnswers.prepend(entry);
+    while (sentAnswers.children.length > SENT_SHOWN) sentAnswers.lastElementChild.remove();
+  }
+
   list.addEventListener("submit", async (event) => {
-    event.preventDefault();
     const form = event.target;
+    if (form.classList.contains("cancel-form")) {
+      // Posted as a plain form: the page comes back with what happened.
+      if (!window.confirm("Cancel this run? The agent is stopped and the run cannot continue.")) event.preventDefault();
+      return;
+    }
+    event.preventDefault();
     const item = form.closest(".question");
     const error = form.querySelector(".answer-error");
     const data = new FormData(form, event.submitter);
@@ -83,6 +144,7 @@
       const body = await response.json();
       if (!response.ok) throw new Error(body.detail.message + " (" + body.detail.code + ")");
       item.classList.replace("sending", "answered");
+      confirmSent(item, form, event.submitter);
       form.replaceWith(Object.assign(document.createElement("p"), { className: "answered-note", textContent: "Answered. The run goes on." }));
       window.setTimeout(() => {
         item.remove();
@@ -114,6 +176,9 @@
         ? "This device will show a notification when a new question arrives while the tab is in the background."
         : "Notifications are blocked for this site; allow them in the browser's site settings to get them.";
   }
+
+  showTimes();
+  window.setInterval(showTimes, 30000);
 
   notifyButton.addEventListener("click", async () => {
     await Notification.requestPermission();

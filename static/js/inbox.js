@@ -32,7 +32,7 @@
       const notification = new Notification(question.skill + " asks", { body: question.prompt, tag: keyOf(question) });
       notification.addEventListener("click", () => {
         window.focus();
-        window.location.assign(question.url);
+        window.location.assign(question.url + "#reply");
       });
     });
   }

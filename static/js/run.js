@@ -7,14 +7,7 @@
   if (!page) return;
 
   const TERMINAL = ["succeeded", "failed", "canceled"];
-  const STATUS_LABELS = {
-    queued: "Queued",
-    running: "Running",
-    waiting_user: "Waiting for you",
-    succeeded: "Succeeded",
-    failed: "Failed",
-    canceled: "Canceled",
-  };
+  const STATUS_LABELS = JSON.parse(page.dataset.statusLabels); // the server's one name per status
   const RETRY_FIRST_MS = 500;
   const RETRY_MAX_MS = 5000;
   // One key per page and question: resending after a dropped connection is answered once.
@@ -41,6 +34,10 @@
     warnings: new Set(),
     turns: new Map(), // attempt -> the turn's activity block (R-AC5)
     usage: null,
+    artifacts: new Set(), // the result's artifact paths: values naming one become links
+    waitingNote: null, // the "waiting for your answer" note, until the answer comes
+    createdAt: Date.parse(page.dataset.createdAt),
+    finishedAt: page.dataset.finishedAt ? Date.parse(page.dataset.finishedAt) : null,
   };
   const PREVIEWABLE = /\.(md|markdown|txt|text|log|csv|tsv|json|ya?ml|toml|xml)$/i;
 
@@ -68,10 +65,25 @@
 
   // --- conversation ---------------------------------------------------------------------------
 
-  function addEntry(seq, className, who, body) {
+  // Times in the reader's own time zone, as YYYY-MM-DD HH:MM:SS (and HH:MM:SS within the log).
+  const pad = (number) => String(number).padStart(2, "0");
+  const timeOfDay = (date) => pad(date.getHours()) + ":" + pad(date.getMinutes()) + ":" + pad(date.getSeconds());
+  const localStamp = (date) => date.getFullYear() + "-" + pad(date.getMonth() + 1) + "-" + pad(date.getDate()) + " " + timeOfDay(date);
+
+  function clock(ts) {
+    const time = node("time", "at", timeOfDay(new Date(ts)));
+    time.dateTime = ts;
+    return time;
+  }
+
+  function addEntry(seq, className, who, body, ts) {
     const item = node("li", "entry " + className);
     item.dataset.seq = seq;
-    if (who) item.appendChild(node("span", "who", who));
+    if (who || ts) {
+      const head = node("span", "who", who || "");
+      if (ts) head.appendChild(clock(ts));
+      item.appendChild(head);
+    }
     item.appendChild(body);
     conversation.appendChild(item);
     item.scrollIntoView({ block: "nearest" });
@@ -81,6 +93,8 @@
   function messageBody(text) {
     const structured = parseJsonObject(text);
     if (!structured) return node("p", "text", text);
+    delete structured.__SKILL_DONE__; // the protocol's "finished" flag, not part of the answer
+    if (!Object.keys(structured).length) return node("p", "text muted", "Done.");
     // Structured output is shown folded: the readable version is the result below.
     const details = node("details", "structured");
     details.appendChild(node("summary", null, "Structured output"));
@@ -88,8 +102,8 @@
     return details;
   }
 
-  function addNote(seq, text) {
-    addEntry(seq, "note", null, node("p", "text", text));
+  function addNote(seq, text, ts) {
+    return addEntry(seq, "note", null, node("p", "text", text), ts);
   }
 
   function isAskUserEnvelope(text) {
@@ -104,11 +118,11 @@
     // that message becomes the question instead of being shown twice.
     if (last && last.classList.contains("assistant") && (last.dataset.text === prompt || isAskUserEnvelope(last.dataset.text))) {
       last.classList.add("question");
-      last.querySelector(".who").textContent = "Question";
+      last.querySelector(".who").firstChild.textContent = "Question";
       last.replaceChild(node("p", "text", prompt), last.lastChild);
       return;
     }
-    addEntry(event.seq, "assistant question", "Question", node("p", "text", prompt));
+    addEntry(event.seq, "assistant question", "Question", node("p", "text", prompt), event.ts);
   }
 
   function showStatus(event) {
@@ -119,12 +133,25 @@
         ? "Fixing the answer (round " + event.payload.repair_round + ")…"
         : event.payload.attempt_number ? "Working (turn " + event.payload.attempt_number + ")…" : "Working…",
       waiting_user: "Waiting for your answer.",
-      succeeded: "Finished.",
-      failed: "Failed" + (event.payload.error ? ": " + event.payload.error.message : "."),
+      succeeded: event.payload.cache_hit ? "Finished: the result of an identical earlier run, from the cache." : "Finished.",
+      failed: "Failed" + (event.payload.error ? " (" + event.payload.error.code + ")." : "."),
       canceled: "Canceled.",
     };
-    addNote(event.seq, notes[to] || to);
+    const note = addNote(event.seq, notes[to] || to, event.ts);
+    if (to === "waiting_user") state.waitingNote = note;
+    if (TERMINAL.includes(to)) showFinished(Date.parse(event.ts));
     setStatus(to, to === "running" ? event.payload.repair_round : 0);
+  }
+
+  // The note saying the run waits becomes what was answered, once it is.
+  function noteAnswered(payload) {
+    if (!state.waitingNote) return;
+    const auto = payload.resolution_mode === "auto_decide_timeout";
+    const answer = asText(payload.response).replace(/\s+/g, " ");
+    const text = (auto ? "Decided automatically: " : "Answered: ") + (answer.length > 80 ? answer.slice(0, 79) + "…" : answer);
+    state.waitingNote.querySelector(".text").textContent = text;
+    state.waitingNote.classList.add("answered");
+    state.waitingNote = null;
   }
 
   // R-RP1: the answer failed the output contract and goes back to the agent with what was wrong.
@@ -146,7 +173,7 @@
       details.appendChild(list);
       body.appendChild(details);
     }
-    addEntry(event.seq, "note repair", null, body);
+    addEntry(event.seq, "note repair", null, body, event.ts);
     if (state.status === "running") setStatus("running", event.payload.round);
   }
 
@@ -155,16 +182,17 @@
       showStatus(event);
       if (event.payload.to !== "running") {
         stopRunningTools();
+        finishTurns();
         if (event.seq > state.liveFromSeq) refreshUsage();
       }
     },
     activity: showActivity,
     activity_truncated(event) {
-      const item = addStep(turnBlock(event), "truncated");
+      const item = addStep(turnBlock(event), "truncated", event.ts);
       item.textContent = "More activity happened than is shown here (limit " + event.payload.limit + "); the full output is in the logs.";
     },
     assistant_message(event) {
-      const item = addEntry(event.seq, "assistant", "Assistant", messageBody(event.payload.text));
+      const item = addEntry(event.seq, "assistant", "Assistant", messageBody(event.payload.text), event.ts);
       item.dataset.text = (event.payload.text || "").trim();
     },
     interaction_pending(event) {
@@ -173,17 +201,18 @@
     },
     interaction_reply(event) {
       const auto = event.payload.resolution_mode === "auto_decide_timeout";
-      addEntry(event.seq, auto ? "reply auto" : "reply", auto ? "Decided automatically" : "Answer", node("p", "text", asText(event.payload.response)));
+      noteAnswered(event.payload);
+      addEntry(event.seq, auto ? "reply auto" : "reply", auto ? "Decided automatically" : "Answer", node("p", "text", asText(event.payload.response)), event.ts);
       state.pending = null;
     },
     input_uploaded(event) {
-      addNote(event.seq, "Input files received: " + (event.payload.files || []).join(", "));
+      addNote(event.seq, "Input files received: " + (event.payload.files || []).join(", "), event.ts);
     },
     repair(event) {
       showRepair(event);
     },
     recovered(event) {
-      addNote(event.seq, "The service restarted; this run kept waiting.");
+      addNote(event.seq, "The service restarted; this run kept waiting.", event.ts);
     },
     warning(event) {
       addWarning(event.payload);
@@ -194,35 +223,44 @@
   };
 
   // --- live activity (R-AC1, R-AC5) ------------------------------------------------------------
-  // One folded-out block per turn; a new turn folds the earlier ones. Tool rows update in place.
+  // One folded-out block per turn; a new turn folds the earlier ones, which stay one click away
+  // (a marker shows each block opens) and say they finished. Tool rows update in place.
 
   function turnBlock(event) {
     const attempt = event.payload.attempt;
     let turn = state.turns.get(attempt);
     if (turn) return turn;
-    state.turns.forEach((earlier) => {
-      earlier.details.open = false;
-    });
+    finishTurns();
     const details = node("details", "activity");
     details.open = true;
     const summary = node("summary");
     summary.appendChild(node("span", "activity-title", "Agent activity, turn " + attempt));
+    const progress = node("span", "activity-state", "working…");
     const count = node("span", "activity-count");
     const usage = node("span", "activity-usage");
-    summary.appendChild(count);
-    summary.appendChild(usage);
+    [progress, count, usage].forEach((part) => summary.appendChild(part));
     const list = node("ol", "timeline");
     details.appendChild(summary);
     details.appendChild(list);
     addEntry(event.seq, "activity-entry", null, details);
-    turn = { details: details, list: list, count: count, usage: usage, steps: 0, tools: new Map(), plan: null };
+    turn = { details: details, list: list, progress: progress, count: count, usage: usage, steps: 0, tools: new Map(), plan: null };
     state.turns.set(attempt, turn);
     labelTurns();
     return turn;
   }
 
-  function addStep(turn, className) {
+  function finishTurns() {
+    state.turns.forEach((turn) => {
+      if (turn.details.classList.contains("finished")) return;
+      turn.details.classList.add("finished");
+      turn.details.open = false;
+      turn.progress.textContent = "finished";
+    });
+  }
+
+  function addStep(turn, className, ts) {
     const item = node("li", "step " + className);
+    if (ts) item.appendChild(clock(ts));
     turn.list.appendChild(item);
     turn.steps += 1;
     turn.count.textContent = turn.steps + (turn.steps === 1 ? " step" : " steps");
@@ -257,16 +295,101 @@
     row.mark.title = MARK_LABELS[status];
   }
 
-  function showTool(turn, payload) {
+  // One shell word as a shell reads it ('…' as is; "…" with \\ \" \$ \` escapes; $'…' with C
+  // escapes), or null unless the text is exactly one word.
+  const C_ESCAPES = { n: "\n", t: "\t", r: "\r", "\\": "\\", "'": "'", '"': '"', a: "\x07", b: "\b", e: "\x1b", f: "\f", v: "\v" };
+
+  function shellWord(text) {
+    let out = "";
+    let i = 0;
+    while (i < text.length) {
+      const c = text[i];
+      if (c === "'") {
+        const end = text.indexOf("'", i + 1);
+        if (end < 0) return null;
+        out += text.slice(i + 1, end);
+        i = end + 1;
+      } else if (c === "$" && text[i + 1] === "'") {
+        i += 2;
+        while (i < text.length && text[i] !== "'") {
+          if (text[i] === "\\" && i + 1 < text.length) {
+            out += C_ESCAPES[text[i + 1]] !== undefined ? C_ESCAPES[text[i + 1]] : "\\" + text[i + 1];
+            i += 2;
+          } else {
+            out += text[i++];
+          }
+        }
+        if (i >= text.length) return null;
+        i += 1;
+      } else if (c === '"') {
+        i += 1;
+        while (i < text.length && text[i] !== '"') {
+          if (text[i] === "\\" && '"\\$`\n'.includes(text[i + 1])) {
+            if (text[i + 1] !== "\n") out += text[i + 1];
+            i += 2;
+          } else {
+            out += text[i++];
+          }
+        }
+        if (i >= text.length) return null;
+        i += 1;
+      } else if (/\s/.test(c)) {
+        return null;
+      } else if (c === "\\") {
+        out += text[i + 1] || "";
+        i += 2;
+      } else {
+        out += c;
+        i += 1;
+      }
+    }
+    return out;
+  }
+
+  // Codex reports a command as the shell line it ran, `/bin/bash -lc '<script>'`, quoted for
+  // the shell: shown (and copied) as the script itself, its newlines and quotes as written.
+  function readableCommand(command) {
+    const wrapped = /^(?:\/\S*\/)?(?:ba|z|da)?sh\s+-l?c\s+([\s\S]+)$/.exec((command || "").trim());
+    const script = wrapped ? shellWord(wrapped[1]) : null;
+    return script === null ? command || "" : script;
+  }
+
+  function copyButton(text, label) {
+    const button = node("button", "copy-button", "Copy");
+    button.type = "button";
+    button.setAttribute("aria-label", label);
+    button.addEventListener("click", () => {
+      const done = () => {
+        button.textContent = "Copied";
+        window.setTimeout(() => (button.textContent = "Copy"), 1500);
+      };
+      if (navigator.clipboard && window.isSecureContext) {
+        navigator.clipboard.writeText(text).then(done, () => (button.textContent = "Copy failed"));
+      } else {
+        const scratch = node("textarea", "visually-hidden");
+        scratch.value = text;
+        document.body.appendChild(scratch);
+        scratch.select();
+        const copied = document.execCommand("copy");
+        scratch.remove();
+        if (copied) done();
+      }
+    });
+    return button;
+  }
+
+  function showTool(turn, payload, ts) {
     let row = turn.tools.get(payload.id);
     if (!row) {
-      const item = addStep(turn, "tool");
+      const item = addStep(turn, "tool", ts);
       row = { item: item, mark: node("span", "mark"), duration: node("span", "duration") };
       const line = node("div", "tool-line");
+      const command = readableCommand(payload.command);
       line.appendChild(row.mark);
       line.appendChild(node("span", "tool-name", payload.name || "tool"));
-      line.appendChild(node("code", "tool-command", payload.command || ""));
+      line.appendChild(node("code", "tool-command", command));
       line.appendChild(row.duration);
+      if (command) line.appendChild(copyButton(command, "Copy the command"));
       item.appendChild(line);
       turn.tools.set(payload.id, row);
       setMark(row, "running");
@@ -301,13 +424,13 @@
     const payload = event.payload;
     const turn = turnBlock(event);
     if (payload.type === "tool") {
-      showTool(turn, payload);
+      showTool(turn, payload, event.ts);
     } else if (payload.type === "reasoning") {
-      addStep(turn, "reasoning").appendChild(oneLine("Thinking", payload.text));
+      addStep(turn, "reasoning", event.ts).appendChild(oneLine("Thinking", payload.text));
     } else if (payload.type === "message") {
-      addStep(turn, "message").appendChild(oneLine("Said", payload.text));
+      addStep(turn, "message", event.ts).appendChild(oneLine("Said", payload.text));
     } else if (payload.type === "file_change") {
-      const item = addStep(turn, "files");
+      const item = addStep(turn, "files", event.ts);
       item.appendChild(node("span", "kind", "Changed"));
       item.appendChild(node("span", "paths", (payload.paths || []).join(", ")));
     } else if (payload.type === "plan") {
@@ -379,6 +502,100 @@
       .catch(() => {}); // usage is a nicety: the conversation goes on without it
   }
 
+  // --- times -----------------------------------------------------------------------------------
+
+  function formatSpan(ms) {
+    const seconds = Math.max(0, Math.round(ms / 1000));
+    if (seconds < 60) return seconds + " s";
+    const minutes = Math.floor(seconds / 60);
+    if (minutes < 60) return minutes + " min " + String(seconds % 60).padStart(2, "0") + " s";
+    return Math.floor(minutes / 60) + " h " + String(minutes % 60).padStart(2, "0") + " min";
+  }
+
+  function showElapsed() {
+    el("run-elapsed").textContent = formatSpan((state.finishedAt || Date.now()) - state.createdAt);
+  }
+
+  function showFinished(at) {
+    if (state.finishedAt === null) state.finishedAt = at;
+    const finished = el("run-finished");
+    finished.dateTime = new Date(state.finishedAt).toISOString();
+    finished.textContent = localStamp(new Date(state.finishedAt));
+    el("finished-fact").hidden = false;
+    el("elapsed-label").textContent = "Took";
+    showElapsed();
+    window.clearInterval(state.ticker);
+  }
+
+  page.querySelectorAll(".run-facts time[datetime]").forEach((time) => {
+    if (time.dateTime) time.textContent = localStamp(new Date(time.dateTime));
+  });
+  showElapsed();
+  if (state.finishedAt === null) state.ticker = window.setInterval(showElapsed, 1000);
+
+  // --- logs -------------------------------------------------------------------------------------
+  // GET …/logs (JSON: one attempt's texts, the list of attempts); the whole of a log from ?stream=.
+
+  const logs = { stream: "stdout", attempt: null, body: null };
+
+  function showLog() {
+    const body = logs.body;
+    const text = el("logs-text");
+    const whole = el("logs-whole");
+    if (!body || body.attempt_number === null) {
+      text.textContent = "";
+      el("logs-note").textContent = "No logs yet: they are written once the engine runs.";
+      whole.hidden = true;
+      return;
+    }
+    const size = body[logs.stream + "_bytes"];
+    text.textContent = body[logs.stream];
+    el("logs-note").textContent = !size
+      ? "This log is empty."
+      : body[logs.stream + "_truncated"] ? "Showing the start of " + formatNumber(size) + " bytes." : formatNumber(size) + " bytes.";
+    whole.href = page.dataset.logsUrl + "?attempt=" + body.attempt_number + "&stream=" + logs.stream;
+    whole.hidden = !size;
+  }
+
+  function loadLogs() {
+    const query = logs.attempt ? "?attempt=" + logs.attempt : "";
+    el("logs-note").textContent = "Loading…";
+    fetch(page.dataset.logsUrl + query, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then((response) => response.json().then((body) => ({ ok: response.ok, body: body })))
+      .then(({ ok, body }) => {
+        if (!ok) throw new Error(body.detail ? body.detail.message + " (" + body.detail.code + ")" : "the logs could not be read");
+        logs.body = body;
+        const select = el("logs-attempt");
+        select.textContent = "";
+        (body.attempts || []).forEach((attempt) => {
+          const option = node("option", null, String(attempt.attempt_number));
+          option.value = String(attempt.attempt_number);
+          option.selected = attempt.attempt_number === body.attempt_number;
+          select.appendChild(option);
+        });
+        showLog();
+      })
+      .catch((problem) => {
+        el("logs-note").textContent = problem.message;
+      });
+  }
+
+  el("logs").addEventListener("toggle", () => {
+    if (el("logs").open && !logs.body) loadLogs();
+  });
+  el("logs-refresh").addEventListener("click", loadLogs);
+  el("logs-attempt").addEventListener("change", (event) => {
+    logs.attempt = event.target.value;
+    loadLogs();
+  });
+  page.querySelectorAll(".log-tab").forEach((tab) => {
+    tab.addEventListener("click", () => {
+      logs.stream = tab.dataset.stream;
+      page.querySelectorAll(".log-tab").forEach((other) => other.setAttribute("aria-pressed", String(other === tab)));
+      showLog();
+    });
+  });
+
   // --- status, warnings, result ---------------------------------------------------------------
 
   function setStatus(status, repairRound) {
@@ -400,12 +617,33 @@
     el("warnings-section").hidden = false;
   }
 
-  function artifactLink(path) {
-    const relative = path.replace(/^artifacts\//, "");
-    const link = node("a", null, relative);
-    link.href = page.dataset.artifactBase + relative.split("/").map(encodeURIComponent).join("/");
-    link.setAttribute("download", "");
+  function artifactUrl(base, path) {
+    return base + path.replace(/^artifacts\//, "").split("/").map(encodeURIComponent).join("/");
+  }
+
+  // Markdown and text open in a page of the site (rendered safely); other kinds download.
+  function artifactLink(path, text) {
+    const link = node("a", "artifact-link", text || path.replace(/^artifacts\//, ""));
+    if (PREVIEWABLE.test(path)) {
+      link.href = artifactUrl(page.dataset.openBase, path);
+    } else {
+      link.href = artifactUrl(page.dataset.artifactBase, path);
+      link.setAttribute("download", "");
+    }
     return link;
+  }
+
+  function downloadLink(path) {
+    const link = node("a", "download-link", "Download");
+    link.href = artifactUrl(page.dataset.artifactBase, path);
+    link.setAttribute("download", "");
+    link.setAttribute("aria-label", "Download " + path.replace(/^artifacts\//, ""));
+    return link;
+  }
+
+  function artifactNamed(value) {
+    const path = value.replace(/^\.\//, "");
+    return state.artifacts.has(path) ? path : null;
   }
 
   function isObject(value) {
@@ -444,6 +682,8 @@
       table.appendChild(body);
       return table;
     }
+    const artifact = typeof value === "string" ? artifactNamed(value) : null;
+    if (artifact) return artifactLink(artifact, value);
     return node("span", "scalar", String(value));
   }
 
@@ -451,6 +691,9 @@
     const columns = [];
     records.forEach((record) => Object.keys(record).forEach((key) => columns.includes(key) || columns.push(key)));
     const wrap = node("div", "table-wrap");
+    wrap.tabIndex = 0; // it may scroll sideways: reachable from the keyboard
+    wrap.setAttribute("role", "region");
+    wrap.setAttribute("aria-label", "Table of " + columns.join(", "));
     const table = node("table", "records");
     const head = node("tr");
     columns.forEach((key) => head.appendChild(node("th", null, key)));
@@ -476,12 +719,14 @@
     const item = node("li", "artifact");
     item.appendChild(artifactLink(path));
     if (!PREVIEWABLE.test(path)) return item;
+    item.appendChild(document.createTextNode(" · "));
+    item.appendChild(downloadLink(path));
     // Markdown and text are previewed inline, rendered and sanitised by the server.
     const preview = node("div", "artifact-preview");
+    preview.setAttribute("role", "region");
     preview.setAttribute("aria-label", "Preview of " + path);
     item.appendChild(preview);
-    const relative = path.replace(/^artifacts\//, "");
-    fetch(page.dataset.previewBase + relative.split("/").map(encodeURIComponent).join("/"), { credentials: "same-origin" })
+    fetch(artifactUrl(page.dataset.previewBase, path), { credentials: "same-origin" })
       .then((response) => (response.ok ? response.text() : ""))
       .then((html) => {
         preview.innerHTML = html; // a fragment sanitised server-side (runs/preview.py)
@@ -493,12 +738,50 @@
     return item;
   }
 
+  // What a failure means for the person reading it; the service's own message (for an engine,
+  // its CLI's words, stderr included) stays one click away.
+  const ERROR_HELP = {
+    ENGINE_FAILED: ["The engine stopped with an error", "Often a missing or wrong API key, model or endpoint in the engine's settings (SKILLRUNNER_<ENGINE>_…). Its own words are below; the engine logs have all of them."],
+    ENGINE_SPAWN_FAILED: ["The engine could not be started", "Its CLI may be missing here; the operator installs it (make engines) or sets SKILLRUNNER_<ENGINE>_BIN."],
+    TIMEOUT: ["The engine took too long", "The turn ran past its hard timeout and was stopped. Re-run it, or ask for a longer hard_timeout_seconds."],
+    SANDBOX_UNAVAILABLE: ["The agent sandbox does not work here", "The operator has to fix the sandbox (bubblewrap) before any run can execute."],
+    SANDBOX_LIMIT_EXCEEDED: ["The agent went over a limit", "It used more memory, processes, files or disk than a turn may."],
+    OUTPUT_MISSING: ["The agent gave no result", "Its final message held no JSON object. Re-run it; if it happens again the skill's instructions may need work."],
+    OUTPUT_SCHEMA_INVALID: ["The result did not match the skill's output", "Fixing it was tried and did not succeed; the problems are listed below."],
+    INTERACTION_WAIT_TIMEOUT: ["No answer came in time", "The run waited for an answer longer than its session timeout."],
+    UPLOAD_TIMEOUT: ["The input files never came", "The run waited for its upload longer than allowed."],
+    SESSION_RESUME_FAILED: ["The conversation could not go on", "The engine reported no session to resume after your answer."],
+    INTERACTIVE_MAX_ATTEMPT_EXCEEDED: ["The conversation ran out of turns", "The skill allows only so many turns before a result."],
+  };
+
+  function errorBlock(error) {
+    const help = ERROR_HELP[error.code] || ["The run failed", "The service's message is below; the engine logs may say more."];
+    const block = node("div", "run-error");
+    block.setAttribute("role", "alert");
+    const title = node("p");
+    title.appendChild(node("span", "error-title", help[0]));
+    title.appendChild(document.createTextNode(" "));
+    title.appendChild(node("code", null, error.code));
+    block.appendChild(title);
+    block.appendChild(node("p", "hint", help[1]));
+    const details = node("details");
+    details.appendChild(node("summary", null, "Details"));
+    details.appendChild(node("pre", "error-message", error.message));
+    block.appendChild(details);
+    return block;
+  }
+
   function showResult(result) {
     const summary = el("result-summary");
     summary.textContent = "";
     summary.appendChild(node("span", "badge status-" + (result.status === "success" ? "succeeded" : result.status), result.status));
-    if (result.error) summary.appendChild(document.createTextNode(" " + result.error.message + " (" + result.error.code + ")"));
+    if (result.error && result.error.code === "CANCELED_BY_USER") {
+      summary.appendChild(document.createTextNode(" " + result.error.message + "."));
+    } else if (result.error) {
+      summary.appendChild(errorBlock(result.error));
+    }
     const hasData = result.data !== null && result.data !== undefined;
+    state.artifacts = new Set(result.artifacts || []);
     const view = el("result-view");
     view.textContent = "";
     if (hasData) view.appendChild(renderValue(result.data, 0));
@@ -522,6 +805,8 @@
     const waiting = state.status === "waiting_user" && state.pending;
     const wasHidden = replyForm.hidden;
     replyForm.hidden = !waiting;
+    // Entries scrolled into view stop above the reply card, which sticks to the bottom.
+    conversation.style.setProperty("--reply-height", waiting ? replyForm.offsetHeight + "px" : "0px");
     replyForm.querySelectorAll("button, textarea").forEach((control) => {
       control.disabled = state.sending || !socketOpen();
     });
@@ -530,8 +815,15 @@
     if (wasHidden || quickReplies.dataset.interaction !== String(state.pending.interaction_id)) {
       renderQuickReplies(state.pending);
       replyError.hidden = true;
-      // Move focus only for a question that just arrived, never while history replays.
-      if (state.lastSeq > state.liveFromSeq && document.activeElement === document.body) replyText.focus();
+      conversation.style.setProperty("--reply-height", replyForm.offsetHeight + "px");
+      if (conversation.lastElementChild) conversation.lastElementChild.scrollIntoView({ block: "nearest" });
+      // Move focus for a question that just arrived, never while history replays; but a person
+      // who came here to answer (the inbox's and the email's links end in #reply) gets it at once.
+      const cameToAnswer = window.location.hash === "#reply" && !state.focusedForLink;
+      if (cameToAnswer || (state.lastSeq > state.liveFromSeq && document.activeElement === document.body)) {
+        state.focusedForLink = true;
+        replyText.focus();
+      }
     }
   }
 

@@ -199,5 +199,14 @@ def test_a_status_change_saves_its_events_with_the_run(api, fake_codex, manual_d
     assert kinds == ["status", "status", "activity", "assistant_message", "result", "status"]
     assert [e["seq"] for e in events] == [1, 2, 3, 4, 5, 6]
     assert Run.objects.get(pk=rid).last_event_seq == 6
-    # claim: the run, its status event; the engine's pid; completion: usage, the run, three events
-    assert writes == ["runs_run", "runs_runevent", "runs_run", "runs_turnusage", "runs_run", "runs_runevent"]
+    # claim: the run, its owner's place in the dispatch order, its status event; the engine's pid;
+    # completion: usage, the run, three events
+    assert writes == [
+        "runs_run",
+        "runs_ownerqueue",
+        "runs_runevent",
+        "runs_run",
+        "runs_turnusage",
+        "runs_run",
+        "runs_runevent",
+    ]

@@ -64,7 +64,13 @@ def live(tmp_path_factory) -> Iterator[Live]:
     root = tmp_path_factory.mktemp("browser-live")
     (root / "engine").mkdir()
     engine = FakeCodex(root / "engine", root / "data")
-    service = LiveService(root / "data", env={"SKILLRUNNER_CODEX_BIN": str(engine.binary)})
+    env = {
+        "SKILLRUNNER_CODEX_BIN": str(engine.binary),
+        "SKILLRUNNER_CODEX_MODEL": "gpt-5-codex",
+        # The settings page's webhooks deliver to a receiver on loopback (R-NT2 refuses it otherwise).
+        "SKILLRUNNER_WEBHOOK_ALLOW_PRIVATE": "true",
+    }
+    service = LiveService(root / "data", env=env)
     try:
         service.start()
         service.manage("shell", "-c", CREATE_USERS.format(passwords=PASSWORDS, staff=STAFF))
@@ -117,6 +123,10 @@ def log_in(page, username: str) -> None:
     page.wait_for_url("**/")
 
 
-def screenshot(page, name: str) -> None:
+def screenshot(page, name: str, element: str | None = None) -> None:
+    """The whole page, or only the element `element` (a selector) shows, at full size."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / name), full_page=True)
+    if element is None:
+        page.screenshot(path=str(SCREENSHOTS / name), full_page=True)
+    else:
+        page.locator(element).screenshot(path=str(SCREENSHOTS / name))

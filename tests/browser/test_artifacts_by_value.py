@@ -1,5 +1,6 @@
 """R-OU1 on the run page: the bundled study-notes skill returns its files by value (a path of the
-agent's choosing); the page lists them as links under artifacts/ and each link downloads the file."""
+agent's choosing); the page lists them as links under artifacts/, each opens in the browser and
+downloads on request."""
 
 from __future__ import annotations
 
@@ -36,11 +37,11 @@ def test_files_returned_by_value_are_listed_and_downloadable_on_the_run_page(liv
     page = new_page()
     log_in(page, "alice")
     page.goto(f"/runs/{request_id}/")
-    links = page.locator("#artifacts a")
+    links = page.locator("#artifacts a.artifact-link")
     links.first.wait_for()
     assert sorted(links.all_inner_texts()) == ["terms.txt", "tides.md"]
     assert "artifacts/tides.md" in page.locator("#result-section").inner_text()  # the answer, rewritten
     screenshot(page, "artifacts-by-value.png")
     with page.expect_download() as download:
-        page.get_by_role("link", name="tides.md", exact=True).click()
+        page.get_by_role("link", name="Download tides.md").click()
     assert open(download.value.path(), encoding="utf-8").read() == NOTES

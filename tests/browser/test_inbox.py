@@ -58,7 +58,7 @@ def test_inbox_answers_two_runs_in_place(live, new_page):
     expect(page.get_by_role("heading", name="Inbox")).to_be_visible()
     cards = page.locator("#questions .question")
     expect(cards).to_have_count(2)
-    expect(cards.nth(0).locator(".question-run")).to_have_attribute("href", f"/runs/{first}/")  # oldest first
+    expect(cards.nth(0).locator(".question-run")).to_have_attribute("href", f"/runs/{first}/#reply")  # oldest first
     expect(page).to_have_title("(2) Inbox · Skill Runner")
     screenshot(page, "inbox-two-questions.png")
 
@@ -128,3 +128,92 @@ def test_notifications_are_asked_for_with_a_click(live, new_page):
     expect(button).to_be_hidden()
     expect(page.locator("#notify-state")).to_contain_text("This device will show a notification")
     screenshot(page, "inbox-notifications-on.png")
+
+
+def start_trip_for(live, traveller: str, **options) -> str:
+    body = {
+        "skill_id": "trip-planner",
+        "engine": "codex",
+        "input": {"traveller": traveller},
+        "runtime_options": {"execution_mode": "interactive", **options},
+    }
+    status, created = live.service.request("POST", "/v1/jobs", live.token("alice"), body)
+    assert status == 200, created
+    live.service.wait_for_status(live.token("alice"), created["request_id"], {"waiting_user"})
+    return created["request_id"]
+
+
+def test_cards_tell_runs_apart_confirm_answers_and_lead_to_the_answer_box(live, new_page):
+    """Issue 30, item 2: two runs of one skill asking the same thing."""
+    prose = "Autumn is lovely in both; I can plan either."
+    ask = {
+        "ask_user": {
+            "interaction_id": 1,
+            "kind": "choose_one",
+            "prompt": "Where this weekend?",
+            "options": ["Oslo", "Lisbon"],
+        }
+    }
+    live.engine.script(
+        {"message": prose + "\n\n" + json.dumps(ask)},
+        {"message": json.dumps({**PLAN, "__SKILL_DONE__": True}), "files": {"artifacts/plan.md": "# Oslo\n"}},
+    )
+    alices = start_trip_for(live, "Alice")
+    carols = start_trip_for(live, "Carol", interactive_require_user_reply=False, session_timeout_sec=3600)
+
+    page = new_page()
+    log_in(page, "alice")
+    page.goto("/inbox/")
+    first = page.locator(f'#questions .question[data-key="{alices}:1"]')
+    second = page.locator(f'#questions .question[data-key="{carols}:1"]')
+    expect(first.locator(".question-id")).to_have_text(alices[:8])
+    expect(first.locator(".question-values")).to_have_text("traveller: Alice")
+    expect(second.locator(".question-values")).to_have_text("traveller: Carol")
+    expect(first.locator(".said-text")).to_have_text(prose)
+    expect(first.locator(".question-waited")).to_have_text(re.compile(r"waiting (less than a minute|\d+ min)"))
+    expect(first.locator(".question-deadline")).to_be_hidden()  # a strict run simply waits
+    expect(second.locator(".question-deadline")).to_contain_text("the agent decides by itself")
+    screenshot(page, "47-inbox-with-context.png")
+
+    second.get_by_role("button", name="Lisbon").click()
+    confirmation = page.locator("#sent-answers li")
+    expect(confirmation).to_contain_text(f"Answer sent to Trip planner {carols[:8]}: “Lisbon”")
+    expect(second).to_have_count(0, timeout=10_000)
+    expect(confirmation).to_have_count(1)  # it stays after the card has gone
+    expect(confirmation.get_by_role("link", name="Open the run")).to_have_attribute("href", f"/runs/{carols}/")
+    screenshot(page, "48-inbox-answer-confirmed.png")
+
+    first.get_by_role("link", name="Open the run").click()
+    expect(page).to_have_url(f"{live.url}/runs/{alices}/#reply")
+    expect(page.get_by_label("Your answer")).to_be_focused()
+
+    # Cancel from the card, after saying yes.
+    page.goto("/inbox/")
+    page.once("dialog", lambda dialog: dialog.accept())
+    first.get_by_role("button", name="Cancel the run").click()
+    expect(page.locator(".messages")).to_contain_text(f"Trip planner {alices[:8]} was canceled.")
+    expect(page.locator("#inbox-empty")).to_be_visible()
+    assert live.run_status("alice", alices) == "canceled"
+
+    phone = new_page({"width": 390, "height": 844})
+    log_in(phone, "alice")
+    third = start_trip_for(live, "Dave")
+    phone.goto("/inbox/")
+    expect(phone.locator(".question-values")).to_have_text("traveller: Dave")
+    assert phone.evaluate("document.documentElement.scrollWidth") <= 390
+    screenshot(phone, "49-inbox-phone.png")
+    live.service.request("POST", f"/v1/jobs/{third}/cancel", live.token("alice"))
+
+
+def test_the_emailed_link_puts_the_cursor_in_the_answer_box(live, new_page):
+    ask_then_plan(live, "Sea or mountains?", ["Sea", "Mountains"])
+    request_id = start_trip_for(live, "Erin")
+    page = new_page()
+    log_in(page, "alice")
+    page.goto(f"/runs/{request_id}/#reply")  # as question.txt links it
+    expect(page.locator(".entry.question")).to_contain_text("Sea or mountains?")
+    expect(page.get_by_label("Your answer")).to_be_focused()
+    page.goto(f"/runs/{request_id}/")  # without it, the page leaves focus alone
+    expect(page.locator(".entry.question")).to_contain_text("Sea or mountains?")
+    expect(page.get_by_label("Your answer")).not_to_be_focused()
+    live.service.request("POST", f"/v1/jobs/{request_id}/cancel", live.token("alice"))

@@ -1,4 +1,4 @@
-"""R-AC1/R-AC5 with the REAL Codex, Gemini CLI, Claude Code, OpenCode and Kilo: a person watching the run page
+"""R-AC1/R-AC5 with the REAL Codex, Gemini CLI, Claude Code, Qwen Code, OpenCode and Kilo: a person watching the run page
 sees the agent's tool call appear while it runs, then finish, before the turn ends.
 
 The service (daphne + worker, sandbox on) runs each CLI against the scripted model server, as an
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import expect
 
-from tests.support.engine_env import SERVICE_MODELS, require_engine, service_base_url
+from tests.support.engine_env import SERVICE_MODELS, SERVICE_URL_PATHS, require_engine
 from tests.support.live_service import LiveService
 from tests.support.scripted_model_server import ScriptedModelServer
 
@@ -21,7 +21,7 @@ from .conftest import CREATE_USERS, PASSWORDS, STAFF, Live, log_in, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.real_engine, pytest.mark.timeout(240)]
 
-ENGINES = ("codex", "gemini", "claude", "opencode", "kilo")
+ENGINES = ("codex", "gemini", "claude", "qwen", "opencode", "kilo")
 # No `timeout` wrapper: it makes its own process group, which Gemini's pseudo-terminal then stops.
 HOLD_TOOL = {"shell": "until [ -f release.flag ]; do sleep 0.05; done; echo released"}
 QUESTION = "Which city would you like to visit, and for how many days?"
@@ -40,7 +40,7 @@ def live(tmp_path_factory, model_server) -> Iterator[Live]:
     for engine in ENGINES:
         prefix = f"SKILLRUNNER_{engine.upper()}"
         env[f"{prefix}_BIN"] = str(require_engine(engine))
-        env[f"{prefix}_BASE_URL"] = service_base_url(engine, model_server.url)
+        env[f"{prefix}_BASE_URL"] = model_server.url + SERVICE_URL_PATHS.get(engine, "")
         env[f"{prefix}_API_KEY"] = "test-key-not-secret"
         env[f"{prefix}_MODEL"] = SERVICE_MODELS[engine]
     service = LiveService(tmp_path_factory.mktemp("browser-real") / "data", env=env)
@@ -73,6 +73,9 @@ def test_real_engine_tool_call_shows_live_in_the_run_page(engine, live, model_se
         finished = timeline.locator(".step.tool.ok")
         expect(finished).to_have_count(1)
         expect(timeline.locator(".step.tool.running")).to_have_count(0)
+        turn = page.locator("details.activity.finished")  # a finished turn folds up, marked so
+        expect(turn.locator(".activity-state")).to_have_text("finished")
+        turn.locator("> summary").click()
         finished.get_by_text("Output").click()
         expect(finished.locator("pre")).to_contain_text("released")
         expect(page.locator(".entry.question").last).to_contain_text("Which city")

@@ -109,9 +109,17 @@ def test_interactive_run_from_the_form_to_the_result(live, new_page):
     expect(page.locator("#connection")).to_have_text("This run has ended.")
     expect(page.locator("#cancel-button")).to_be_hidden()
     screenshot(page, "06-run-succeeded.png")
+    # The usage table's frame is its wrapper's border: no cell of its last row (the total) draws
+    # a line of its own along it, the row's heading cell neither.
+    expect(page.locator("#usage-rows tr")).to_have_count(3)  # two turns and their total
+    bottom_borders = page.locator("#usage-rows tr:last-child > *").evaluate_all(
+        "cells => cells.map((cell) => getComputedStyle(cell).borderBottomWidth)"
+    )
+    screenshot(page, "06-run-usage.png", element="#usage-section")
+    assert bottom_borders == ["0px"] * 7, bottom_borders
 
     with page.expect_download() as download:
-        page.get_by_role("link", name="plan.md").click()
+        page.get_by_role("link", name="Download plan.md").click()
     assert download.value.suggested_filename == "plan.md"
     assert open(download.value.path()).read() == PLAN_FILE
 
@@ -338,6 +346,6 @@ def test_activity_timeline_fills_while_the_turn_runs(live, new_page):
     phone = new_page(viewport={"width": 390, "height": 844})
     log_in(phone, "alice")
     phone.goto(f"/runs/{request_id}/")
-    expect(phone.locator(".artifact-preview h1")).to_have_text("Oslo weekend")
+    expect(phone.locator(".artifact-preview h2")).to_have_text("Oslo weekend")  # the page's h1 is its own
     assert phone.evaluate("document.documentElement.scrollWidth") <= 390
     screenshot(phone, "22-activity-phone.png")

@@ -37,6 +37,8 @@ ARGV_TABLE: dict[tuple[str, str], list[str] | None] = {
         "M",
     ],
     ("claude", "resume"): None,
+    ("qwen", "first"): ["B", "--yolo", "--output-format", "stream-json", "-m", "M", "-p", "P"],
+    ("qwen", "resume"): ["B", "--resume", "S", "--yolo", "--output-format", "stream-json", "-m", "M", "-p", "P"],
     # The prompt goes on stdin (below); a first turn is titled after its skill.
     ("opencode", "first"): ["B", "run", "--format", "json", "--auto", "--thinking", "--title", "demo-skill"]
     + ["-m", "skillrunner/M"],
@@ -127,6 +129,7 @@ def test_interactive_resume_turn_commands_keep_auto_flags(tmp_path: Path) -> Non
         ("gemini", ["--yolo"]),
         ("iflow", ["--yolo", "--thinking"]),
         ("claude", ["--dangerously-skip-permissions"]),
+        ("qwen", ["--yolo"]),
         ("opencode", ["--auto"]),
         ("kilo", ["--auto"]),
     ],
@@ -221,12 +224,23 @@ def test_prompt_starting_with_a_dash_is_not_taken_for_a_flag(tmp_path: Path) -> 
     assert argv[-1] == " -5 degrees"
 
 
+@pytest.mark.parametrize("prompt", ["/clear", "-5 degrees"])
+def test_qwen_prompt_is_neither_a_flag_nor_a_slash_command(tmp_path: Path, prompt: str) -> None:
+    """Qwen Code runs a `-p` value starting with "/" as its slash command (a reply "/clear" would
+    empty the session): the leading space makes it text, as the CLI trims it."""
+    argv = get_adapter("qwen").command(make_request(tmp_path, prompt=prompt), make_config(tmp_path, "qwen"))
+    assert argv[-2:] == ["-p", " " + prompt]
+    plain = get_adapter("qwen").command(make_request(tmp_path, prompt="a /path"), make_config(tmp_path, "qwen"))
+    assert plain[-1] == "a /path"
+
+
 def test_profiles_and_skill_roots() -> None:
     assert {name: a.interactive_profile for name, a in ADAPTERS.items()} == {
         "codex": "resumable",
         "gemini": "resumable",
         "iflow": "resumable",
         "claude": "sticky_process",
+        "qwen": "resumable",
         "opencode": "resumable",
         "kilo": "resumable",
     }
@@ -235,6 +249,7 @@ def test_profiles_and_skill_roots() -> None:
         "gemini": ".gemini",
         "iflow": ".iflow",
         "claude": ".claude",
+        "qwen": ".qwen",
         "opencode": ".opencode",
         "kilo": ".kilo",
     }

@@ -182,7 +182,16 @@ def test_binary_is_looked_up_on_path_by_name(tmp_path: Path, monkeypatch: pytest
 
 def test_models_list_includes_the_default_model(tmp_path: Path) -> None:
     models = get_adapter("codex").models(make_config(tmp_path, "codex", default_model="my-model"))
-    assert models[0] == {"id": "my-model", "display_name": "my-model", "is_default": True}
+    assert models[0] == {
+        "id": "my-model",
+        "display_name": "my-model",
+        "is_default": True,
+        # Upstream's fields (R-UP7): whose model, its bare name, the efforts a run may ask for.
+        "provider_id": "openai",
+        "model": "my-model",
+        "deprecated": False,
+        "supported_effort": ["minimal", "low", "medium", "high"],
+    }
     assert all(not m["is_default"] for m in models[1:]) and len(models) > 1
     for engine in ENGINE_NAMES:
         assert get_adapter(engine).models(make_config(tmp_path, engine))

@@ -36,6 +36,9 @@ def recorded(engine: str, scenario: str) -> tuple[str, str, int]:
         ("gemini", "plain", "PLAIN_REPLY to: hello there"),
         ("gemini", "resume_turn1", "REPLY turns=1 last=first message"),
         ("gemini", "resume_turn2", "REPLY turns=2 last=second message"),
+        ("qwen", "plain", "PLAIN_REPLY to: hello there"),
+        ("qwen", "resume_turn1", "REPLY turns=1 last=first message"),
+        ("qwen", "resume_turn2", "REPLY turns=2 last=second message"),
         ("opencode", "plain", "PLAIN_REPLY to: hello there"),
         ("opencode", "resume_turn1", "REPLY turns=1 last=first message"),
         ("opencode", "resume_turn2", "REPLY turns=2 last=second message"),
@@ -53,7 +56,7 @@ def test_golden_plain_text_turns(engine: str, scenario: str, text: str) -> None:
     assert auto.outcome == "final" and auto.final_data is None
 
 
-@pytest.mark.parametrize("engine", ["codex", "gemini", "opencode", "kilo"])
+@pytest.mark.parametrize("engine", ["codex", "gemini", "qwen", "opencode", "kilo"])
 def test_golden_resume_keeps_the_session_handle(engine: str) -> None:
     first = get_adapter(engine).parse(*recorded(engine, "resume_turn1"), "interactive")
     second = get_adapter(engine).parse(*recorded(engine, "resume_turn2"), "interactive")
@@ -61,7 +64,7 @@ def test_golden_resume_keeps_the_session_handle(engine: str) -> None:
     assert second.session_handle in RECORDINGS[(engine, "resume_turn2")]["note"]
 
 
-@pytest.mark.parametrize("engine", ["codex", "gemini", "claude", "opencode", "kilo"])
+@pytest.mark.parametrize("engine", ["codex", "gemini", "claude", "qwen", "opencode", "kilo"])
 def test_golden_tool_call_output_is_not_the_final_message(engine: str) -> None:
     result = get_adapter(engine).parse(*recorded(engine, "tool_call"), "interactive")
     assert result.assistant_text.startswith("TOOL_RESULT_SEEN")
@@ -74,6 +77,7 @@ def test_golden_tool_call_output_is_not_the_final_message(engine: str) -> None:
         ("codex", "turn_failed_500"),
         ("gemini", "error_500"),
         ("claude", "error_500"),
+        ("qwen", "error_400"),
         ("opencode", "error_400"),
         ("kilo", "error_500"),
     ],
@@ -85,9 +89,18 @@ def test_golden_http_error_is_an_engine_failure(engine: str, scenario: str) -> N
     assert result.session_handle
 
 
-def test_golden_gemini_error_result_event() -> None:
-    result = get_adapter("gemini").parse(*recorded("gemini", "error_500"), "auto")
-    assert "scripted HTTP 500" in result.failure_message
+@pytest.mark.parametrize(
+    "engine,scenario,message",
+    [
+        ("gemini", "error_500", "scripted HTTP 500"),
+        ("qwen", "error_400", "scripted bad request"),
+        ("opencode", "error_400", "scripted HTTP 400"),
+        ("kilo", "error_500", "scripted HTTP 500"),
+    ],
+)
+def test_golden_error_result_event_names_the_error(engine: str, scenario: str, message: str) -> None:
+    result = get_adapter(engine).parse(*recorded(engine, scenario), "auto")
+    assert message in result.failure_message
 
 
 def activity_of(engine: str, scenario: str) -> list[dict]:
@@ -97,7 +110,7 @@ def activity_of(engine: str, scenario: str) -> list[dict]:
     return [item for line in stdout.splitlines() for item in parser.feed(line)]
 
 
-@pytest.mark.parametrize("engine", ["codex", "gemini", "claude", "opencode", "kilo"])
+@pytest.mark.parametrize("engine", ["codex", "gemini", "claude", "qwen", "opencode", "kilo"])
 def test_golden_tool_call_activity(engine: str) -> None:
     """R-AC1: a recorded tool call yields started then finished with its command and output."""
     items = activity_of(engine, "tool_call")
@@ -112,7 +125,7 @@ def test_golden_tool_call_activity(engine: str) -> None:
     assert not [item for item in items if item["type"] == "message"]
 
 
-@pytest.mark.parametrize("engine", ["codex", "claude"])
+@pytest.mark.parametrize("engine", ["codex", "claude", "qwen"])
 def test_golden_reasoning_activity_comes_before_the_tool(engine: str) -> None:
     """R-AC1: the scripted reasoning summary (Gemini 0.61 prints none in stream-json)."""
     items = activity_of(engine, "tool_call")
@@ -139,6 +152,9 @@ def test_golden_opencode_reasoning_arrives_while_the_tool_runs(engine: str) -> N
         ("codex", "tool_call", {"input_tokens": 35, "output_tokens": 50, "reasoning_tokens": 7, "cost_usd": None}),
         ("gemini", "tool_call", {"input_tokens": 35, "output_tokens": 37, "cached_input_tokens": 0}),
         ("claude", "tool_call", {"input_tokens": 35, "cached_input_tokens": 0}),
+        ("qwen", "tool_call", {"input_tokens": 35, "output_tokens": 61, "cached_input_tokens": 0, "cost_usd": None}),
+        # The resumed turn's own tokens: its result event counts the first turn's as well.
+        ("qwen", "resume_turn2", {"input_tokens": 25, "output_tokens": 8}),
         ("opencode", "tool_call", {"input_tokens": 35, "output_tokens": 26, "reasoning_tokens": 7, "cost_usd": None}),
         ("kilo", "tool_call", {"input_tokens": 35, "reasoning_tokens": 7, "cost_usd": None}),
     ],

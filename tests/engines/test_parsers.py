@@ -291,6 +291,87 @@ def test_claude_without_result_event_falls_back_to_last_assistant_text_but_fails
     assert result.outcome == "error" and result.assistant_text == "partial"
 
 
+# --- qwen (Claude Code's stream-json shapes, Qwen Code's tool names) ------------------------------
+
+
+def qwen_assistant(*blocks: dict, usage: dict | None = None) -> dict:
+    message = {"role": "assistant", "content": list(blocks), "usage": usage or {"input_tokens": 0, "output_tokens": 0}}
+    return {"type": "assistant", "message": message, "session_id": "qw-1", "parent_tool_use_id": None}
+
+
+def qwen_tool_result(tool_id: str, content: str, is_error: bool = False) -> dict:
+    block = {"type": "tool_result", "tool_use_id": tool_id, "is_error": is_error, "content": content}
+    return {"type": "user", "message": {"role": "user", "content": [block]}, "session_id": "qw-1"}
+
+
+def test_qwen_activity_plan_file_change_and_failed_tool() -> None:
+    """R-AC1: todo_write is a plan, write_file/edit are file changes once they succeed, a failed
+    tool is reported failed, and text followed by a tool call was an intermediate message."""
+    todos = [
+        {"id": "1", "content": "read", "status": "completed"},
+        {"id": "2", "content": "write", "status": "pending"},
+    ]
+    events = [
+        {"type": "system", "subtype": "init", "session_id": "qw-1"},
+        qwen_assistant({"type": "tool_use", "id": "p", "name": "todo_write", "input": {"todos": todos}}),
+        qwen_tool_result("p", "ok"),
+        qwen_assistant({"type": "text", "text": "Writing it now."}),
+        qwen_assistant({"type": "tool_use", "id": "w", "name": "write_file", "input": {"file_path": "/r/a.md"}}),
+        qwen_tool_result("w", "Successfully created /r/a.md"),
+        qwen_assistant({"type": "tool_use", "id": "e", "name": "edit", "input": {"file_path": "/r/b.md"}}),
+        qwen_tool_result("e", "old_string not found", is_error=True),
+        qwen_assistant({"type": "text", "text": "Done."}),
+        {"type": "result", "subtype": "success", "is_error": False, "result": "Done.", "session_id": "qw-1"},
+    ]
+    parser = get_adapter("qwen").activity_parser()
+    items = [item for event in events for item in parser.feed(json.dumps(event))]
+    assert items[0] == {"type": "plan", "items": [{"text": "read", "done": True}, {"text": "write", "done": False}]}
+    assert [(i["type"], i.get("phase"), i.get("status")) for i in items[1:]] == [
+        ("message", None, None),  # the todo_write call's own result adds nothing to the plan
+        ("tool", "started", None),
+        ("tool", "finished", "ok"),
+        ("file_change", None, None),
+        ("tool", "started", None),
+        ("tool", "finished", "failed"),
+    ]
+    assert items[1]["text"] == "Writing it now." and items[4]["paths"] == ["/r/a.md"]
+    assert items[5]["command"] == "/r/b.md" and items[6]["output"] == "old_string not found"
+
+
+def test_qwen_result_error_names_the_api_error_and_usage_sums_the_calls() -> None:
+    events = [
+        {"type": "system", "subtype": "init", "session_id": "qw-1"},
+        qwen_assistant({"type": "thinking", "thinking": "hm"}),
+        qwen_assistant(
+            {"type": "tool_use", "id": "t", "name": "run_shell_command", "input": {"command": "ls"}},
+            usage={"input_tokens": 100, "output_tokens": 7, "cache_read_input_tokens": 60},
+        ),
+        qwen_tool_result("t", "a.md"),
+        qwen_assistant(
+            {"type": "text", "text": "[API Error: 429 rate limited]"},
+            usage={"input_tokens": 120, "output_tokens": 3, "cache_read_input_tokens": 100},
+        ),
+        {
+            "type": "result",
+            "subtype": "error_during_execution",
+            "is_error": True,
+            "session_id": "qw-1",
+            "usage": {"input_tokens": 999, "output_tokens": 999},  # the whole session's: not this turn's
+            "error": {"message": "[API Error: 429 rate limited]"},
+        },
+    ]
+    result = get_adapter("qwen").parse(jsonl(*events), "", 1, "auto")
+    assert result.outcome == "error" and result.failure_reason == FAILURE_ENGINE
+    assert result.failure_message == "[API Error: 429 rate limited]" and result.session_handle == "qw-1"
+    assert result.usage == {
+        "input_tokens": 220,
+        "cached_input_tokens": 160,
+        "output_tokens": 10,
+        "reasoning_tokens": None,
+        "cost_usd": None,
+    }
+
+
 @pytest.mark.parametrize("engine", ENGINE_NAMES)
 def test_every_adapter_fills_stdout_stderr_and_exit_code(engine: str) -> None:
     result = get_adapter(engine).parse("out", "err", 3, "auto")

@@ -154,6 +154,9 @@ def test_first_turn_prompt_without_inputs(tmp_path: Path) -> None:
         ({"choice": "fr", "n": 1}, '{"choice":"fr","n":1}'),
         (["a", "é"], '["a","é"]'),
         (3, "3"),
+        ({"text": "Use French."}, "Use French."),  # upstream's clients send typed text so
+        ({"text": "fr", "choice": 1}, '{"text":"fr","choice":1}'),
+        ({"text": 7}, '{"text":7}'),
     ],
 )
 def test_reply_prompt_is_the_reply_itself(response: object, prompt: str) -> None:

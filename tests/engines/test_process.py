@@ -167,7 +167,7 @@ def test_missing_binary_is_a_spawn_failure(tmp_path: Path) -> None:
     assert control.pids == []
 
 
-@pytest.mark.parametrize("engine", ["codex", "gemini", "iflow", "claude", "opencode", "kilo"])
+@pytest.mark.parametrize("engine", ["codex", "gemini", "iflow", "claude", "qwen", "opencode", "kilo"])
 def test_run_turn_with_missing_binary_reports_engine_spawn_failed(tmp_path: Path, engine: str) -> None:
     result = get_adapter(engine).run_turn(
         make_request(tmp_path), make_config(tmp_path, tmp_path / "missing" / engine), FakeControl()

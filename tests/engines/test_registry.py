@@ -26,7 +26,7 @@ print(json.dumps({"session": session, "message": json.dumps({"echo": prompt.stri
 
 
 def test_the_built_in_engines_are_found_in_listing_order():
-    assert registry.ENGINE_NAMES == ("codex", "gemini", "iflow", "claude", "opencode", "kilo")
+    assert registry.ENGINE_NAMES == ("codex", "gemini", "iflow", "claude", "opencode", "qwen", "kilo")
     assert registry.discover("engines").keys() == registry.ADAPTERS.keys()
 
 
@@ -37,8 +37,10 @@ def test_control_names_come_from_the_adapters():
         ".gemini",
         ".iflow",
         ".claude",
+        ".qwen",
         ".mcp.json",
         ".env",
+        ".agents",
         ".opencode",
         ".kilo",
         ".kilocode",

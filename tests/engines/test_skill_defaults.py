@@ -21,7 +21,8 @@ FIELD_NOTES = REPO / "tests" / "support" / "skills" / "field-notes"
 @pytest.mark.parametrize(
     "key",
     ["apiKey", "base_url", "baseUrl", "model_provider", "model_providers", "sandbox_mode", "approval_policy"]
-    + ["selectedAuthType", "shell_environment_policy", "fileName", "permissions", "env", "profile", "log_dir"],
+    + ["selectedAuthType", "shell_environment_policy", "fileName", "permissions", "env", "profile", "log_dir"]
+    + ["includeDirectories", "directories"],
 )
 def test_operator_only_keys_are_recognised(key: str) -> None:
     assert is_forbidden(key)
@@ -78,7 +79,7 @@ def test_codex_home_puts_skill_defaults_beneath_the_operator(tmp_path: Path) -> 
     assert toml["model_providers"][toml["model_provider"]]["base_url"] == "http://127.0.0.1:9/v1"
 
 
-def test_gemini_and_iflow_homes_carry_skill_defaults(tmp_path: Path) -> None:
+def test_gemini_iflow_and_qwen_homes_carry_skill_defaults(tmp_path: Path) -> None:
     gemini = make_config(tmp_path / "g", "gemini", skill_settings={"model": {"name": "gemini-2.5-pro"}})
     get_adapter("gemini").prepare_home(gemini)
     written = json.loads((gemini.home / ".gemini" / "settings.json").read_text())
@@ -87,6 +88,28 @@ def test_gemini_and_iflow_homes_carry_skill_defaults(tmp_path: Path) -> None:
     iflow = make_config(tmp_path / "i", "iflow", default_model="operator-model", skill_settings={"modelName": "glm-5"})
     get_adapter("iflow").prepare_home(iflow)
     assert json.loads((iflow.home / "home" / ".iflow" / "settings.json").read_text())["modelName"] == "glm-5"
+    skill = {
+        "model": {"name": "qwen3-coder-next", "reasoningEffort": "high"},
+        "memory": {"enableManagedAutoMemory": True},
+    }
+    qwen = make_config(tmp_path / "q", "qwen", default_model="operator-model", skill_settings=skill)
+    get_adapter("qwen").prepare_home(qwen)
+    written = json.loads((qwen.home / ".qwen" / "settings.json").read_text())
+    assert written["model"]["reasoningEffort"] == "high" and written["model"]["generationConfig"]["maxRetries"] == 0
+    assert written["memory"]["enableManagedAutoMemory"] is False  # the operator's value holds
+    assert written["security"]["auth"]["selectedType"] == "openai"
+    argv = get_adapter("qwen").command(make_request(tmp_path), qwen)
+    assert argv[argv.index("-m") + 1] == "qwen3-coder-next"  # the skill's model.name, over the operator's
+
+
+def test_qwen_reads_the_file_upstream_names(tmp_path: Path) -> None:
+    (tmp_path / "assets").mkdir()
+    config = {"model": {"name": "qwen3.6-plus"}, "skills": {"directories": ["/elsewhere"]}}
+    (tmp_path / "assets" / "qwen_config.json").write_text(json.dumps(config))
+    defaults = load_skill_engine_defaults(tmp_path, "qwen")
+    assert defaults.source == "assets/qwen_config.json"
+    assert defaults.settings == {"model": {"name": "qwen3.6-plus"}}
+    assert "skills.directories" in defaults.warnings[0]["message"]
 
 
 @pytest.mark.parametrize("engine,agent", [("opencode", "build"), ("kilo", "code")])

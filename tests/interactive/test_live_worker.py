@@ -4,9 +4,7 @@ subprocesses on one database (tests/support/live_service.py); workers are SIGKIL
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
 import time
 from datetime import UTC, datetime
 
@@ -35,15 +33,6 @@ def services(tmp_path):
 
     yield make
     for service in started:
-        # SIGTERM to the worker itself stops it in about a second; LiveService.stop() signals the
-        # whole process group, which a worker does not survive cleanly (it waits 30 s, then kills).
-        for worker in service.workers:
-            if worker.poll() is None:
-                os.kill(worker.pid, signal.SIGTERM)
-                try:
-                    worker.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    service.kill(worker, signal.SIGKILL)
         service.stop()
         runs = service.data_dir / "runs"
         if runs.is_dir():

@@ -1,4 +1,4 @@
-"""Interactive runs with the REAL Codex, Gemini CLI and Claude Code against the scripted model
+"""Interactive runs with the REAL Codex, Gemini CLI, Claude Code and Qwen Code against the scripted model
 server: a question asked in plain words only (the backend builds the pending from the message,
 R-LC4), and a run that finishes without the done marker (soft completion, R-LC2 step 3).
 
@@ -23,7 +23,7 @@ from .helpers import (
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 
-ENGINES = ("codex", "gemini", "claude")
+ENGINES = ("codex", "gemini", "claude", "qwen")
 # The later engines join where what is proven is theirs to prove (live activity, usage); the
 # service-level module proves their questions, replies and resumes.
 ACTIVITY_ENGINES = (*ENGINES, "opencode", "kilo")
@@ -89,7 +89,7 @@ def test_real_engine_resumed_turn_that_asks_again_waits_again(
     engine, api, trip, real_engine, model_server, background_runs
 ):
     """R-EN6/R-EN7 with a real CLI: the reply resumes the engine's session (a new process for
-    codex/gemini, the live one for claude), the agent asks a second question in plain words, and
+    codex/gemini/qwen, the live one for claude), the agent asks a second question in plain words, and
     the run waits again on interaction 2 — the resumed turn still reports its session."""
     real_engine(engine)
     model_server.set_script(

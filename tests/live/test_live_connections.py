@@ -170,25 +170,63 @@ def test_revoking_a_token_closes_its_socket_and_stream(service):
     assert still_open(kept)  # another token's socket
 
 
+class Browser:
+    """A browser of `live`: its cookies, and forms submitted with the CSRF token of their page."""
+
+    def __init__(self, live: LiveService):
+        self.live = live
+        self.jar = http.cookiejar.CookieJar()
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar))
+
+    def post_form(self, page: str, action: str, fields: dict[str, str]) -> int:
+        text = self.opener.open(self.live.url + page, timeout=10).read().decode()
+        csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', text).group(1)
+        body = urllib.parse.urlencode({**fields, "csrfmiddlewaretoken": csrf}).encode()
+        return self.opener.open(urllib.request.Request(self.live.url + action, data=body), timeout=10).status
+
+    def log_in(self, username: str, password: str) -> dict[str, str]:
+        """Signs in; the headers of a socket or stream of this browser session."""
+        self.post_form("/accounts/login/", "/accounts/login/", {"username": username, "password": password})
+        cookie = next(c.value for c in self.jar if c.name == "sessionid")
+        return {"Cookie": f"sessionid={cookie}", "Origin": self.live.url}
+
+
 def test_signing_out_closes_that_sessions_sockets(service):
     live = service.live
     run = service.start_waiting_run(live.token("carol"))
-    jar = http.cookiejar.CookieJar()
-    browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
-
-    def post_form(page: str, action: str, fields: dict[str, str]) -> int:
-        """Submit a form as the browser does: its CSRF token read from the page that shows it."""
-        text = browser.open(live.url + page, timeout=10).read().decode()
-        csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', text).group(1)
-        body = urllib.parse.urlencode({**fields, "csrfmiddlewaretoken": csrf}).encode()
-        return browser.open(urllib.request.Request(live.url + action, data=body), timeout=10).status
-
-    post_form("/accounts/login/", "/accounts/login/", {"username": "carol", "password": PASSWORD})
-    cookie = next(c.value for c in jar if c.name == "sessionid")
-    headers = {"Cookie": f"sessionid={cookie}", "Origin": live.url}
+    browser = Browser(live)
+    headers = browser.log_in("carol", PASSWORD)
     signed_out = [opened(service.socket(headers, f"/ws/runs/{run}/")), opened(service.socket(headers, "/ws/inbox/"))]
     kept = opened(service.socket(token_header(service.token)))  # alice's socket is none of this
 
-    assert post_form("/", "/accounts/logout/", {}) == 200  # redirected to the login page
+    assert browser.post_form("/", "/accounts/logout/", {}) == 200  # redirected to the login page
     assert [closing(socket)[1] for socket in signed_out] == [4401, 4401]
+    assert still_open(kept)
+
+
+def test_changepassword_closes_the_users_browser_sockets_and_streams(service):
+    """`manage.py changepassword` in another process: the socket of one of dave's browser sessions
+    and the event stream of the other close, his token's socket stays (CAP connections in all)."""
+    live = service.live
+    live.manage(
+        "shell",
+        "-c",
+        "from django.contrib.auth import get_user_model\n"
+        f"get_user_model().objects.create_user('dave', password={PASSWORD!r})\n",
+    )
+    token = live.token("dave")
+    run = service.start_waiting_run(token)
+    first, second = (Browser(live).log_in("dave", PASSWORD) for _ in range(2))
+    socket = opened(service.socket(first, "/ws/inbox/"))
+    kept = opened(service.socket(token_header(token), f"/ws/runs/{run}/"))
+    with httpx.Client(base_url=live.url, timeout=10) as client:
+        with client.stream("GET", f"/v1/jobs/{run}/events", headers=second) as stream:
+            assert stream.status_code == 200
+            new_password = "dave-new-password-456"
+            live.manage("changepassword", "dave", stdin=f"{new_password}\n{new_password}\n")
+            _, code = closing(socket)
+            lines = sse_lines(stream)
+    assert code == 4401
+    error = json.loads(lines[lines.index("event: error") + 1].removeprefix("data: "))
+    assert error["code"] == "NOT_AUTHENTICATED"
     assert still_open(kept)

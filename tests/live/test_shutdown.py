@@ -1,5 +1,7 @@
-"""Stopping `make run` (R-OP7, R-LC13): SIGTERM and SIGINT end every process of the service and
-release its claims, with runs queued, running and waiting; a restart finds each run in its place.
+"""Stopping `make run`, a worker and a web (R-OP7, R-LC13): however the stop arrives, no process
+of the stopped tree is left 10 s later (counted under a subreaper of its own, so nothing escapes
+the count by detaching), its claims are released or recovered, and a restart finds each run in
+its place.
 
 Runs on the embedded default and, with the rest of tests/live, on PostgreSQL + Redis.
 """
@@ -11,13 +13,15 @@ import os
 import re
 import signal
 import subprocess
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 from tests.support.fake_codex import FakeCodex
 from tests.support.live_service import LiveService
-from tests.support.processes import process_alive, process_group_alive, processes_in
+from tests.support.processes import children, describe, process_alive, processes_in
 
 pytestmark = [pytest.mark.timeout(150)]
 
@@ -29,13 +33,42 @@ PLAN = {
 }
 
 
+# How a stop arrives: each step is a signal and where it goes (ProcessTree.signal), the second
+# one while the first is being handled.
+STOPS = {
+    "TERM": [(signal.SIGTERM, "parent")],
+    "INT": [(signal.SIGINT, "parent")],
+    "group-TERM": [(signal.SIGTERM, "group")],
+    "group-INT": [(signal.SIGINT, "group")],  # Ctrl-C in a terminal
+    "tree-TERM": [(signal.SIGTERM, "tree")],  # systemd's KillMode=control-group
+    "TERM-twice": [(signal.SIGTERM, "parent"), (signal.SIGTERM, "parent")],
+    "group-INT-twice": [(signal.SIGINT, "group"), (signal.SIGINT, "group")],
+    "KILL": [(signal.SIGKILL, "parent")],  # a service manager's last resort, or the OOM killer
+}
+SECOND_SIGNAL_AFTER = 0.2
+LEFT_AFTER_SECONDS = 10
+
+
 def _status(live, token, request_id) -> dict:
     return live.request("GET", f"/v1/jobs/{request_id}", token)[1]
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_stop_leaves_no_process_and_every_run_in_place(tmp_path, sig):
-    """R-OP7/R-LC13: one slot; a run waits for its user, one runs, one is queued behind it."""
+def _open_event_stream(live, token, request_id):
+    """A client following the run's events: a response the web holds open while the run lasts."""
+    req = urllib.request.Request(f"{live.url}/v1/jobs/{request_id}/events")
+    req.add_header("Authorization", f"Token {token}")
+    stream = urllib.request.urlopen(req, timeout=30)
+    assert stream.status == 200
+    return stream
+
+
+@pytest.mark.parametrize("stop", STOPS)
+@pytest.mark.parametrize("kind", ["serve", "worker", "web"])
+def test_every_stop_leaves_no_process_and_every_run_in_place(tmp_path, kind, stop):
+    """R-OP7/R-LC13, for `make run` and for a worker and a web started on their own: one slot; a
+    run waits for its user, one runs (its engine sandboxed), one is queued behind it, and a client
+    follows the running one's events. However the stop arrives, nothing of the stopped process's
+    tree is left 10 s later, and a restart finds each run in its place."""
     (tmp_path / "engine").mkdir()
     fake = FakeCodex(tmp_path / "engine", tmp_path / "data")
     release = tmp_path / "engine" / "release"  # the install dir, which the sandbox shows the engine (read-only)
@@ -48,11 +81,17 @@ def test_stop_leaves_no_process_and_every_run_in_place(tmp_path, sig):
         tmp_path / "data",
         env={"SKILLRUNNER_CODEX_BIN": str(fake.binary), "SKILLRUNNER_MAX_CONCURRENT_TURNS": "1"},
     )
+    stream = None
     try:
         live.manage("migrate", "--noinput")
         token = live.token("alice")
-        serve = live.start_serve()
+        if kind == "worker":
+            live.start_web()
+        elif kind == "web":
+            live.start_worker()
+        tree = live.start_tree(kind)
         live.wait_until(lambda: live._ping() == 204, 60, "the service to answer")
+        live.wait_until(lambda: live.readyz() == 200, 60, "the worker to serve")
 
         release.touch()
         waiting = live.start_trip(token)
@@ -67,21 +106,24 @@ def test_stop_leaves_no_process_and_every_run_in_place(tmp_path, sig):
         assert [pid for pid in engine if os.readlink(f"/proc/{pid}/ns/pid") != host], "the engine is not sandboxed"
         queued = live.start_trip(token)
         assert _status(live, token, queued)["status"] == "queued"
+        stream = _open_event_stream(live, token, running)
 
-        serve.send_signal(sig)
-        try:
-            serve.wait(timeout=40)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"the service did not stop on {sig.name}:\n{live.log('serve')[-3000:]}")
-        live.wait_until(lambda: not process_group_alive(serve.pid), 10, "every process of the service to end")
-        assert processes_in(tmp_path / "data" / "runs") == [], f"engine processes {engine} outlived the service"
-        assert "Traceback" not in live.log("serve"), live.log("serve")[-3000:]
+        for step, (sig, to) in enumerate(STOPS[stop]):
+            if step:
+                time.sleep(SECOND_SIGNAL_AFTER)
+            tree.signal(sig, to)
+        left = tree.wait(LEFT_AFTER_SECONDS)
+        assert not left, f"{len(left)} processes left {LEFT_AFTER_SECONDS} s after the stop:\n{describe(left)}"
+        assert "Traceback" not in live.log(kind), live.log(kind)[-3000:]
 
         release.touch()
-        live.start_serve()
+        {"serve": live.start_serve, "worker": live.start_worker, "web": live.start_web}[kind]()
         live.wait_until(lambda: live._ping() == 204, 60, "the restarted service to answer")
-        interrupted = live.wait_for_status(token, running, {"failed"})
-        assert interrupted["error"]["code"] == "ORCHESTRATOR_RESTART_INTERRUPTED", interrupted
+        if kind == "web":  # the web's stop ended no run: the released turn asks its question
+            assert live.wait_for_status(token, running, {"waiting_user"})["pending_interaction_id"] == 1
+        else:
+            interrupted = live.wait_for_status(token, running, {"failed"})
+            assert interrupted["error"]["code"] == "ORCHESTRATOR_RESTART_INTERRUPTED", interrupted
         assert live.wait_for_status(token, queued, {"waiting_user"})["pending_interaction_id"] == 1
         assert _status(live, token, waiting)["status"] == "waiting_user"
         code, body = live.request(
@@ -90,23 +132,46 @@ def test_stop_leaves_no_process_and_every_run_in_place(tmp_path, sig):
         assert code == 200, body
         assert live.wait_for_status(token, waiting, {"succeeded", "failed"})["status"] == "succeeded"
     finally:
+        if stream is not None:
+            stream.close()
         live.stop()
 
 
 def test_the_worker_ends_when_its_cluster_dies(tmp_path):
     """A worker whose django-q2 cluster died serves nothing: its main process notices at once (it
-    sleeps on the sentinel's process fd, not on a timer) and ends, so a process manager restarts it."""
+    sleeps on the sentinel's process fd, not on a timer) and ends with a failure status, so a
+    process manager restarts it."""
     live = LiveService(tmp_path / "data")
     try:
         live.start()
         worker = live.workers[0]
         _wait_until_serving(live, "worker-0")
-        (sentinel,) = _children(worker.pid)
+        (sentinel,) = children(worker.pid)
         os.kill(sentinel, signal.SIGKILL)
         try:
-            worker.wait(timeout=20)
+            assert worker.wait(timeout=20) == 1
         except subprocess.TimeoutExpired:
             pytest.fail("the worker outlived its cluster:\n" + live.log("worker-0")[-3000:])
+    finally:
+        live.stop()
+
+
+def test_a_worker_whose_cluster_hangs_still_stops_in_time(tmp_path):
+    """A cluster that does not wind down (here every process below the sentinel is frozen, so it
+    waits for them forever) is killed with everything below it once the worker's grace period
+    (SKILLRUNNER_KILL_GRACE_SECONDS + 3 s) is over."""
+    live = LiveService(tmp_path / "data", env={"SKILLRUNNER_KILL_GRACE_SECONDS": "1"})
+    try:
+        live.manage("migrate", "--noinput")
+        tree = live.start_tree("worker")
+        _wait_until_serving(live, "worker")
+        (sentinel,) = children(tree.pid)
+        for pid in children(sentinel):
+            os.kill(pid, signal.SIGSTOP)
+        tree.signal(signal.SIGTERM, "parent")
+        left = tree.wait(LEFT_AFTER_SECONDS)
+        assert not left, f"{len(left)} processes left {LEFT_AFTER_SECONDS} s after the stop:\n{describe(left)}"
+        assert "the task cluster did not stop in time" in live.log("worker")
     finally:
         live.stop()
 
@@ -122,9 +187,9 @@ def test_serve_stops_everything_when_one_of_its_children_dies(tmp_path):
         live.wait_until(lambda: live._ping() == 204, 60, "the service to answer")
         cmdline = Path(f"/proc/{serve.pid}/cmdline")
         live.wait_until(lambda: b"skillrunner.serve_parent" in cmdline.read_bytes(), 10, "serve to exec its parent")
-        web, worker = _children(serve.pid)  # forked in this order
+        web, worker = children(serve.pid)  # forked in this order
         _wait_until_serving(live, "serve")
-        service = [web, worker, *_children(worker)]
+        service = [web, worker, *children(worker)]
         os.kill(web, signal.SIGKILL)
         try:
             assert serve.wait(timeout=40) == 1
@@ -200,10 +265,3 @@ def _wait_until_serving(live: LiveService, log: str) -> None:
     """Until the worker says it serves, its children may include short-lived ones besides its
     cluster's sentinel (the start-up recovery's child, the sandbox check's bwrap)."""
     live.wait_until(lambda: re.search(r"^worker \w+ started$", live.log(log), re.M), 30, "the worker to serve")
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []

@@ -69,7 +69,10 @@ def test_waiting_user_and_succeeded_are_delivered_signed(api, trip, fake_codex, 
     assert succeeded.json["status"] == "succeeded"
     assert succeeded.json["result"]["status"] == "success" and succeeded.json["result"]["error"] is None
     assert "pending" not in succeeded.json
-    assert set(succeeded.json) == {"event", "delivery_id", "request_id", "status", "result", "ts"}
+    assert set(succeeded.json) == {"event", "delivery_id", "request_id", "run_url", "status", "result", "ts"}
+    # The run's page, from the site's public address (skillrunner.links): "http://127.0.0.1:8000"
+    # when nothing set it, as here.
+    assert waiting.json["run_url"] == succeeded.json["run_url"] == f"http://127.0.0.1:8000/runs/{request_id}/"
 
 
 def test_endpoints_get_only_their_events_and_owners_runs(api, bob_api, trip, fake_codex, receiver):

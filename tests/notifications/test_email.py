@@ -41,7 +41,7 @@ def test_open_question_is_emailed_once_after_the_grace_period(mailer, waiting_ru
     (message,) = mail.outbox
     assert message.to == ["alice@example.org"]
     assert message.subject == "[Skill Runner] trip-planner asks: Which <city>?"
-    link = f"https://runner.example.org/runs/{waiting_run}/"
+    link = f"https://runner.example.org/runs/{waiting_run}/#reply"  # the run page focuses its answer box
     text = message.body
     assert "Which <city>?" in text and "- Kyoto" in text and "- Osaka & Nara" in text
     assert link in text and "https://runner.example.org/settings/" in text

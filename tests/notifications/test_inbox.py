@@ -15,8 +15,9 @@ from tests.ui.conftest import SAME_SITE, token_headers
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 
 
-def question(prompt: str, options=()) -> dict:
-    return ask_envelope({"interaction_id": 1, "kind": "choose_one", "prompt": prompt, "options": list(options)})
+def question(prompt: str, options=(), prose: str = "") -> dict:
+    body = {"interaction_id": 1, "kind": "choose_one", "prompt": prompt, "options": list(options)}
+    return ask_envelope(body, prose=prose)
 
 
 @pytest.fixture
@@ -160,3 +161,51 @@ def test_inbox_socket_refuses_anonymous():
         return output
 
     assert async_to_sync(scenario)() == {"type": "websocket.close", "code": 4401}
+
+
+def test_each_card_names_its_run_and_tells_it_apart(browser, api, install_skill, fake_codex):
+    """Two runs of one skill asking the same question: each card shows its run's short id, its
+    input, what the agent said before asking, and when the wait ends and what happens then."""
+    install_skill("trip-planner")
+    fake_codex.script(
+        question("Where would you like to go this weekend?", ["Oslo", "Lisbon"], prose="I can plan a weekend away.")
+    )
+    strict = start(api, input={"traveller": "Alice"})
+    lenient = start(
+        api,
+        input={"traveller": "Bob " + "very " * 15 + "long"},
+        runtime_options={"execution_mode": "interactive", "interactive_require_user_reply": False},
+    )
+    page = browser.get("/inbox/")
+    first, second = (item["summary"] for item in page.context["questions"])
+    assert (first["request_id"], second["request_id"]) == (strict, lenient)
+    assert first["short_id"] == strict[:8] and first["values"] == ["traveller: Alice"]
+    assert second["values"][0].startswith("traveller: Bob very") and len(second["values"][0]) == len("traveller: ") + 60
+    assert first["said_before"] == second["said_before"] == "I can plan a weekend away."
+    assert (first["deadline_at"], first["on_deadline"]) == (None, None)  # a strict resumable run waits
+    assert second["on_deadline"] == "auto_decide" and second["deadline_at"] is not None
+    html = page.content.decode()
+    assert f'href="/runs/{strict}/#reply"' in html and "traveller: Alice" in html
+    assert "the agent decides by itself" in html
+    assert f'action="/runs/{lenient}/cancel/"' in html
+
+
+def test_the_question_itself_is_not_repeated_as_what_the_agent_said(browser, two_waiting):
+    summaries = [item["summary"] for item in browser.get("/inbox/").context["questions"]]
+    assert [summary["said_before"] for summary in summaries] == [None, None]
+
+
+def test_cancel_from_the_inbox(browser, api, two_waiting, bob):
+    first, second = two_waiting
+    from django.test import Client
+
+    stranger = Client()
+    stranger.force_login(bob)
+    assert stranger.post(f"/runs/{first}/cancel/", {"next": "/inbox/"}).status_code == 404
+    response = browser.post(f"/runs/{first}/cancel/", {"next": "/inbox/"}, follow=True)
+    assert response.redirect_chain == [("/inbox/", 302)]
+    assert "was canceled." in response.content.decode()
+    assert status_of(api, first)["status"] == "canceled"
+    assert [item["summary"]["request_id"] for item in response.context["questions"]] == [second]
+    again = browser.post(f"/runs/{first}/cancel/", {"next": "https://elsewhere.example/"})
+    assert again["Location"] == f"/runs/{first}/"  # never sent off the site

@@ -1,5 +1,5 @@
-"""The real Codex, Gemini CLI, Claude Code, OpenCode and Kilo driven through the job API against the scripted
-model server: tool calls that write artifacts, interactive questions, replies and resumed sessions.
+"""The real Codex, Gemini CLI, Claude Code, Qwen Code, OpenCode and Kilo driven through the job API against
+the scripted model server: tool calls that write artifacts, interactive questions, replies and resumed sessions.
 
 django-q2 runs turns inline in these tests (tests/settings.py), so each POST returns once its turn
 is over; the engine, its command line, its home and its output parsing are all the real thing.
@@ -20,7 +20,7 @@ from tests.support.scripted_model_server import ScriptedModelServer
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 
-ENGINES = ("codex", "gemini", "claude", "opencode", "kilo")
+ENGINES = ("codex", "gemini", "claude", "qwen", "opencode", "kilo")
 HAIKU = {
     "topic": "autumn sea",
     "haiku": ["grey waves fold", "a gull leans on the wind", "salt on the lantern"],
@@ -32,6 +32,9 @@ PLAN = {
     "plan_file": "artifacts/plan.md",
 }
 QUESTION = "Where would you like to go, and in which season?"
+WRITE_HAIKU = {
+    "shell": "printf 'grey waves fold\\na gull leans on the wind\\nsalt on the lantern\\n' > artifacts/haiku.md"
+}
 
 
 @pytest.fixture
@@ -50,14 +53,7 @@ def test_auto_run_with_tool_call_succeeds_with_artifact_in_bundle(
 ):
     install_skill("haiku-writer")
     real_engine(engine)
-    model_server.set_script(
-        [
-            {
-                "shell": "printf 'grey waves fold\\na gull leans on the wind\\nsalt on the lantern\\n' > artifacts/haiku.md"
-            },
-            {"text": json.dumps(HAIKU)},
-        ]
-    )
+    model_server.set_script([WRITE_HAIKU, {"text": json.dumps(HAIKU)}])
     created = api.post(
         "/v1/jobs", {"skill_id": "haiku-writer", "engine": engine, "input": {"topic": "autumn sea"}}, format="json"
     )
@@ -155,3 +151,27 @@ def test_interactive_run_asks_waits_resumes_and_finishes_with_done_marker(
     last = [r for r in model_server.requests if r.step_index is not None][-1]
     assert "trip-planner" in last.user_texts[0]
     assert "Kyoto, in autumn please" in last.user_texts
+
+
+def test_qwen_run_effort_and_model_reach_the_model_server(api, install_skill, real_engine, model_server):
+    """R-UP4 with the real Qwen Code: the run's effort becomes model.reasoningEffort in its
+    settings.json, which the CLI sends as `reasoning.effort`; the listed model is the one asked for."""
+    install_skill("haiku-writer")
+    real_engine("qwen")
+    listed = api.get("/v1/engines/qwen/models").json()["models"]
+    model = next(m for m in listed if m["is_default"])
+    model_server.set_script([WRITE_HAIKU, {"text": json.dumps(HAIKU)}])
+    body = {
+        "skill_id": "haiku-writer",
+        "engine": "qwen",
+        "model": model["id"],
+        "provider_id": model["provider_id"],
+        "effort": "high",
+        "input": {"topic": "autumn sea"},
+    }
+    created = api.post("/v1/jobs", body, format="json")
+    assert created.status_code == 200, created.content
+    assert _status(api, created.json()["request_id"])["status"] == "succeeded"
+    turns = [r for r in model_server.requests if r.step_index is not None]
+    assert len(turns) == 2 and all(turn.model == model["id"] for turn in turns)
+    assert all(turn.body["reasoning"] == {"effort": "high"} for turn in turns)

@@ -14,7 +14,7 @@ import zipfile
 
 import pytest
 
-from tests.support.engine_env import SERVICE_MODELS, require_engine, service_base_url
+from tests.support.engine_env import SERVICE_MODELS, SERVICE_URL_PATHS, require_engine
 from tests.support.scripted_model_server import ScriptedModelServer
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
@@ -46,7 +46,7 @@ def test_todays_package_runs_end_to_end_with_a_real_cli(engine, api, install_ski
     engines = {name: dict(conf) for name, conf in settings.SKILLRUNNER_ENGINES.items()}
     engines[engine].update(
         binary=str(require_engine(engine)),
-        base_url=service_base_url(engine, model_server.url),
+        base_url=model_server.url + SERVICE_URL_PATHS.get(engine, ""),
         api_key="test-key-not-secret",
         model=SERVICE_MODELS[engine],  # the operator's default; the skill's own model wins over it (R-SK9)
     )

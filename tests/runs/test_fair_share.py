@@ -1,13 +1,18 @@
-"""Fair share (R-FS1): per-user caps on queued runs and on slots, round-robin dispatch by owner,
-and runs waiting for their upload outside the global queue cap, expiring with UPLOAD_TIMEOUT."""
+"""Fair share (R-FS1): per-user caps on queued runs and on slots, round-robin dispatch by owner
+(fewest slots held, then served least recently) at a cost that does not grow with the backlog
+(R-SC1), and runs waiting for their upload outside the global queue cap, expiring with
+UPLOAD_TIMEOUT."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
-from tests.api.helpers import create_job
+from tests.api.helpers import HAIKU_DATA, create_job
+from tests.support.backlog import bulk_runs
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,6 +33,34 @@ def _status(request_id: str) -> str:
     from runs.models import Run
 
     return Run.objects.get(pk=request_id).status
+
+
+def _finish(request_id: str, worker: str = "host:1:w") -> None:
+    """The turn ends well (complete_turn): its slot frees, and the next turns are dispatched."""
+    from engines.types import TurnResult
+    from runs import services
+    from runs.outcome import TurnDecision
+
+    turn = TurnResult(outcome="final", final_data=HAIKU_DATA, exit_code=0)
+    assert services.complete_turn(request_id, 1, worker, turn, TurnDecision("succeeded", data=HAIKU_DATA)) is not None
+
+
+def _take_turns(started: list[str], manual_dispatch, turns: int) -> list[str]:
+    """Finish the oldest running turn `turns` times; each time the one turn dispatched starts,
+    after every other queued run's task (a stale or redelivered one) was refused the slot."""
+    from runs.models import Run
+
+    running = list(started)
+    for _ in range(turns):
+        manual_dispatch.enqueued.clear()
+        _finish(running.pop(0))
+        ((offered, _),) = manual_dispatch.enqueued
+        for other in Run.objects.filter(status="queued").exclude(pk=offered).values_list("pk", flat=True):
+            assert _claim(str(other)) is None
+        assert _claim(offered) is not None
+        running.append(offered)
+        started.append(offered)
+    return started
 
 
 def test_a_flooding_user_does_not_starve_another_R_FS1(settings, api, bob_api, manual_dispatch):
@@ -64,6 +97,124 @@ def test_round_robin_by_owner_when_several_slots_free_R_FS1(settings, api, bob_a
     manual_dispatch.enqueued.clear()
     assert services.dispatch_queued_runs() == 3
     assert manual_dispatch.enqueued == [(alices[0], 1), (bobs[0], 1), (staffs, 1)]
+
+
+def test_at_a_cap_of_one_two_users_take_turns_R_FS1(settings, api, bob_api, manual_dispatch):
+    """Bob queues five runs and Alice three while Bob's first runs: from then on they alternate,
+    though Bob's runs are all older than Alice's."""
+    settings.SKILLRUNNER_MAX_CONCURRENT_TURNS = 1
+    settings.SKILLRUNNER_USER_MAX_RUNNING = 1
+    bobs = [create_job(bob_api)["request_id"] for _ in range(5)]
+    assert _claim(bobs[0]) is not None
+    alices = [create_job(api)["request_id"] for _ in range(3)]
+    started = _take_turns([bobs[0]], manual_dispatch, 7)
+    assert started == [bobs[0], alices[0], bobs[1], alices[1], bobs[2], alices[2], bobs[3], bobs[4]]
+
+
+def test_three_users_share_two_slots_in_turn_R_FS1(settings, api, bob_api, staff_api, manual_dispatch):
+    """Two free slots go to two owners; each freed slot then goes to whoever holds none and was
+    served least recently (Staff, never served, before Alice, whose turn just ended)."""
+    from runs import services
+
+    settings.SKILLRUNNER_MAX_CONCURRENT_TURNS = 2
+    settings.SKILLRUNNER_USER_MAX_RUNNING = 2
+    alices = [create_job(api)["request_id"] for _ in range(3)]
+    bobs = [create_job(bob_api)["request_id"] for _ in range(3)]
+    staffs = [create_job(staff_api)["request_id"] for _ in range(3)]
+    manual_dispatch.enqueued.clear()
+    assert services.dispatch_queued_runs() == 2
+    assert manual_dispatch.enqueued == [(alices[0], 1), (bobs[0], 1)]
+    assert _claim(alices[1]) is None  # not Alice's second while Bob holds no slot
+    assert _claim(alices[0]) is not None and _claim(bobs[0]) is not None
+    started = _take_turns([alices[0], bobs[0]], manual_dispatch, 7)
+    assert started == [alices[0], bobs[0], staffs[0], alices[1], bobs[1], staffs[1], alices[2], bobs[2], staffs[2]]
+
+
+def test_a_user_at_their_slot_cap_is_skipped_without_blocking_others_R_FS1(settings, api, bob_api, manual_dispatch):
+    """Alice holds her one slot and her queued runs are the oldest; the free slots go to Bob's
+    run, and the others stay free rather than go to her."""
+    from runs import services
+
+    settings.SKILLRUNNER_MAX_CONCURRENT_TURNS = 4
+    settings.SKILLRUNNER_USER_MAX_RUNNING = 1
+    alices = [create_job(api)["request_id"] for _ in range(3)]
+    assert _claim(alices[0]) is not None
+    bobs = create_job(bob_api)["request_id"]
+    manual_dispatch.enqueued.clear()
+    assert services.dispatch_queued_runs() == 1
+    assert manual_dispatch.enqueued == [(bobs, 1)]
+    assert _claim(alices[1]) is None and _status(alices[1]) == "queued"
+    assert _claim(bobs) is not None
+
+
+def test_a_redelivered_task_cannot_jump_the_order_R_FS1(settings, api, bob_api, manual_dispatch):
+    """At a cap of 1 Alice's turn ends while Bob waits: a task of Alice's delivered again (her
+    next run's, or a later one's) finds the slot owed to Bob; once Bob's turn started, neither
+    may Bob's second run go before Alice's next."""
+    from runs.models import Run
+
+    settings.SKILLRUNNER_MAX_CONCURRENT_TURNS = 1
+    settings.SKILLRUNNER_USER_MAX_RUNNING = 1
+    alices = [create_job(api)["request_id"] for _ in range(3)]
+    assert _claim(alices[0]) is not None
+    bobs = [create_job(bob_api)["request_id"] for _ in range(2)]
+    _finish(alices[0])
+    assert _claim(alices[1]) is None and _claim(alices[2]) is None
+    assert Run.objects.get(pk=alices[1]).offered_at is None  # its task is used up: it is offered again
+    assert _claim(bobs[0]) is not None
+    _finish(bobs[0])
+    assert _claim(bobs[1]) is None and _claim(alices[2]) is None  # Alice's oldest goes first
+    assert _claim(alices[1]) is not None
+
+
+def test_a_place_left_wrong_by_a_change_outside_the_services_is_put_right(settings, api, bob_api, manual_dispatch):
+    """Runs ended behind the services' back leave their owner's place in the order: the next
+    dispatch that finds none of its runs removes it, and Bob's run is offered next."""
+    from runs import services
+    from runs.models import OwnerQueue, Run
+
+    settings.SKILLRUNNER_MAX_CONCURRENT_TURNS = 1
+    alices = create_job(api)["request_id"]
+    bobs = create_job(bob_api)["request_id"]
+    Run.objects.filter(pk=alices).update(status="canceled")
+    manual_dispatch.enqueued.clear()
+    assert services.dispatch_queued_runs() == 0
+    assert OwnerQueue.objects.get(owner__username="alice").oldest_ready_at is None
+    assert services.dispatch_queued_runs() == 1 and manual_dispatch.enqueued == [(bobs, 1)]
+
+
+def test_dispatch_reads_no_more_with_thousands_queued_R_SC1(settings, api, manual_dispatch, django_user_model):
+    """5,000 queued runs of 200 users, and 3 users holding 6 of 8 slots at their cap of 2 with the
+    oldest queued runs: the 2 free slots go to the 2 users first in the order, holders are
+    skipped, and choosing them takes as many statements as with 50 runs queued."""
+    from runs import services
+    from runs.models import Run
+
+    settings.SKILLRUNNER_MAX_CONCURRENT_TURNS = 8
+    settings.SKILLRUNNER_USER_MAX_RUNNING = 2
+    users = django_user_model.objects.bulk_create(django_user_model(username=f"user-{n:03}") for n in range(203))
+    holders, waiting = users[:3], users[3:]
+
+    def dispatched() -> tuple[list[str], int]:
+        manual_dispatch.enqueued.clear()
+        with CaptureQueriesContext(connection) as statements:
+            services.dispatch_queued_runs()
+        return [Run.objects.get(pk=request_id).owner.username for request_id, _ in manual_dispatch.enqueued], len(
+            statements
+        )
+
+    bulk_runs(holders, 6, status="running", holds_slot=True)
+    bulk_runs(holders, 30)
+    bulk_runs(waiting[:20], 20)
+    few = dispatched()
+    bulk_runs(waiting, 5_000 - 50)
+    assert Run.objects.filter(status="queued").count() == 5_000
+    assert dispatched() == few == (["user-003", "user-004"], few[1])
+    assert few[1] <= 4  # slot holders, the first places, one read of each chosen owner's runs
+    first = Run.objects.filter(owner__username="user-003", status="queued").order_by("created_at").first()
+    assert first is not None and _claim(str(first.pk)) is not None
+    held = Run.objects.filter(owner=holders[0], status="queued").order_by("created_at").first()
+    assert held is not None and _claim(str(held.pk)) is None  # at the cap of 2
 
 
 def test_per_user_slot_cap_R_FS1(settings, api, bob_api, manual_dispatch):

@@ -16,7 +16,7 @@ def test_markdown_is_rendered_without_script_images_or_dangerous_links():
         "![remote](https://tracker.invalid/p.png)\n\n[ok](https://example.org) [bad](javascript:alert(1))\n\n"
         "| a | b |\n|---|---|\n| 1 | 2 |\n"
     )
-    assert "<h1>Title</h1>" in html and "<table>" in html
+    assert "<h2>Title</h2>" in html  # one level down: the page has its own h1 and "<table>" in html
     assert "<script" not in html and "<img" not in html and "onerror" not in html.replace("onerror=alert", "")
     assert 'href="javascript' not in html
     assert '<a href="https://example.org" rel="noopener noreferrer nofollow">ok</a>' in html
@@ -48,7 +48,7 @@ def test_preview_view_serves_own_runs_only_and_only_text_kinds(alice, bob, insta
     other.force_login(bob)
     url = f"/runs/{run.pk}/preview/artifacts/"
     response = owner.get(url + "haiku.md")
-    assert response.status_code == 200 and "<h1>Sea</h1>" in response.content.decode()
+    assert response.status_code == 200 and "<h2>Sea</h2>" in response.content.decode()
     assert "<script" not in response.content.decode()
     assert response["Content-Security-Policy"].startswith("default-src 'none'")
     assert other.get(url + "haiku.md").status_code == 404

@@ -10,6 +10,7 @@ import os
 import signal
 import socket
 import subprocess
+import time
 from datetime import timedelta
 
 import pytest
@@ -49,8 +50,9 @@ def sleeper():
     """A process in its own group standing in for an engine; killed at teardown whatever happens."""
     procs = []
 
-    def start() -> subprocess.Popen:
-        proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    def start(ignoring_sigterm: bool = False) -> subprocess.Popen:
+        command = "trap '' TERM; sleep 60" if ignoring_sigterm else "exec sleep 60"
+        proc = subprocess.Popen(["sh", "-c", command], start_new_session=True)
         procs.append(proc)
         return proc
 
@@ -345,6 +347,21 @@ def test_release_own_claims_on_shutdown(alice, sleeper):
     assert Run.objects.get(pk=mine.pk).status == "failed"
     assert Run.objects.get(pk=theirs.pk).status == "running"
     assert wait_until(lambda: not process_alive(engine.pid), timeout=3)
+
+
+def test_a_stopping_worker_kills_its_engines_in_one_grace_period(alice, sleeper, settings):
+    """Engines that ignore SIGTERM are killed after the grace period: one for all of a worker's
+    turns, so a stop takes the grace period however many turns ran (not that times each)."""
+    settings.SKILLRUNNER_KILL_GRACE_SECONDS = 1.0
+    claim = f"{HOST}:{os.getpid()}:cluster-a"
+    engines = [sleeper(ignoring_sigterm=True) for _ in range(3)]
+    for engine in engines:
+        run = _running(_create(alice), claim)
+        services.record_engine_pid(run.pk, 1, claim, engine.pid)
+    started = time.monotonic()
+    supervision.release_own_claims("cluster-a")
+    assert time.monotonic() - started < 2 * settings.SKILLRUNNER_KILL_GRACE_SECONDS
+    assert all(engine.wait(timeout=5) == -signal.SIGKILL for engine in engines)
 
 
 def test_supervise_once_dispatches_queued_runs_within_free_slots(alice, enqueued, settings):

@@ -1,4 +1,5 @@
-"""Red team with the real Codex, Gemini, Claude Code, OpenCode and Kilo CLIs (SPEC §11, R-SB2, R-SB3, R-SB5).
+"""Red team with the real Codex, Gemini, Claude Code, Qwen Code, OpenCode and Kilo CLIs (SPEC §11, R-SB2,
+R-SB3, R-SB5).
 
 The scripted model makes each CLI call its own shell tool with one command that tries the
 essential escapes — other runs' files, the secret key, the database, writing into the data
@@ -16,7 +17,8 @@ import pytest
 from django.db import connection
 
 from engines.sandbox import PROVIDER_PORT
-from tests.support.engine_env import SERVICE_MODELS, require_engine, service_base_url
+from tests.real_engines.conftest import require_engine
+from tests.support.engine_env import SERVICE_MODELS, SERVICE_URL_PATHS
 from tests.support.scripted_model_server import ScriptedModelServer
 
 from .conftest import SERVER_SECRET_KEY, VICTIM_SECRET, http_probe
@@ -28,10 +30,17 @@ KEY_HEADERS = {
     "codex": "authorization",
     "gemini": "x-goog-api-key",
     "claude": "x-api-key",
+    "qwen": "authorization",
     "opencode": "authorization",
     "kilo": "authorization",
 }
 HAIKU = {"topic": "sea", "haiku": ["waves fold", "into the grey", "morning"], "haiku_file": "artifacts/haiku.md"}
+
+
+def _outcome(test: str, what: str) -> str:
+    """`test && echo <what>-OK || echo <what>-DENIED`, with the words split by an empty quote: some
+    CLIs (Qwen Code) put the command itself in the tool result, which must not count as output."""
+    return f"{test} && echo {what}-''OK || echo {what}-''DENIED"
 
 
 def _probe_command(victim, provider_url: str) -> str:
@@ -39,12 +48,12 @@ def _probe_command(victim, provider_url: str) -> str:
     secrets.append(f"{victim.home}/sessions/transcript.jsonl")
     if connection.vendor == "sqlite":
         secrets.append(str(connection.settings_dict["NAME"]))
-    steps = [f'cat {path} >/dev/null 2>&1 && echo "READ-OK {path}" || echo READ-DENIED' for path in secrets]
+    steps = [_outcome(f"cat {path} >/dev/null 2>&1", "READ") for path in secrets]
     steps += [
-        f"touch {victim.data_dir}/pwned 2>/dev/null && echo WRITE-OK || echo WRITE-DENIED",
-        f"kill -0 {os.getpid()} 2>/dev/null && echo SIGNAL-OK || echo SIGNAL-DENIED",
-        f"{http_probe(provider_url + '/')} >/dev/null 2>&1 && echo NET-OK || echo NET-DENIED",
-        f"{http_probe(f'http://127.0.0.1:{PROVIDER_PORT}/')} >/dev/null 2>&1 && echo RELAY-OK || echo RELAY-DENIED",
+        _outcome(f"touch {victim.data_dir}/pwned 2>/dev/null", "WRITE"),
+        _outcome(f"kill -0 {os.getpid()} 2>/dev/null", "SIGNAL"),
+        _outcome(f"{http_probe(provider_url + '/')} >/dev/null 2>&1", "NET"),
+        _outcome(f"{http_probe(f'http://127.0.0.1:{PROVIDER_PORT}/')} >/dev/null 2>&1", "RELAY"),
         'echo "KEYS=[$OPENAI_API_KEY|$SKILLRUNNER_PROVIDER_API_KEY|$GEMINI_API_KEY|$ANTHROPIC_API_KEY]"',
         "printf 'waves fold\\ninto the grey\\nmorning\\n' > artifacts/haiku.md",
     ]
@@ -58,7 +67,7 @@ def test_real_cli_shell_tool_cannot_escape_or_see_the_key(engine, api, victim, s
         engines = {name: dict(conf) for name, conf in settings.SKILLRUNNER_ENGINES.items()}
         engines[engine].update(
             binary=str(require_engine(engine)),
-            base_url=service_base_url(engine, provider.url),
+            base_url=provider.url + SERVICE_URL_PATHS.get(engine, ""),
             api_key=REAL_KEY,
             model=SERVICE_MODELS[engine],
         )

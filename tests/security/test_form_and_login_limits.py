@@ -7,6 +7,7 @@ from django.core.cache import cache
 from django.test import Client
 from rest_framework.throttling import SimpleRateThrottle
 
+from runs.models import Run
 from tests.api.helpers import upload, zip_folder
 from tests.conftest import BUNDLED_SKILLS
 from tests.security.helpers import forget_throttling
@@ -47,6 +48,20 @@ def test_new_run_form_shares_the_run_create_limit_R_FS1(
         "/v1/jobs", {"skill_id": "haiku-writer", "engine": "codex", "input": {"topic": "x"}}, format="json"
     )
     assert api_refused.status_code == 429  # one budget across both
+
+
+def test_rerun_shares_the_run_create_limit_R_FS1(alice, api, install_skill, fake_codex, browser_at_one_per_minute):
+    install_skill("haiku-writer")
+    fake_codex.script({"message": '{"topic": "sea", "haiku": ["a", "b", "c"], "haiku_file": "artifacts/h.md"}'})
+    first = api.post(
+        "/v1/jobs", {"skill_id": "haiku-writer", "engine": "codex", "input": {"topic": "sea"}}, format="json"
+    )
+    browser = browser_at_one_per_minute(alice, "run_create")
+    rerun = f"/runs/{first.json()['request_id']}/rerun/"
+    assert browser.post(rerun).status_code == 302
+    refused = browser.post(rerun, follow=True)
+    assert b"The run could not start again" in refused.content and b"(RATE_LIMITED)" in refused.content
+    assert Run.objects.count() == 2  # the first run and one re-run
 
 
 def test_skill_install_form_shares_the_skill_install_limit_R_FS1(admin_user, staff_api, browser_at_one_per_minute):

@@ -12,9 +12,11 @@ Layout of a home (one per CLI per test)::
     <home>/.codex/     CODEX_HOME + config.toml
     <home>/.gemini/    settings.json, sessions (GEMINI_CLI_HOME=<home>)
     <home>/.claude/    CLAUDE_CONFIG_DIR
+    <home>/.qwen/      QWEN_HOME: settings.json, sessions
     <home>/config/ …   XDG_CONFIG_HOME, XDG_DATA_HOME, … of OpenCode and Kilo (data/<cli>/<cli>.db)
 
-The per-engine docstrings (``codex_env``, ``gemini_env``, ``claude_env``, ``opencode_env``, ``kilo_env``) say exactly which files and
+The per-engine docstrings (``codex_env``, ``gemini_env``, ``claude_env``, ``qwen_env``, ``opencode_env``,
+``kilo_env``) say exactly which files and
 variables are needed and why; the production adapters in ``engines/`` should mirror them.
 
 The module also holds the argv builders and a subprocess runner with a hard timeout that kills the
@@ -41,10 +43,11 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 CLI_DIR = REPO_ROOT / "engines" / "cli"
 BIN_DIR = CLI_DIR / "node_modules" / ".bin"
 
-ENGINES = ("codex", "gemini", "claude", "opencode", "kilo")
+ENGINES = ("codex", "gemini", "claude", "qwen", "opencode", "kilo")
 API_KEY = "test-key"  # dummy; the scripted server accepts anything
 CODEX_MODEL = "gpt-5.5"  # a slug in Codex 0.169's bundled catalog -> no "model metadata" warning item
 GEMINI_MODEL = "gemini-2.5-flash"  # pinned: the default "auto" model adds a router side call per turn
+QWEN_MODEL = "qwen3-coder-plus"  # any name works; without one Qwen Code 0.24 asks for "qwen3.7-max"
 CODEX_PROVIDER_ID = "scripted"
 CODEX_KEY_ENV = "SCRIPTED_MODEL_API_KEY"
 OPENCODE_MODEL = "scripted-model"  # any name: the config's provider entry declares it
@@ -207,6 +210,49 @@ def claude_env(server_url: str, home: Path) -> dict[str, str]:
     return env
 
 
+def qwen_env(server_url: str, home: Path) -> dict[str, str]:
+    """Qwen Code 0.24.4: ``QWEN_HOME`` + ``$QWEN_HOME/settings.json`` + an OpenAI-compatible key and URL.
+
+    * ``QWEN_HOME=<home>/.qwen`` -- settings.json, and everything the CLI writes: sessions
+      (``projects/<cwd with / as ->/chats/<session id>.jsonl``), extension state, usage records.
+      Nothing lands in ``$HOME`` or ``$TMPDIR`` with it set.
+    * ``OPENAI_API_KEY`` (sent as ``Authorization: Bearer``) and ``OPENAI_BASE_URL=<server>/v1``
+      (the CLI POSTs ``{base}/chat/completions``, streamed, ``stream_options.include_usage``).
+    * settings.json: ``security.auth.selectedType = "openai"`` -- the auth type that reads those
+      two variables; ``memory.enableManagedAutoMemory/enableManagedAutoDream = false`` --
+      otherwise a background memory agent sends one more chat request after every turn (and
+      writes memory files); ``general.preventSystemSleep = false`` -- otherwise it starts
+      ``systemd-inhibit`` for every model call; auto-update, usage statistics and telemetry off;
+      ``model.generationConfig.maxRetries = 0`` -- the OpenAI SDK's own retries.
+    * ``QWEN_CODE_NO_RELAUNCH=1`` -- by default the CLI re-spawns itself as one more node process.
+    * ``QWEN_CODE_SUPPRESS_YOLO_WARNING=1`` -- a stderr notice that ``--yolo`` runs unsandboxed.
+    An HTTP 5xx is retried 7 times with backoff (about 80 s) whatever the settings say; an HTTP
+    400 fails the turn at once. Resume (``--resume <id>``) is scoped to the cwd, as Gemini's is.
+    """
+    env = base_env(home)
+    qwen_home = Path(home) / ".qwen"
+    qwen_home.mkdir(parents=True, exist_ok=True)
+    settings = {
+        "security": {"auth": {"selectedType": "openai"}},
+        "general": {"enableAutoUpdate": False, "preventSystemSleep": False},
+        "memory": {"enableManagedAutoMemory": False, "enableManagedAutoDream": False},
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+        "model": {"generationConfig": {"maxRetries": 0}},
+    }
+    (qwen_home / "settings.json").write_text(json.dumps(settings, indent=2), encoding="utf-8")
+    env.update(
+        {
+            "QWEN_HOME": str(qwen_home),
+            "OPENAI_API_KEY": API_KEY,
+            "OPENAI_BASE_URL": server_url.rstrip("/") + "/v1",
+            "QWEN_CODE_NO_RELAUNCH": "1",
+            "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1",
+        }
+    )
+    return env
+
+
 def opencode_env(server_url: str, home: Path, engine: str = "opencode") -> dict[str, str]:
     """OpenCode 1.18.33 (and Kilo, ``engine="kilo"``: the same program with ``KILO_`` variables and
     ``kilo`` folders): its XDG folders in ``home`` and the whole config in one variable.
@@ -292,6 +338,7 @@ def engine_env(engine: str, server_url: str, home: Path) -> dict[str, str]:
         "codex": codex_env,
         "gemini": gemini_env,
         "claude": claude_env,
+        "qwen": qwen_env,
         "opencode": opencode_env,
         "kilo": kilo_env,
     }
@@ -348,6 +395,14 @@ def claude_argv(prompt: str | None = None, resume: str | None = None) -> list[st
         # "--" because --allowedTools is variadic and would swallow a trailing prompt.
         argv += ["--", prompt]
     return argv
+
+
+def qwen_argv(prompt: str, resume: str | None = None) -> list[str]:
+    """``qwen -p`` with stream-json output, as the adapter runs it (the same line as Gemini's)."""
+    argv = [str(engine_binary("qwen"))]
+    if resume:
+        argv += ["--resume", resume]
+    return argv + ["--yolo", "--output-format", "stream-json", "-m", QWEN_MODEL, "-p", prompt]
 
 
 def opencode_argv(resume: str | None = None, engine: str = "opencode") -> list[str]:
@@ -562,17 +617,13 @@ SERVICE_MODELS = {
     "codex": CODEX_MODEL,
     "gemini": GEMINI_MODEL,
     "claude": "",
+    "qwen": QWEN_MODEL,
     "opencode": OPENCODE_MODEL,
     "kilo": OPENCODE_MODEL,
 }
-# What the service's SKILLRUNNER_<ENGINE>_BASE_URL adds to the server's address: up to /v1 for the
-# OpenAI APIs, nothing where the CLI adds its own path.
-SERVICE_BASE_PATHS = {"codex": "/v1", "opencode": "/v1", "kilo": "/v1"}
-
-
-def service_base_url(engine: str, server_url: str) -> str:
-    """The base URL an operator configures for ``engine`` to reach the scripted model server."""
-    return server_url + SERVICE_BASE_PATHS.get(engine, "")
+# What the service's base URL adds to the scripted server's: the OpenAI clients append their
+# endpoint (/responses, /chat/completions) to a base that ends in /v1.
+SERVICE_URL_PATHS = {"codex": "/v1", "qwen": "/v1", "opencode": "/v1", "kilo": "/v1"}
 
 
 def require_engine(engine: str) -> Path:

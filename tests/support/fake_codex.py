@@ -22,6 +22,8 @@ prompt contains instead (concurrent runs doing different things). A step may hol
   usage     the turn.completed usage object (default input 1, output 1)
   shell     a /bin/sh command run in the run directory with the engine's environment, after the
             files are written (what a tool call of the agent would do)
+  shell_as  the command line reported for that call, as Codex reports one (`/bin/bash -lc "…"`,
+            quoted for a shell); default: the command itself
 "{cwd}" in a message, a file's content or a shell command stands for the run directory, so an
 answer can name files by absolute path.
   commands  shell commands run in the run directory (sandbox red-team tests); each one's exit
@@ -174,7 +176,7 @@ def main(script_path: str, argv: list[str]) -> int:
                 "item": {
                     "id": "item_shell",
                     "type": "command_execution",
-                    "command": command,
+                    "command": step.get("shell_as") or command,
                     "aggregated_output": done.stdout + done.stderr,
                     "exit_code": done.returncode,
                     "status": "completed",

@@ -18,7 +18,9 @@ import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
+
+from tests.support.processes import ProcessTree
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -86,24 +88,50 @@ class LiveService:
         self.web: subprocess.Popen | None = None
         self.workers: list[subprocess.Popen] = []
         self.serves: list[subprocess.Popen] = []
+        self.trees: list[ProcessTree] = []
         self._logs: list[Any] = []
 
     # --- processes ---------------------------------------------------------------------------
 
-    def manage(self, *args: str, timeout: float = 120) -> str:
+    def manage(self, *args: str, timeout: float = 120, stdin: str | None = None) -> str:
+        """`stdin` is what the command reads, passwords too: in a session of its own, without a
+        terminal, getpass reads them from stdin."""
         done = subprocess.run(
-            [PYTHON, "manage.py", *args], cwd=REPO, env=self.env, capture_output=True, text=True, timeout=timeout
+            [PYTHON, "manage.py", *args],
+            cwd=REPO,
+            env=self.env,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            start_new_session=stdin is not None,
         )
         if done.returncode != 0:
             raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
         return done.stdout
 
-    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
+    def _log(self, name: str) -> IO[bytes]:
         log = open(self.data_dir / f"{name}.log", "ab")
         self._logs.append(log)
+        return log
+
+    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
         return subprocess.Popen(
-            argv, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            argv, cwd=REPO, env=self.env, stdout=self._log(name), stderr=subprocess.STDOUT, start_new_session=True
         )
+
+    def _argv(self, kind: str) -> list[str]:
+        """The command of a "serve" (`make run`), a "worker" or a "web" process."""
+        if kind == "web":
+            return [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "skillrunner.asgi:application"]
+        return [PYTHON, "manage.py", kind, *(["--port", str(self.port)] if kind == "serve" else [])]
+
+    def start_tree(self, kind: str) -> ProcessTree:
+        """A "serve", "worker" or "web" process under a reaper of its own (its log: `kind`), so
+        every process it ever starts can be counted; killed with all of them at `stop()`."""
+        tree = ProcessTree(self._argv(kind), cwd=REPO, env=self.env, log=self._log(kind))
+        self.trees.append(tree)
+        return tree
 
     def start(self, workers: int = 1) -> LiveService:
         self.manage("migrate", "--noinput")
@@ -116,18 +144,16 @@ class LiveService:
         return self
 
     def start_web(self) -> None:
-        self.web = self._spawn(
-            "web", [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "skillrunner.asgi:application"]
-        )
+        self.web = self._spawn("web", self._argv("web"))
 
     def start_serve(self) -> subprocess.Popen:
         """`make run`'s command: web and worker under one parent, in a process group of their own."""
-        serve = self._spawn("serve", [PYTHON, "manage.py", "serve", "--port", str(self.port)])
+        serve = self._spawn("serve", self._argv("serve"))
         self.serves.append(serve)
         return serve
 
     def start_worker(self) -> subprocess.Popen:
-        worker = self._spawn(f"worker-{len(self.workers)}", [PYTHON, "manage.py", "worker"])
+        worker = self._spawn(f"worker-{len(self.workers)}", self._argv("worker"))
         self.workers.append(worker)
         return worker
 
@@ -144,7 +170,10 @@ class LiveService:
             process.wait(timeout=10)
 
     def stop(self) -> None:
-        """SIGTERM to each main process (as a process manager would), then SIGKILL its group."""
+        """SIGTERM to each main process (as a process manager would), then SIGKILL its group;
+        whatever is left of a tree is killed."""
+        for tree in self.trees:
+            tree.kill()
         for process in [*self.serves, *self.workers, *([self.web] if self.web else [])]:
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
+from typing import IO
 
 
 def _stat_fields(pid: int | str) -> list[str] | None:
@@ -54,3 +58,90 @@ def kill_all(pids: list[int]) -> None:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def descendants(pid: int) -> list[int]:
+    """Live (non-zombie) processes below `pid`, found by parentage in /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        fields = _stat_fields(entry) if entry.isdigit() else None
+        if fields is not None and fields[0] not in ("Z", "X"):
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    found: list[int] = []
+    stack = list(children.get(pid, []))
+    while stack:
+        child = stack.pop()
+        found.append(child)
+        stack.extend(children.get(child, []))
+    return sorted(found)
+
+
+def describe(pids: list[int]) -> str:
+    """One line per process: pid and command line (for a failure message)."""
+    lines = []
+    for pid in pids:
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            cmdline = "(gone)"
+        lines.append(f"{pid}: {cmdline.strip()[:160]}")
+    return "\n".join(lines)
+
+
+class ProcessTree:
+    """A command run under tests/support/subreaper.py, leading a session of its own as under a
+    service manager: every process it starts stays a descendant of the reaper however it
+    detaches, until it ends. So what a stop leaves behind can be counted, and is always killed."""
+
+    def __init__(self, argv: list[str], *, cwd: Path, env: dict[str, str], log: IO[bytes]):
+        self.reaper = subprocess.Popen(
+            [sys.executable, "-m", "tests.support.subreaper", *argv],
+            cwd=cwd,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 10
+        while not (started := children(self.reaper.pid)):
+            if time.monotonic() > deadline or self.reaper.poll() is not None:
+                raise AssertionError(f"{argv} did not start under its reaper")
+            time.sleep(0.01)
+        self.pid = started[0]  # the command itself: the reaper's first and, at first, only child
+
+    def signal(self, sig: signal.Signals, to: str) -> None:
+        """`sig` to the command's process ("parent"), its process group ("group": a terminal's
+        Ctrl-C), or every process of the tree at once ("tree": systemd's KillMode=control-group)."""
+        targets = {"parent": [self.pid], "group": [-self.pid], "tree": self.left()}[to]
+        for target in targets:
+            try:
+                os.kill(target, sig)
+            except ProcessLookupError:
+                pass
+
+    def left(self) -> list[int]:
+        return descendants(self.reaper.pid)
+
+    def wait(self, timeout: float) -> list[int]:
+        """The processes still left after up to `timeout` seconds; [] once the tree has ended."""
+        try:
+            self.reaper.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return self.left()
+        return []
+
+    def kill(self) -> None:
+        """SIGKILL whatever is left until the reaper, with nothing left to reap, ends."""
+        while self.reaper.poll() is None:
+            kill_all(self.left())
+            try:
+                self.reaper.wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+def children(pid: int) -> list[int]:
+    try:
+        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []

@@ -6,8 +6,8 @@
 Writes ``tests/golden/<engine>/<scenario>.stdout`` and ``.stderr`` (plus ``.stdin`` for the
 resident Claude session) and
 ``tests/golden/manifest.json`` describing every recording: argv, script, prompts, exit code.
-The temporary directory the run used is replaced by ``<TMP>`` in all outputs so re-recording only
-changes ids, timestamps and durations. Each scenario checks its own outcome first, so a broken
+The temporary directory the run used is replaced by ``<TMP>`` and the checkout by ``<REPO>`` in
+all outputs, so re-recording only changes ids, timestamps and durations. Each scenario checks its own outcome first, so a broken
 run is never written as golden. API keys are dummies (``test-key``).
 """
 
@@ -36,6 +36,7 @@ from tests.support.engine_env import (
     engine_env,
     gemini_argv,
     opencode_argv,
+    qwen_argv,
     run_cli,
 )
 from tests.support.scripted_model_server import ScriptedModelServer
@@ -66,7 +67,7 @@ class Ctx:
     manifest: list[dict[str, Any]]
 
     def clean(self, text: str) -> str:
-        return text.replace(str(self.tmp), "<TMP>")
+        return text.replace(str(self.tmp), "<TMP>").replace(str(REPO_ROOT), "<REPO>")
 
     def save(
         self,
@@ -119,87 +120,82 @@ def run(ctx: Ctx, argv: list[str], stdin: str | None = None) -> CliRun:
     return result
 
 
-# --- codex ------------------------------------------------------------------------------------
+# --- the resumable CLIs: codex, gemini, qwen ---------------------------------------------------
+
+Argv = Callable[[str, str | None], list[str]]
 
 
-def thread_id(result: CliRun) -> str:
-    return next(e["thread_id"] for e in result.json_lines() if e.get("type") == "thread.started")
+@dataclass
+class ErrorScenario:
+    """How a CLI's failed turn is recorded: the model's HTTP error and what stdout must show."""
+
+    name: str
+    script: list[dict[str, Any]]
+    shows: str
+    note: str
 
 
-def record_codex(ctx: Ctx) -> None:
+def record_resumable(ctx: Ctx, argv: Argv, session_of: Callable[[CliRun], str], error: ErrorScenario) -> None:
+    """A plain turn, a tool call, a first turn and its resume (from the same cwd: Gemini's and
+    Qwen Code's resume is cwd-scoped), and a failed turn."""
+    engine = ctx.engine
     fresh(ctx, TEXT_SCRIPT)
-    r = run(ctx, codex_argv("hello there"))
-    check(r.returncode == 0, "codex plain", r)
+    r = run(ctx, argv("hello there", None))
+    check(r.returncode == 0, f"{engine} plain", r)
     ctx.save("plain", r, TEXT_SCRIPT, ["hello there"])
 
-    script = tool_script("codex")
+    script = tool_script(engine)
     fresh(ctx, script)
-    r = run(ctx, codex_argv("please write the file"))
-    check(r.returncode == 0 and (ctx.cwd / "out.txt").exists(), "codex tool call", r)
+    r = run(ctx, argv("please write the file", None))
+    check(r.returncode == 0 and (ctx.cwd / "out.txt").exists(), f"{engine} tool call", r)
     ctx.save("tool_call", r, script, ["please write the file"])
 
     fresh(ctx, RESUME_SCRIPT)
-    r1 = run(ctx, codex_argv("first message"))
-    check(r1.returncode == 0, "codex resume turn 1", r1)
-    tid = thread_id(r1)
-    r2 = run(ctx, codex_argv("second message", resume=tid))
-    check(r2.returncode == 0 and "turns=2" in r2.stdout, "codex resume turn 2", r2)
+    r1 = run(ctx, argv("first message", None))
+    check(r1.returncode == 0, f"{engine} resume turn 1", r1)
+    session = session_of(r1)
+    r2 = run(ctx, argv("second message", session))
+    check(r2.returncode == 0 and "turns=2" in r2.stdout, f"{engine} resume turn 2", r2)
     ctx.save("resume_turn1", r1, RESUME_SCRIPT, ["first message"])
-    ctx.save("resume_turn2", r2, RESUME_SCRIPT, ["second message"], note=f"resume of {tid}")
+    ctx.save("resume_turn2", r2, RESUME_SCRIPT, ["second message"], note=f"resume of {session} from the same cwd")
 
-    fresh(ctx, ERROR_SCRIPT)
-    r = run(ctx, codex_argv("this will fail"))
-    check(r.returncode != 0 and '"turn.failed"' in r.stdout, "codex turn.failed", r)
-    ctx.save(
-        "turn_failed_500",
-        r,
-        ERROR_SCRIPT,
-        ["this will fail"],
-        note="model answered HTTP 500; request_max_retries=0, stream_max_retries=0",
-    )
+    fresh(ctx, error.script)
+    r = run(ctx, argv("this will fail", None))
+    check(r.returncode != 0 and error.shows in r.stdout, f"{engine} {error.name}", r)
+    ctx.save(error.name, r, error.script, ["this will fail"], note=error.note)
 
 
-# --- gemini -----------------------------------------------------------------------------------
+def record_codex(ctx: Ctx) -> None:
+    def thread_id(result: CliRun) -> str:
+        return next(e["thread_id"] for e in result.json_lines() if e.get("type") == "thread.started")
 
-
-def session_id(result: CliRun) -> str:
-    return next(e["session_id"] for e in result.json_lines() if e.get("type") == "init")
+    note = "model answered HTTP 500; request_max_retries=0, stream_max_retries=0"
+    error = ErrorScenario("turn_failed_500", ERROR_SCRIPT, '"turn.failed"', note)
+    record_resumable(ctx, lambda prompt, session: codex_argv(prompt, resume=session), thread_id, error)
 
 
 def record_gemini(ctx: Ctx) -> None:
     """Gemini with ``--output-format stream-json``, as the adapter runs it (SPEC §7)."""
-    fresh(ctx, TEXT_SCRIPT)
-    r = run(ctx, gemini_argv("hello there", output_format="stream-json"))
-    check(r.returncode == 0, "gemini plain", r)
-    ctx.save("plain", r, TEXT_SCRIPT, ["hello there"])
 
-    script = tool_script("gemini")
-    fresh(ctx, script)
-    r = run(ctx, gemini_argv("please write the file", output_format="stream-json"))
-    check(r.returncode == 0 and (ctx.cwd / "out.txt").exists(), "gemini tool call", r)
-    ctx.save("tool_call", r, script, ["please write the file"])
+    def session_id(result: CliRun) -> str:
+        return next(e["session_id"] for e in result.json_lines() if e.get("type") == "init")
 
-    fresh(ctx, RESUME_SCRIPT)
-    r1 = run(ctx, gemini_argv("first message", output_format="stream-json"))
-    check(r1.returncode == 0, "gemini resume turn 1", r1)
-    sid = session_id(r1)
-    r2 = run(
-        ctx, gemini_argv("second message", resume=sid, output_format="stream-json")
-    )  # same cwd: resume is cwd-scoped
-    check(r2.returncode == 0 and "turns=2" in r2.stdout, "gemini resume turn 2", r2)
-    ctx.save("resume_turn1", r1, RESUME_SCRIPT, ["first message"])
-    ctx.save("resume_turn2", r2, RESUME_SCRIPT, ["second message"], note=f"--resume {sid} from the same cwd")
+    note = "HTTP 500, general.maxAttempts=1: the error result event is on stdout, non-zero exit"
+    error = ErrorScenario("error_500", ERROR_SCRIPT, '"status":"error"', note)
+    argv: Argv = lambda prompt, session: gemini_argv(prompt, resume=session, output_format="stream-json")  # noqa: E731
+    record_resumable(ctx, argv, session_id, error)
 
-    fresh(ctx, ERROR_SCRIPT)
-    r = run(ctx, gemini_argv("this will fail", output_format="stream-json"))
-    check(r.returncode != 0 and '"status":"error"' in r.stdout, "gemini error", r)
-    ctx.save(
-        "error_500",
-        r,
-        ERROR_SCRIPT,
-        ["this will fail"],
-        note="HTTP 500, general.maxAttempts=1: the error result event is on stdout, non-zero exit",
-    )
+
+def record_qwen(ctx: Ctx) -> None:
+    """Qwen Code with ``--output-format stream-json``, as the adapter runs it."""
+
+    def session_id(result: CliRun) -> str:  # Claude Code's stream-json, which Qwen Code prints too
+        return next(e["session_id"] for e in result.json_lines() if e.get("subtype") == "init")
+
+    script = [{"http_error": 400, "message": "scripted bad request"}]
+    note = "HTTP 400, not retried (a 5xx is retried 7 times with backoff): result is_error=true, exit 1"
+    error = ErrorScenario("error_400", script, '"is_error":true', note)
+    record_resumable(ctx, lambda prompt, session: qwen_argv(prompt, resume=session), session_id, error)
 
 
 # --- claude -----------------------------------------------------------------------------------
@@ -305,6 +301,7 @@ RECORDERS = {
     "codex": record_codex,
     "gemini": record_gemini,
     "claude": record_claude,
+    "qwen": record_qwen,
     "opencode": record_opencode,
     "kilo": record_opencode,
 }

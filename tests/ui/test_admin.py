@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.contrib.contenttypes.models import ContentType
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -145,6 +146,35 @@ def test_run_search(staff_client, make_runs):
     assert changelist_ids(staff_client, Interaction, q="answer-1") == {str(runs[1].interactions.get().pk)}
     assert changelist_ids(staff_client, Interaction, q=str(target.pk)) == {str(target.interactions.get().pk)}
     assert changelist_ids(staff_client, RunEvent, q=str(target.pk)) == {str(e.pk) for e in target.events.all()}
+
+
+def test_run_search_covers_the_skill_and_says_what_it_searches(staff_client, make_runs):
+    runs = make_runs(4)
+    haiku = {str(run.pk) for run in runs if run.skill.skill_id == "haiku-writer"}
+    assert changelist_ids(staff_client, Run, q="haiku-writer") == haiku
+    assert changelist_ids(staff_client, Run, q="Trip planner") == {str(run.pk) for run in runs} - haiku
+    assert changelist_ids(staff_client, Interaction, q="haiku-writer") == {
+        str(run.interactions.get().pk) for run in runs if str(run.pk) in haiku
+    }
+    page = staff_client.get(admin_url(Run, "changelist")).content.decode()
+    assert "Searches run ids, owners&#x27; user names, skill ids and names, questions and answers." in page
+
+
+def test_the_admin_is_branded_links_the_site_and_indents_json(staff_client, make_runs):
+    run = make_runs(1)[0]
+    page = staff_client.get(admin_url(Run, "change", run.pk)).content.decode()
+    assert "Skill Runner administration" in page and 'href="/static/favicon.svg"' in page
+    assert '<a href="/">View site</a>' in page
+    assert (
+        f'href="/admin/r/{ContentType.objects.get_for_model(Run).pk}/{run.pk}/" class="viewsitelink">View on site</a>'
+        in page
+    )
+    assert '<pre class="readonly-json" tabindex="0">{\n  &quot;topic&quot;: &quot;topic 0&quot;\n}</pre>' in page
+    assert staff_client.get(f"/admin/r/{ContentType.objects.get_for_model(Run).pk}/{run.pk}/")["Location"].endswith(
+        f"/runs/{run.pk}/"
+    )
+    columns = staff_client.get(admin_url(Run, "changelist")).context["cl"].list_display
+    assert list(columns[:6]) == ["run", "skill", "owner", "status", "tokens", "cost"]
 
 
 def count_queries(client: Client, url: str) -> int:

@@ -6,13 +6,17 @@ against a real daphne."""
 
 from __future__ import annotations
 
+import asyncio
+import io
 from datetime import timedelta
 
 import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
+from django.contrib.auth.management.commands import changepassword
 from django.contrib.sessions.models import Session
+from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone
 
@@ -20,6 +24,7 @@ from accounts.connections import open_connection
 from accounts.models import ApiToken, LiveConnection
 from accounts.services import revoke_tokens
 from runs import inbox, live, selectors
+from runs.models import RunEvent
 from skillrunner.errors import ApplicationError
 from tests.support.live_service import wait_until
 
@@ -42,6 +47,12 @@ async def open_run_socket(request_id: str, headers) -> WebsocketCommunicator:
     assert (await socket.connect())[0]
     assert (await socket.receive_json_from(5))["type"] == "snapshot"
     return socket
+
+
+def session_headers(browser: Client) -> list[tuple[bytes, bytes]]:
+    """The handshake of a socket of this test client's browser session, from the site itself."""
+    cookie = f"{settings.SESSION_COOKIE_NAME}={browser.cookies[settings.SESSION_COOKIE_NAME].value}"
+    return [(b"cookie", cookie.encode()), *SAME_SITE]
 
 
 def stream_status(client, request_id: str):
@@ -199,16 +210,12 @@ def test_logging_out_closes_that_sessions_sockets(alice, api, trip_run):
     browser.force_login(alice)
     other_browser.force_login(alice)
 
-    def headers(client):
-        cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
-        return [(b"cookie", cookie.encode()), (b"origin", b"http://localhost"), (b"host", b"localhost")]
-
     async def scenario():
-        signed_out = await open_run_socket(request_id, headers(browser))
-        inbox_ = inbox_socket(headers(browser))
+        signed_out = await open_run_socket(request_id, session_headers(browser))
+        inbox_ = inbox_socket(session_headers(browser))
         assert (await inbox_.connect())[0]
         await inbox_.receive_json_from(5)
-        kept = await open_run_socket(request_id, headers(other_browser))
+        kept = await open_run_socket(request_id, session_headers(other_browser))
         await receive_messages(signed_out, 5)
         await receive_messages(kept, 5)
         assert (await sync_to_async(browser.post)("/accounts/logout/")).status_code == 302
@@ -283,10 +290,9 @@ def test_an_expired_browser_session_closes_its_sockets(alice, trip_run, monkeypa
     browser = Client()
     browser.force_login(alice)
     key = browser.cookies[settings.SESSION_COOKIE_NAME].value
-    headers = [(b"cookie", f"{settings.SESSION_COOKIE_NAME}={key}".encode()), *SAME_SITE]
 
     async def scenario():
-        socket = await open_run_socket(request_id, headers)
+        socket = await open_run_socket(request_id, session_headers(browser))
         await receive_messages(socket, 5)
         await sync_to_async(Session.objects.filter(session_key=key).update)(expire_date=timezone.now())
         return await receive_until_closed(socket)
@@ -295,18 +301,48 @@ def test_an_expired_browser_session_closes_its_sockets(alice, trip_run, monkeypa
     assert code == CLOSE_UNAUTHENTICATED
 
 
-def test_a_new_password_closes_the_users_browser_sockets_not_their_token_sockets(alice, api, trip_run):
-    """Django refuses a session made before a password change at its next request; a socket
-    holds no next request, so the change itself closes them (the admin's password form, the
-    changepassword command). A save that keeps the password closes nothing."""
+NEW_PASSWORD = "a-new-password-456"
+
+
+def set_password_and_save(user) -> None:
+    user.set_password(NEW_PASSWORD)
+    user.save()
+
+
+def changepassword_command(user, monkeypatch) -> None:
+    monkeypatch.setattr(changepassword.getpass, "getpass", lambda prompt="": NEW_PASSWORD)
+    call_command("changepassword", user.username, stdout=io.StringIO())
+
+
+def admin_password_form(user) -> None:
+    staff = Client()
+    staff.force_login(type(user).objects.create_user("root", is_staff=True, is_superuser=True))
+    answer = staff.post(
+        f"/admin/auth/user/{user.pk}/password/",
+        {"usable_password": "true", "password1": NEW_PASSWORD, "password2": NEW_PASSWORD},
+    )
+    assert answer.status_code == 302, answer.content
+
+
+CHANGES = {
+    "set_password and save": lambda user, monkeypatch: set_password_and_save(user),
+    "manage.py changepassword": changepassword_command,
+    "the admin's password form": lambda user, monkeypatch: admin_password_form(user),
+}
+
+
+@pytest.mark.parametrize("change", list(CHANGES))
+def test_a_new_password_closes_the_users_browser_sockets_and_streams_not_their_token_sockets(
+    alice, api, trip_run, monkeypatch, change
+):
+    """Django refuses a session made before a password change at its next request; a socket or
+    an event stream holds no next request, so the change itself closes them, however it is made.
+    A save that keeps the password closes nothing."""
     request_id = trip_run()
+    last_seq = RunEvent.objects.filter(run_id=request_id).latest("seq").seq
     browsers = [Client(), Client()]
     for browser in browsers:
         browser.force_login(alice)
-
-    def headers(client):
-        cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
-        return [(b"cookie", cookie.encode()), *SAME_SITE]
 
     def save_without_new_password() -> None:
         user = type(alice).objects.get(pk=alice.pk)
@@ -314,25 +350,75 @@ def test_a_new_password_closes_the_users_browser_sockets_not_their_token_sockets
         user.save()
 
     def change_password() -> None:
-        user = type(alice).objects.get(pk=alice.pk)
-        user.set_password("a-new-password-456")
-        user.save()
+        CHANGES[change](type(alice).objects.get(pk=alice.pk), monkeypatch)
+
+    async def read_stream(response, into: list[str]) -> None:
+        async for chunk in response.streaming_content:
+            into.append(chunk.decode() if isinstance(chunk, bytes) else chunk)
 
     async def scenario():
-        sessions = [await open_run_socket(request_id, headers(browser)) for browser in browsers]
+        sessions = [await open_run_socket(request_id, session_headers(browser)) for browser in browsers]
         token_socket = await open_run_socket(request_id, token_headers(api))
         for socket in (*sessions, token_socket):
             await receive_messages(socket, 5)
+        # The second browser's event stream, after the events so far: it only waits.
+        stream = await sync_to_async(browsers[1].get)(f"/v1/jobs/{request_id}/events", {"after_seq": last_seq})
+        assert stream.status_code == 200 and stream.streaming
+        streamed: list[str] = []
+        reader = asyncio.ensure_future(read_stream(stream, streamed))
         await sync_to_async(save_without_new_password)()
         kept_after_save = [await socket.receive_nothing(0.3) for socket in sessions]
+        stream_kept = not reader.done() and streamed == []
         await sync_to_async(change_password)()
         closed = [await receive_until_closed(socket) for socket in sessions]
+        await asyncio.wait_for(reader, 5)
         token_kept = await token_socket.receive_nothing(0.5)
         await token_socket.disconnect()
-        return kept_after_save, closed, token_kept
+        return kept_after_save, stream_kept, closed, "".join(streamed), token_kept
 
-    kept_after_save, closed, token_kept = run_async(scenario)
-    assert kept_after_save == [True, True]
+    kept_after_save, stream_kept, closed, streamed, token_kept = run_async(scenario)
+    assert kept_after_save == [True, True] and stream_kept
     assert [code for _, code in closed] == [CLOSE_UNAUTHENTICATED, CLOSE_UNAUTHENTICATED]
+    assert streamed.startswith("event: error\n") and '"code": "NOT_AUTHENTICATED"' in streamed
     assert token_kept
-    assert LiveConnection.objects.filter(user=alice).exclude(session_key="").count() == 0
+    assert not LiveConnection.objects.filter(user=alice).exclude(session_key="").exists()
+    assert Client().login(username="alice", password=NEW_PASSWORD)  # the change itself took
+    for browser in browsers:  # and Django refuses the sessions themselves
+        assert browser.get("/").status_code == 302
+
+
+def test_a_session_whose_password_changed_while_its_connection_opens_is_refused(alice):
+    """The password changed between authenticating the browser and counting its connection: no
+    connection is left that the change did not see."""
+    as_authenticated = type(alice).objects.get(pk=alice.pk)
+    set_password_and_save(type(alice).objects.get(pk=alice.pk))
+    with pytest.raises(ApplicationError) as refused:
+        open_connection(as_authenticated, session_key="a-session-of-alice")
+    assert (refused.value.status_code, refused.value.code) == (401, "NOT_AUTHENTICATED")
+    assert not LiveConnection.objects.exists()
+    # The same caller authenticated by a token is no concern of the password.
+    assert open_connection(as_authenticated, token=ApiToken.issue(alice)[0]).token_id is not None
+
+
+def test_the_browser_changing_its_own_password_stays_signed_in_and_its_other_sessions_do_not(admin_user, trip_run):
+    """The admin's own password form: Django keeps the changing browser signed in under a new
+    session key, so its sockets open again at once; the sockets of its other session stay refused."""
+    request_id = trip_run()
+    changing, other = Client(), Client()
+    for browser in (changing, other):
+        browser.force_login(admin_user)
+    answer = changing.post(
+        "/admin/password_change/",
+        {"old_password": "root-password-123", "new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD},
+    )
+    assert answer.status_code == 302, answer.content
+
+    async def scenario():
+        again = await open_run_socket(request_id, session_headers(changing))
+        await again.disconnect()
+        refused = run_socket(request_id, session_headers(other))
+        assert (await refused.connect())[0]
+        return await receive_until_closed(refused)
+
+    _, code = run_async(scenario)
+    assert code == CLOSE_UNAUTHENTICATED

@@ -172,7 +172,7 @@ def test_new_run_form_starts_a_run_and_sends_typed_values(alice, showcase_skill,
     assert run.status == "succeeded"
 
 
-def test_schema_errors_come_back_coded(alice, showcase_skill):
+def test_schema_errors_come_back_coded(alice, showcase_skill, fake_codex):  # codex configured
     client = logged_in(alice)
     response = client.post(
         reverse("ui:run-new", args=["form-showcase"]),

@@ -184,15 +184,23 @@ def test_handshake_that_is_not_json_is_400(db):
     assert response.status_code == 400
 
 
-@pytest.mark.parametrize("engine", ["codex", "opencode", "kilo"])
-def test_models_carry_upstreams_fields(api, engine):
+@pytest.mark.parametrize(
+    "engine,provider,efforts",
+    [
+        ("codex", "openai", ["minimal", "low", "medium", "high"]),
+        ("qwen", "dashscope", ["low", "medium", "high", "xhigh", "max"]),
+        ("opencode", "openai", ["minimal", "low", "medium", "high"]),
+        ("kilo", "openai", ["minimal", "low", "medium", "high"]),
+    ],
+)
+def test_models_carry_upstreams_fields(api, engine, provider, efforts):
     models = api.get(f"/v1/engines/{engine}/models").json()["models"]
     assert models
     for model in models:
-        assert model["provider_id"] == "openai"
+        assert model["provider_id"] == provider
         assert model["model"] == model["id"]
         assert model["deprecated"] is False
-        assert model["supported_effort"] == ["minimal", "low", "medium", "high"]
+        assert model["supported_effort"] == efforts
     assert {model["supported_effort"] == [] for model in api.get("/v1/engines/gemini/models").json()["models"]} == {
         True
     }

@@ -1,7 +1,7 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
-from accounts.models import ApiToken
+from accounts.services import issue_token
 
 
 class Command(BaseCommand):
@@ -20,7 +20,7 @@ class Command(BaseCommand):
         if staff and not user.is_staff:
             user.is_staff = True
         user.save()
-        _, key = ApiToken.issue(user)
+        _, key = issue_token(user)
         self.stderr.write(
             f"{'Created' if created else 'Existing'} user {username}{' (staff)' if user.is_staff else ''}; new token:"
         )

@@ -20,7 +20,14 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from accounts.local_mode import is_loopback_host, local_user
-from skillrunner.forking import close_database_connections, exit_with, flush_output, run_in_child
+from skillrunner.forking import (
+    close_database_connections,
+    exit_with,
+    flush_output,
+    forks_end_with_their_parent,
+    run_in_child,
+)
+from skillrunner.links import use_served_url
 from skillrunner.serve_parent import STOP_SIGNALS
 from skillrunner.startup import prepare_installation
 
@@ -38,7 +45,9 @@ class Command(BaseCommand):
                 f"SKILLRUNNER_LOCAL_MODE=true serves requests without credentials, so it binds loopback "
                 f"only (127.0.0.1 or ::1), not {host!r}"
             )
+        forks_end_with_their_parent()  # the migrations' child, web and worker: killed, this stops them too
         prepare_installation()  # before the children start: they read the key it creates
+        use_served_url(host, port)  # the links in emails and webhooks, for both children
         run_in_child("preparing the database", _migrate)
         # The web application and the worker with all they import, before the fork: imported in the
         # worker's process instead, django-q2's cluster and the engines were its private memory.

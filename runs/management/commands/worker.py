@@ -8,11 +8,11 @@ import uuid
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections, connections
-from django_q.cluster import Cluster
 
 from engines.sandbox import remove_orphaned_state
+from runs.cluster import TaskCluster, stop_grace_seconds
 from runs.engine_settings import sandbox_check
 from runs.execution import CLUSTER_TOKEN_ENV, retry_while_database_away, share_stop_flag
 from runs.retention import sync_schedule as sync_retention_schedule
@@ -25,7 +25,7 @@ from runs.supervision import (
     renew_worker_heartbeat,
     start_supervisor,
 )
-from skillrunner.forking import run_in_child
+from skillrunner.forking import Flag, forks_end_with_their_parent, run_in_child
 from skillrunner.startup import prepare_installation
 
 logger = logging.getLogger(__name__)
@@ -51,6 +51,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, load_skills: bool, **options):
+        forks_end_with_their_parent()  # its start-up child and its cluster, however it ends
         prepare_installation()
         keep_database_connections()
         token = uuid.uuid4().hex[:12]
@@ -62,35 +63,35 @@ class Command(BaseCommand):
         # Checked here, the sandbox's availability is known to every cluster process forked below:
         # each would otherwise check it (a bwrap start, 8 ms) in its first turn.
         sandbox_check()
+        # A stop signal only notes itself, here and while the cluster starts: the stop below
+        # never runs in the middle of a query or while a lock is held.
+        signalled: list[int] = []
+        signal.signal(signal.SIGTERM, lambda signum, frame: signalled.append(signum))
+        signal.signal(signal.SIGINT, lambda signum, frame: signalled.append(signum))
         stop = threading.Event()
         cluster_stopping = share_stop_flag()
-        cluster = Cluster()
+        cluster = TaskCluster()
         # The cluster forks, and its processes close the connections they inherit: no connection
         # of this process (any thread's) may be shared with them, or closing it there would close
         # it under this process too. So the supervisor thread starts only after the fork.
         connections.close_all()
-        cluster.start()
+        cluster.start(stopping=lambda: bool(signalled))
         supervisor = start_supervisor(stop)
-        # Cluster installs handlers in __init__ that stop it inside the handler; ours only note
-        # the signal for the loop below, so the stop never runs in the middle of a query or while
-        # a lock is held (not even an Event's).
-        signalled: list[int] = []
-        signal.signal(signal.SIGTERM, lambda signum, frame: signalled.append(signum))
-        signal.signal(signal.SIGINT, lambda signum, frame: signalled.append(signum))
         # Idle, this process sleeps until a signal arrives (the wake-up fd), the cluster's sentinel
         # ends (its process sentinel fd) or the next heartbeat is due: no polling in between.
         wake_read, wake_write = os.pipe()
         os.set_blocking(wake_write, False)
         signal.set_wakeup_fd(wake_write)
-        self._beat(token)  # recovered and serving: only now does /readyz count this worker (R-OP7)
-        self.stdout.write(f"worker {token} started")
+        if not signalled:
+            self._beat(token)  # recovered and serving: only now does /readyz count this worker (R-OP7)
+            self.stdout.write(f"worker {token} started")
         last_beat = time.monotonic()
         while not signalled:
             due = last_beat + WORKER_HEARTBEAT_SECONDS - time.monotonic()
-            ready, _, _ = select.select([wake_read, cluster.sentinel.sentinel], [], [], max(0.0, due))
+            ready, _, _ = select.select([wake_read, cluster.sentinel_fd], [], [], max(0.0, due))
             if wake_read in ready:
                 os.read(wake_read, 512)
-            if not cluster.sentinel.is_alive():
+            if not cluster.is_alive():
                 break
             if time.monotonic() - last_beat >= WORKER_HEARTBEAT_SECONDS:
                 last_beat = time.monotonic()
@@ -98,17 +99,33 @@ class Command(BaseCommand):
         signal.set_wakeup_fd(-1)
         os.close(wake_read)
         os.close(wake_write)
+        self._stop(token, cluster, stop, cluster_stopping, supervisor)
+        if not signalled:  # a worker without its cluster serves nothing: a process manager restarts it
+            raise CommandError("the task cluster ended on its own; the worker stopped")
+
+    def _stop(
+        self,
+        token: str,
+        cluster: TaskCluster,
+        stop: threading.Event,
+        cluster_stopping: Flag,
+        supervisor: threading.Thread,
+    ) -> None:
+        """No new turn starts here and nothing dispatches from here; this worker's turns end
+        (released claims: their processes see them gone and kill their engines, and so does
+        this process) while the cluster winds down, all within stop_grace_seconds() of the
+        signal. Bounded whatever the cluster is doing: what is left then is killed."""
+        deadline = time.monotonic() + stop_grace_seconds()
         stop.set()
-        # Stopping: no new turn starts here, nothing dispatches from here, this worker's turns end
-        # (their processes see the claim gone and kill their engines), then the cluster winds down.
         cluster_stopping.set()
-        supervisor.join(timeout=30)
+        cluster.ask_to_stop()
+        supervisor.join(timeout=max(0.0, deadline - time.monotonic()))
         close_old_connections()
         try:
             release_own_claims(token)
         except Exception:
             logger.warning("could not release the claims of worker %s", token, exc_info=True)
-        cluster.stop()
+        cluster.wait_stopped(deadline)
         try:
             forget_worker(token)
         except Exception:

@@ -1,0 +1,84 @@
+"""The worker's django-q2 cluster: its sentinel process (which forks the pool of task processes,
+the pusher and the monitor), started and stopped by the worker's main process.
+
+django-q2's own Cluster is not used because of how it stops: it sets a multiprocessing.Event,
+whose set() waits until every process asleep in that event's wait() has woken. The sentinel
+sleeps there almost all the time, and SIGTERM sent to the whole process group or to every
+process (systemd's default KillMode) kills it in its sleep; when the worker got to set() before
+the sentinel was gone, it waited forever for it to wake (after a 200-run backlog, a group SIGTERM
+left the worker's main process running 40 s later). Here the stop and start flags are
+skillrunner.forking.Flag: setting one never waits.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import time
+import uuid
+from collections.abc import Callable
+
+from django.conf import settings
+from django.core.management.base import CommandError
+from django_q.cluster import Sentinel
+
+from engines.process import kill_tree
+from skillrunner.forking import Flag
+from skillrunner.queue_broker import wake_pusher
+
+logger = logging.getLogger(__name__)
+
+
+def stop_grace_seconds() -> float:
+    """How long a stopping cluster may take before its processes are killed: enough for its turns
+    to see their claims released and kill their engines (SKILLRUNNER_KILL_GRACE_SECONDS, for an
+    engine that ignores SIGTERM) and for the pool to wind down; 8 s by default. A stop normally
+    takes a second or two."""
+    return settings.SKILLRUNNER_KILL_GRACE_SECONDS + 3.0
+
+
+class TaskCluster:
+    def __init__(self) -> None:
+        self._stop = Flag()
+        self._started = Flag()
+        self._sentinel = multiprocessing.get_context("fork").Process(
+            target=_StoppingSentinel, args=(self._stop, self._started, uuid.uuid4()), name="sentinel"
+        )
+
+    def start(self, stopping: Callable[[], bool]) -> None:
+        """Until the pool takes tasks, or the worker is told to stop meanwhile."""
+        self._sentinel.start()
+        while not self._started.wait(0.1) and not stopping():
+            if not self._sentinel.is_alive():
+                raise CommandError(f"the task cluster did not start (exit status {self._sentinel.exitcode})")
+
+    @property
+    def sentinel_fd(self) -> int:
+        """Readable once the sentinel has ended."""
+        return self._sentinel.sentinel
+
+    def is_alive(self) -> bool:
+        return self._sentinel.is_alive()
+
+    def ask_to_stop(self) -> None:
+        """No task is taken any more; the pool ends once its tasks have."""
+        self._stop.set()
+
+    def wait_stopped(self, deadline: float) -> None:
+        """Until the sentinel has ended, or at `deadline` (monotonic) kill it and everything
+        below it: a task process stuck in a turn, its engine, a dependency build."""
+        self._sentinel.join(max(0.0, deadline - time.monotonic()))
+        if self._sentinel.exitcode is None and self._sentinel.pid is not None:  # started, still running
+            logger.warning("the task cluster did not stop in time; killing it")
+            kill_tree(self._sentinel.pid)
+            self._sentinel.join()
+
+
+class _StoppingSentinel(Sentinel):
+    def stop(self) -> None:
+        # The embedded default's pusher may be asleep for up to 5 s (skillrunner.queue_broker):
+        # woken, it sees the stop at once.
+        self.event_out.set()
+        if self.pusher is not None:
+            wake_pusher(self.pusher.pid)
+        super().stop()

@@ -1,0 +1,102 @@
+"""Self-service settings (issue 30, item 4) in real Chromium: add a webhook and see its secret
+once, see its deliveries and redeliver one, delete it; create an API token, see its key once and
+its last use, revoke it; desktop and phone."""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.request
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.support.webhook_receiver import WebhookReceiver
+
+from .conftest import log_in, screenshot
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
+
+
+def api_status(live, key: str) -> int:
+    request = urllib.request.Request(live.url + "/v1/jobs", headers={"Authorization": f"Token {key}"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def test_webhooks_from_the_settings_page(live, new_page):
+    with WebhookReceiver() as receiver:
+        page = new_page()
+        log_in(page, "alice")
+        page.get_by_role("navigation", name="Main").get_by_role("link", name="Settings").click()
+        page.get_by_label("Webhook address").fill(receiver.url)
+        page.get_by_label("run.succeeded").uncheck()
+        page.get_by_label("run.failed").uncheck()
+        page.get_by_label("run.canceled").uncheck()
+        page.get_by_role("button", name="Add webhook").click()
+        secret = page.locator("#new-webhook-secret")
+        expect(secret).to_have_text(re.compile(r"^whsec_"))
+        shown = secret.inner_text()
+        expect(page.locator("table.webhooks")).to_contain_text(receiver.url)
+        expect(page.locator("table.webhooks")).to_contain_text("run.waiting_user")
+        screenshot(page, "57-settings-webhook-added.png")
+        page.goto("/settings/")  # the page again: the secret is not there again
+        expect(page.locator("#new-webhook-secret")).to_have_count(0)
+        assert shown not in page.content()
+
+        ask = {"ask_user": {"interaction_id": 1, "kind": "open_text", "prompt": "Where?"}}
+        live.engine.script({"message": json.dumps(ask)})
+        request_id = live.start_trip("alice")
+        live.service.wait_until(lambda: len(receiver.received) == 1, 30, "the waiting_user delivery")
+        assert receiver.received[0].json["run_url"].endswith(f"/runs/{request_id}/")
+
+        page.reload()  # the page was last loaded by a GET
+        delivery = page.locator("table.deliveries tbody tr").first
+        expect(delivery).to_contain_text("Delivered")
+        expect(delivery).to_contain_text("HTTP 200")
+        expect(delivery.get_by_role("link", name=re.compile(request_id[:8]))).to_have_attribute(
+            "href", f"/runs/{request_id}/"
+        )
+        delivery.get_by_role("button", name=re.compile("^Redeliver")).click()
+        expect(page.locator(".messages")).to_contain_text("Delivery queued to be sent again")
+        live.service.wait_until(lambda: len(receiver.received) == 2, 30, "the delivery sent again")
+        assert receiver.received[1].json["delivery_id"] == receiver.received[0].json["delivery_id"]
+        screenshot(page, "58-settings-deliveries.png")
+
+        page.locator("table.webhooks").get_by_role("button", name=re.compile("^Delete")).click()
+        expect(page.locator(".messages")).to_contain_text("Webhook deleted.")
+        expect(page.locator("table.webhooks")).to_have_count(0)
+        live.service.request("POST", f"/v1/jobs/{request_id}/cancel", live.token("alice"))
+
+
+def test_api_tokens_from_the_settings_page(live, new_page):
+    page = new_page()
+    log_in(page, "bob")
+    page.goto("/settings/")
+    page.get_by_role("button", name="Create a token").click()
+    key = page.locator("#new-token-key").inner_text()
+    assert key.startswith("sr_")
+    row = page.locator("table.tokens tbody tr", has_text=key[:11])
+    expect(row).to_contain_text("never")
+    screenshot(page, "59-settings-token-created.png")
+
+    assert api_status(live, key) == 200
+    page.goto("/settings/")
+    expect(row).not_to_contain_text("never")  # its last use is shown
+    expect(row).to_contain_text("active")
+    assert key not in page.content()
+    row.get_by_role("button", name=re.compile("Revoke")).click()
+    expect(page.locator(".messages")).to_contain_text("Token revoked")
+    expect(row).to_contain_text("revoked")
+    assert api_status(live, key) == 401
+
+    phone = new_page({"width": 390, "height": 844})
+    log_in(phone, "bob")
+    phone.goto("/settings/#tokens")
+    expect(phone.locator("table.tokens")).to_be_visible()
+    assert phone.evaluate("document.documentElement.scrollWidth") <= 390
+    screenshot(phone, "60-settings-phone.png")

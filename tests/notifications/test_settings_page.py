@@ -1,0 +1,127 @@
+"""Self-service settings (issue 30, item 4): webhooks and API tokens from the settings page,
+through the services the API, the admin and `create_api_token` use, under the settings limit."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from rest_framework.test import APIClient
+from rest_framework.throttling import SimpleRateThrottle
+
+from accounts.models import ApiToken
+from runs.notifications.models import WebhookDelivery, WebhookEndpoint
+from tests.interactive.helpers import ask_envelope, plan_done, start
+from tests.security.helpers import forget_throttling
+from tests.support.live_service import wait_until
+
+from .helpers import fake_dns
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+HOOK = "https://hooks.example.com/runs"
+
+
+@pytest.fixture(autouse=True)
+def public_dns(monkeypatch):
+    """hooks.example.com resolves to a public address (the resolver is the boundary we fake)."""
+    fake_dns(monkeypatch, {"hooks.example.com": ["93.184.215.14"]})
+
+
+@pytest.fixture
+def browser(alice) -> Client:
+    client = Client()
+    client.force_login(alice)
+    return client
+
+
+def test_add_a_webhook_sees_its_secret_once_and_lists_it(browser, alice, api):
+    added = browser.post("/settings/webhooks/", {"url": HOOK, "events": ["run.waiting_user", "run.failed"]})
+    endpoint = WebhookEndpoint.objects.get(owner=alice)
+    html = added.content.decode()
+    assert added.status_code == 201 and "no-store" in added["Cache-Control"]
+    assert f'<code id="new-webhook-secret">{endpoint.secret}</code>' in html
+    assert endpoint.url == HOOK and endpoint.events == ["run.waiting_user", "run.failed"]
+    listed = browser.get("/settings/").content.decode()
+    assert HOOK in listed and "run.waiting_user, run.failed" in listed and endpoint.secret not in listed
+    assert [hook["url"] for hook in api.get("/v1/webhooks").json()] == [HOOK]  # the API sees the same
+
+
+def test_a_refused_webhook_comes_back_with_the_services_code(browser, alice):
+    refused = browser.post("/settings/webhooks/", {"url": "http://127.0.0.1:9/hook", "events": ["run.failed"]})
+    assert refused.status_code == 400
+    assert "(WEBHOOK_URL_FORBIDDEN)" in refused.content.decode()
+    none = browser.post("/settings/webhooks/", {"url": HOOK, "events": []})
+    assert none.status_code == 400 and "This field is required." in none.content.decode()
+    assert not WebhookEndpoint.objects.exists()
+
+
+def test_delete_only_ones_own_webhook(browser, bob, bob_api, api):
+    mine = api.post("/v1/webhooks", {"url": HOOK}, format="json").json()["id"]
+    theirs = bob_api.post("/v1/webhooks", {"url": HOOK}, format="json").json()["id"]
+    assert browser.post(f"/settings/webhooks/{theirs}/delete/").status_code == 404
+    assert browser.post("/settings/webhooks/²/delete/").status_code == 404
+    done = browser.post(f"/settings/webhooks/{mine}/delete/", follow=True)
+    assert "Webhook deleted." in done.content.decode()
+    assert list(WebhookEndpoint.objects.values_list("pk", flat=True)) == [theirs]
+
+
+def test_recent_deliveries_show_their_state_and_redeliver(browser, api, bob_api, install_skill, fake_codex, receiver):
+    install_skill("trip-planner")
+    api.post("/v1/webhooks", {"url": receiver.url, "events": ["run.waiting_user"]}, format="json")
+    bob_api.post("/v1/webhooks", {"url": receiver.url, "events": ["run.waiting_user"]}, format="json")
+    fake_codex.script(ask_envelope({"interaction_id": 1, "kind": "open_text", "prompt": "Where?"}), plan_done())
+    request_id = start(api)
+    start(bob_api)
+    wait_until(lambda: len(receiver.received) == 2, 10, "both deliveries")
+    page = browser.get("/settings/")
+    (delivery,) = page.context["deliveries"]  # bob's is not alice's
+    assert delivery.run_id is not None and str(delivery.run_id) == request_id
+    delivery.refresh_from_db()
+    assert delivery.state == "delivered"
+    assert '<span class="badge delivery-delivered">Delivered</span>' in page.content.decode()
+    again = browser.post(f"/settings/deliveries/{delivery.pk}/redeliver/", follow=True)
+    assert "Delivery queued to be sent again" in again.content.decode()
+    wait_until(lambda: len(receiver.received) == 3, 10, "the delivery sent again")
+    assert receiver.received[-1].json["delivery_id"] == str(delivery.delivery_id)
+    assert WebhookDelivery.objects.get(pk=delivery.pk).attempt_count == 2
+    bobs = WebhookDelivery.objects.exclude(pk=delivery.pk).get()
+    assert browser.post(f"/settings/deliveries/{bobs.pk}/redeliver/").status_code == 404
+
+
+def test_create_a_token_sees_its_key_once_uses_it_and_revokes_it(browser, alice, bob):
+    created = browser.post("/settings/tokens/")
+    token = ApiToken.objects.get(user=alice)
+    html = created.content.decode()
+    assert created.status_code == 201 and "no-store" in created["Cache-Control"]
+    key = html.split('<code id="new-token-key">', 1)[1].split("</code>", 1)[0]
+    assert ApiToken.objects.for_key(key) == token
+    program = APIClient()
+    program.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    assert program.get("/v1/jobs").status_code == 200
+    listed = browser.get("/settings/").content.decode()
+    assert key not in listed and f"sr_{token.lookup}…" in listed and "active" in listed
+    assert "never" not in listed  # it has been used
+
+    _, bobs_key = ApiToken.issue(bob)
+    bobs = ApiToken.objects.get(user=bob)
+    assert browser.post(f"/settings/tokens/{bobs.pk}/revoke/").status_code == 404
+    revoked = browser.post(f"/settings/tokens/{token.pk}/revoke/", follow=True)
+    assert "Token revoked" in revoked.content.decode()
+    assert program.get("/v1/jobs").status_code == 401
+    assert browser.post(f"/settings/tokens/{token.pk}/revoke/").status_code == 404  # already revoked
+    assert ApiToken.objects.for_key(bobs_key) == bobs
+
+
+def test_settings_changes_share_the_settings_limit(browser, alice, api, monkeypatch):
+    forget_throttling(alice)
+    monkeypatch.setattr(SimpleRateThrottle, "THROTTLE_RATES", {"settings_change": "2/min"})
+    try:
+        assert browser.post("/settings/tokens/").status_code == 201
+        assert api.post("/v1/webhooks", {"url": HOOK}, format="json").status_code == 201
+        refused = browser.post("/settings/webhooks/", {"url": HOOK, "events": ["run.failed"]})
+        assert refused.status_code == 429 and "(RATE_LIMITED)" in refused.content.decode()
+        again = browser.post("/settings/tokens/", follow=True)
+        assert "(RATE_LIMITED)" in again.content.decode()
+        assert ApiToken.objects.filter(user=alice).count() == 2  # the API client's and the first
+    finally:
+        forget_throttling(alice)

@@ -1,0 +1,136 @@
+"""Honest choices on the new-run form (issue 30, item 3): the engines that can run here are
+offered, the others shown disabled with their reason; the default model; the cache switch;
+required text of spaces alone refused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.urls import reverse
+
+from runs.engine_choice import engine_choice
+from runs.models import Run
+
+from .conftest import write_skill
+from .test_pages import logged_in
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def cli_dir(tmp_path, settings):
+    """The project-local CLI folder (`make engines`), empty: engines are found here or not at all."""
+    folder = tmp_path / "cli-bin"
+    folder.mkdir()
+    settings.SKILLRUNNER_ENGINE_CLI_BIN_DIR = folder
+    settings.SKILLRUNNER_ENGINES = {
+        name: {"binary": "", "base_url": "", "api_key": "", "model": ""} for name in settings.SKILLRUNNER_ENGINES
+    }
+    return folder
+
+
+def install_cli(folder, engine: str) -> None:
+    """A CLI that answers `--version` like the real ones do, installed where `make engines` puts them."""
+    script = folder / engine
+    script.write_text("#!/bin/sh\necho '1.2.3'\n")
+    script.chmod(0o755)
+
+
+def test_an_engine_without_its_cli_is_not_installed(cli_dir, monkeypatch):
+    monkeypatch.setenv("PATH", str(cli_dir))
+    choice = engine_choice("gemini")
+    assert not choice.usable
+    assert choice.reason == f"not installed here: its CLI ({'gemini'}) was not found"
+
+
+def test_an_installed_engine_nobody_configured_is_not_offered(cli_dir):
+    install_cli(cli_dir, "gemini")
+    choice = engine_choice("gemini")
+    assert (choice.usable, choice.reason) == (
+        False,
+        "not configured: the operator sets SKILLRUNNER_GEMINI_API_KEY (or _BASE_URL)",
+    )
+
+
+@pytest.mark.parametrize("setting", ["api_key", "base_url"])
+def test_an_engine_with_a_key_or_an_endpoint_is_offered(cli_dir, configure_engine, setting):
+    install_cli(cli_dir, "gemini")
+    configure_engine("gemini", **{setting: "https://provider.example/" if setting == "base_url" else "k-123"})
+    assert engine_choice("gemini").usable and engine_choice("gemini").reason == ""
+
+
+def test_the_default_model_is_the_skills_own_else_the_operators(cli_dir, configure_engine, install_skill, tmp_path):
+    install_cli(cli_dir, "codex")
+    configure_engine("codex", api_key="k-123", model="operator-model")
+    assert engine_choice("codex").default_model == "operator-model"
+    root = tmp_path / "skills-src"
+    folder = write_skill(root, "tuned", input_schema={}, parameter_schema={})
+    (folder / "assets" / "codex_config.toml").write_text('model = "skill-model"\n')
+    version = install_skill("tuned", root)
+    assert engine_choice("codex", version).default_model == "skill-model"
+    assert engine_choice("gemini", version).default_model is None
+
+
+def test_the_form_offers_what_can_run_and_says_why_the_rest_cannot(alice, cli_dir, configure_engine, showcase_skill):
+    install_cli(cli_dir, "codex")
+    install_cli(cli_dir, "gemini")
+    configure_engine("codex", api_key="k-123", model="gpt-test")
+    page = logged_in(alice).get(reverse("ui:run-new", args=["form-showcase"]))
+    html = page.content.decode()
+    assert '<option value="codex" selected data-default-model="gpt-test">codex</option>' in html
+    assert '<option value="gemini" data-default-model="" disabled>gemini (unavailable)</option>' in html
+    assert "<strong>gemini</strong>: not configured: the operator sets SKILLRUNNER_GEMINI_API_KEY" in html
+    assert "Leave empty for the default model: gpt-test." in html
+    assert 'name="reuse_cached" aria-describedby="id_reuse_cached_helptext" id="id_reuse_cached" checked' in html
+
+
+def test_an_unavailable_engine_posted_anyway_is_refused(alice, cli_dir, configure_engine, showcase_skill):
+    install_cli(cli_dir, "gemini")
+    form = {"input__name": "abc", "input__count": "1", "engine": "gemini", "execution_mode": "auto"}
+    page = logged_in(alice).post(reverse("ui:run-new", args=["form-showcase"]), form)
+    assert (
+        "gemini cannot run here: not configured" in page.content.decode()
+        and "(ENGINE_UNAVAILABLE)" in page.content.decode()
+    )
+    assert not Run.objects.exists()
+
+
+def test_required_text_of_spaces_alone_is_refused(alice, install_skill, fake_codex):
+    install_skill("haiku-writer")
+    client = logged_in(alice)
+    url = reverse("ui:run-new", args=["haiku-writer"])
+    page = client.post(url, {"input__topic": "   ", "engine": "codex", "execution_mode": "auto"})
+    assert "Enter some text: spaces alone are not an answer." in page.content.decode()
+    assert not Run.objects.exists()
+
+
+def test_the_cache_switch_decides_whether_an_earlier_result_may_answer(alice, install_skill, fake_codex):
+    install_skill("haiku-writer")
+    haiku = {"topic": "sea", "haiku": ["a", "b", "c"], "haiku_file": "artifacts/h.md"}
+    fake_codex.script({"message": json.dumps(haiku), "files": {"artifacts/h.md": "a\nb\nc\n"}})
+    client = logged_in(alice)
+    url = reverse("ui:run-new", args=["haiku-writer"])
+    form = {"input__topic": "sea", "engine": "codex", "execution_mode": "auto"}
+    client.post(url, {**form, "reuse_cached": "on"})
+    client.post(url, {**form, "reuse_cached": "on"})
+    client.post(url, form)
+    first, cached, fresh = Run.objects.order_by("created_at")
+    assert first.status == "succeeded"
+    assert (first.cache_hit, cached.cache_hit, fresh.cache_hit) == (False, True, False)
+    assert fresh.runtime_options["no_cache"] is True
+    assert len(fake_codex.invocations()) == 2
+
+
+def test_the_run_page_names_the_model_a_run_without_one_used(alice, api, install_skill, fake_codex, configure_engine):
+    from runs.engine_choice import run_model
+
+    install_skill("haiku-writer")
+    configure_engine("codex", model="operator-model")
+    fake_codex.script({"fail": "no"})
+    body = {"skill_id": "haiku-writer", "engine": "codex", "input": {"topic": "sea"}}
+    default = Run.objects.get(pk=api.post("/v1/jobs", body, format="json").json()["request_id"])
+    chosen = Run.objects.get(pk=api.post("/v1/jobs", {**body, "model": "mine"}, format="json").json()["request_id"])
+    assert (run_model(default), run_model(chosen)) == ("operator-model", "mine")
+    page = logged_in(alice).get(reverse("ui:run-detail", args=[default.pk])).content.decode()
+    assert 'codex <span class="muted">(default: operator-model)</span>' in page
