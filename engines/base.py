@@ -237,6 +237,11 @@ class EngineAdapter(ABC):
         """Without a model of the run's own: the skill's, else the operator's (R-SK9)."""
         return self.skill_model(config.skill_settings) or config.default_model
 
+    def stdin_prompt(self, request: TurnRequest) -> str | None:
+        """The prompt as the CLI's stdin, for a CLI that alters a prompt given as an argument;
+        None (the default) keeps stdin closed and the prompt in the command line."""
+        return None
+
     def model_args(self, request: TurnRequest, config: EngineConfig) -> list[str]:
         model = request.model or self.default_model(config)
         return [self.model_flag, model] if model else []
@@ -381,6 +386,7 @@ class EngineAdapter(ABC):
                 grace=config.kill_grace_seconds,
                 on_line=self.line_reader(control),
                 sandbox=sandbox,
+                stdin_text=self.stdin_prompt(request),
             )
             return self.turn_result(proc, request.mode, argv)
         finally:

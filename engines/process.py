@@ -15,6 +15,7 @@ import select
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Collection
@@ -203,10 +204,26 @@ def resolve_executable(binary: str, env: dict[str, str]) -> str:
     return found
 
 
+def _stdin_file(text: str) -> IO[bytes]:
+    """An unnamed file holding ``text``, to be a process's stdin: the process reads it whole at its
+    own pace, and nothing can block on a pipe the engine has not read yet."""
+    handle = tempfile.TemporaryFile()
+    handle.write(text.encode("utf-8"))
+    handle.seek(0)
+    return handle
+
+
 def spawn(
-    argv: list[str], cwd: Path, env: dict[str, str], *, stdin_pipe: bool = False, sandbox: Sandbox | None = None
+    argv: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    *,
+    stdin_pipe: bool = False,
+    stdin_text: str | None = None,
+    sandbox: Sandbox | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start ``argv`` in a new session; stdin is closed unless the caller keeps a live process.
+    """Start ``argv`` in a new session; stdin is closed unless the caller keeps a live process
+    (``stdin_pipe``) or hands the engine its prompt there (``stdin_text``, then end of file).
 
     With a ``sandbox`` the command runs confined (R-SB1): the process started, whose pid the
     orchestrator records and whose group a kill targets, is then bwrap itself, and the engine
@@ -221,13 +238,16 @@ def spawn(
         except (OSError, SandboxUnavailable) as exc:
             raise SpawnError(f"could not prepare the sandbox: {exc}") from exc
         executable = resolve_executable(argv[0], env)
+    stdin: int | IO[bytes] = subprocess.PIPE if stdin_pipe else subprocess.DEVNULL
     try:
+        if stdin_text is not None:
+            stdin = _stdin_file(stdin_text)
         proc = subprocess.Popen(
             argv,
             executable=executable,
             cwd=cwd,
             env=env,
-            stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
+            stdin=stdin,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
@@ -235,6 +255,9 @@ def spawn(
         )
     except OSError as exc:
         raise SpawnError(f"could not start {argv[0]!r}: {exc}") from exc
+    finally:
+        if not isinstance(stdin, int):
+            stdin.close()  # the child holds its own copy
     if sandbox is not None:
         sandbox.attach(proc.pid)
     return proc
@@ -503,11 +526,13 @@ def run_process(
     grace: float = DEFAULT_GRACE_SECONDS,
     on_line: LineHook | None = None,
     sandbox: Sandbox | None = None,
+    stdin_text: str | None = None,
 ) -> ProcessResult:
-    """Run one engine process to completion, with stdin closed; ``on_line`` sees each stdout line
-    as it is printed (on the reader thread), while the output is collected as before."""
+    """Run one engine process to completion, with stdin closed (or holding ``stdin_text``);
+    ``on_line`` sees each stdout line as it is printed (on the reader thread), while the output
+    is collected as before."""
     try:
-        proc = spawn(argv, cwd, env, sandbox=sandbox)
+        proc = spawn(argv, cwd, env, stdin_text=stdin_text, sandbox=sandbox)
     except SpawnError as exc:
         return ProcessResult("", "", None, FAILURE_SPAWN, str(exc))
     out = Tee(CappedBuffer(), partial(control.on_output, "stdout"))

@@ -25,6 +25,8 @@ DEFAULT_FILES = {
     "iflow": "assets/iflow_settings.json",
     "claude": "assets/claude_settings.json",
     "qwen": "assets/qwen_config.json",  # upstream's name for it
+    "opencode": "assets/opencode_config.json",
+    "kilo": "assets/kilo_config.json",
 }
 
 # A key is the operator's when any word of its name is one of these.

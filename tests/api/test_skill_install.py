@@ -11,6 +11,7 @@ import zipfile
 import pytest
 from rest_framework.test import APIClient
 
+from engines.registry import ENGINE_NAMES
 from tests.conftest import BUNDLED_SKILLS
 
 from .helpers import clone_skill, detail, error_code, haiku_step, make_zip, tree_state, upload, zip_folder
@@ -350,10 +351,7 @@ def test_upload_over_the_size_limit_is_413(staff_api, tmp_path, settings, disk):
         ({"drop": ("version",)}, "SKILL_MANIFEST_INVALID"),
         ({"manifest": {"version": "one"}}, "SKILL_MANIFEST_INVALID"),
         ({"manifest": {"engines": ["codex"], "unsupported_engines": ["codex"]}}, "SKILL_MANIFEST_INVALID"),
-        (
-            {"manifest": {"unsupported_engines": ["codex", "gemini", "iflow", "claude", "qwen"]}},
-            "SKILL_MANIFEST_INVALID",
-        ),
+        ({"manifest": {"unsupported_engines": list(ENGINE_NAMES)}}, "SKILL_MANIFEST_INVALID"),
         ({"manifest": {"max_attempt": 0}}, "SKILL_MANIFEST_INVALID"),
     ],
     ids=[

@@ -1,4 +1,4 @@
-"""R-AC1/R-AC5 with the REAL Codex, Gemini CLI, Claude Code and Qwen Code: a person watching the run page
+"""R-AC1/R-AC5 with the REAL Codex, Gemini CLI, Claude Code, Qwen Code, OpenCode and Kilo: a person watching the run page
 sees the agent's tool call appear while it runs, then finish, before the turn ends.
 
 The service (daphne + worker, sandbox on) runs each CLI against the scripted model server, as an
@@ -21,7 +21,7 @@ from .conftest import CREATE_USERS, PASSWORDS, STAFF, Live, log_in, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.real_engine, pytest.mark.timeout(240)]
 
-ENGINES = ("codex", "gemini", "claude", "qwen")
+ENGINES = ("codex", "gemini", "claude", "qwen", "opencode", "kilo")
 # No `timeout` wrapper: it makes its own process group, which Gemini's pseudo-terminal then stops.
 HOLD_TOOL = {"shell": "until [ -f release.flag ]; do sleep 0.05; done; echo released"}
 QUESTION = "Which city would you like to visit, and for how many days?"

@@ -39,7 +39,17 @@ ARGV_TABLE: dict[tuple[str, str], list[str] | None] = {
     ("claude", "resume"): None,
     ("qwen", "first"): ["B", "--yolo", "--output-format", "stream-json", "-m", "M", "-p", "P"],
     ("qwen", "resume"): ["B", "--resume", "S", "--yolo", "--output-format", "stream-json", "-m", "M", "-p", "P"],
+    # The prompt goes on stdin (below); a first turn is titled after its skill.
+    ("opencode", "first"): ["B", "run", "--format", "json", "--auto", "--thinking", "--title", "demo-skill"]
+    + ["-m", "skillrunner/M"],
+    ("opencode", "resume"): ["B", "run", "--format", "json", "--auto", "--thinking", "--session", "S"]
+    + ["-m", "skillrunner/M"],
+    ("kilo", "first"): ["B", "run", "--format", "json", "--auto", "--thinking", "--title", "demo-skill"]
+    + ["-m", "skillrunner/M"],
+    ("kilo", "resume"): ["B", "run", "--format", "json", "--auto", "--thinking", "--session", "S"]
+    + ["-m", "skillrunner/M"],
 }
+PROMPT_ON_STDIN = {"opencode", "kilo"}
 
 
 def _binary(engine: str, tmp_path: Path) -> Path:
@@ -63,6 +73,7 @@ def test_command_table_engine_mode_turn(tmp_path: Path, engine: str, turn: str, 
         }
         return
     assert adapter.command(request, config) == [str(binary), *expected[1:]]
+    assert adapter.stdin_prompt(request) == ("P" if engine in PROMPT_ON_STDIN else None)
 
 
 def test_every_registered_engine_is_in_the_table() -> None:
@@ -119,6 +130,8 @@ def test_interactive_resume_turn_commands_keep_auto_flags(tmp_path: Path) -> Non
         ("iflow", ["--yolo", "--thinking"]),
         ("claude", ["--dangerously-skip-permissions"]),
         ("qwen", ["--yolo"]),
+        ("opencode", ["--auto"]),
+        ("kilo", ["--auto"]),
     ],
 )
 def test_auto_flags_function_per_engine(tmp_path: Path, engine: str, flags: list[str]) -> None:
@@ -188,6 +201,13 @@ def test_codex_auto_flag_probe_on_installed_cli_picks_an_accepted_flag(tmp_path:
         assert flag == YOLO  # 0.169 has no --full-auto; --yolo is its hidden alias of the bypass flag
 
 
+def test_opencode_model_falls_back_to_the_first_listed_one(tmp_path: Path) -> None:
+    """`-m` is always there: the provider entry the adapter writes declares that one model."""
+    adapter = get_adapter("opencode")
+    argv = adapter.command(make_request(tmp_path), make_config(tmp_path, "opencode"))
+    assert argv[argv.index("-m") + 1] == f"skillrunner/{adapter.known_models[0]}"
+
+
 def test_model_flag_only_when_a_model_is_known(tmp_path: Path) -> None:
     gemini = get_adapter("gemini")
     assert "-m" not in gemini.command(make_request(tmp_path), make_config(tmp_path, "gemini"))
@@ -221,6 +241,8 @@ def test_profiles_and_skill_roots() -> None:
         "iflow": "resumable",
         "claude": "sticky_process",
         "qwen": "resumable",
+        "opencode": "resumable",
+        "kilo": "resumable",
     }
     assert {name: a.skill_root for name, a in ADAPTERS.items()} == {
         "codex": ".codex",
@@ -228,9 +250,11 @@ def test_profiles_and_skill_roots() -> None:
         "iflow": ".iflow",
         "claude": ".claude",
         "qwen": ".qwen",
+        "opencode": ".opencode",
+        "kilo": ".kilo",
     }
 
 
 def test_get_adapter_unknown_engine_names_the_known_ones() -> None:
     with pytest.raises(KeyError, match="codex"):
-        get_adapter("opencode")
+        get_adapter("no-such-engine")

@@ -10,7 +10,7 @@ import pytest
 
 from engines.registry import ENGINE_NAMES, get_adapter
 
-from .fakes import fake_codex, make_config, write_script
+from .fakes import fake_codex, make_config, make_request, write_script
 
 
 @pytest.mark.parametrize("engine", ENGINE_NAMES)
@@ -88,6 +88,69 @@ def test_iflow_home_settings_carry_key_and_endpoint(tmp_path: Path) -> None:
     settings = json.loads((config.home / "home" / ".iflow" / "settings.json").read_text())
     assert settings["apiKey"] == "i-key" and settings["baseUrl"] == "https://example.test/v1"
     assert settings["modelName"] == "glm-4.6"
+
+
+# The OpenCode family: (config folder and file name, variable prefix, plugin package, skill folder).
+OPENCODE_FAMILY = {
+    "opencode": ("opencode", "OPENCODE", "@opencode-ai/plugin", ".opencode"),
+    "kilo": ("kilo", "KILO", "@kilocode/plugin", ".kilo"),
+}
+
+
+@pytest.mark.parametrize("engine", sorted(OPENCODE_FAMILY))
+def test_opencode_home_points_one_openai_compatible_provider_at_the_endpoint(tmp_path: Path, engine: str) -> None:
+    """R-EN8: the provider entry names the endpoint and reads the key from the environment (never
+    written to disk); the CLI's folders are in the home; nothing is fetched or loaded from the
+    run directory; the activity plugin is in place and the plugin package counts as installed."""
+    app, prefix, plugin, skill_root = OPENCODE_FAMILY[engine]
+    adapter = get_adapter(engine)
+    config = make_config(
+        tmp_path, engine, api_key="o-key", base_url="http://127.0.0.1:18005/v1", extra_env={"XDG_CONFIG_HOME": "/x"}
+    )
+    adapter.prepare_turn(make_request(tmp_path, model="m-1"), config)
+    adapter.prepare_turn(make_request(tmp_path, model="m-1"), config)  # idempotent
+    folder = config.home / "config" / app
+    written = json.loads((folder / f"{app}.json").read_text())
+    provider = written["provider"]["skillrunner"]
+    assert provider["npm"] == "@ai-sdk/openai-compatible"
+    assert provider["options"] == {
+        "baseURL": "http://127.0.0.1:18005/v1",
+        "apiKey": "{env:SKILLRUNNER_PROVIDER_API_KEY}",
+    }
+    assert list(provider["models"]) == ["m-1"] and written["model"] == "skillrunner/m-1"
+    assert written["enabled_providers"] == ["skillrunner"]
+    assert written["skills"]["paths"] == [str((tmp_path / "run" / skill_root / "skills").resolve())]
+    assert "o-key" not in (folder / f"{app}.json").read_text()
+    assert "skillrunner_tool_start" in (folder / "plugins" / "skillrunner-activity.js").read_text()
+    assert (folder / "node_modules").is_dir()
+    assert json.loads((folder / "package-lock.json").read_text())["packages"][""]["dependencies"] == {plugin: "*"}
+    env = adapter.environment(config)
+    assert env["SKILLRUNNER_PROVIDER_API_KEY"] == "o-key"
+    assert env["XDG_CONFIG_HOME"] == str(config.home / "config")  # the home's, whatever the operator set
+    assert env["XDG_DATA_HOME"] == str(config.home / "data")
+    for switch in ("PROJECT_CONFIG", "EXTERNAL_SKILLS", "AUTOUPDATE", "MODELS_FETCH", "SHARE", "LSP_DOWNLOAD"):
+        assert env[f"{prefix}_DISABLE_{switch}"] == "1", switch
+
+
+def test_kilo_leaves_its_own_services_off(tmp_path: Path) -> None:
+    """Telemetry, its background daemon, session upload, presence and code indexing; few retries."""
+    env = get_adapter("kilo").environment(make_config(tmp_path, "kilo"))
+    assert env["KILO_TELEMETRY_LEVEL"] == "off" and env["KILO_NO_DAEMON"] == "1"
+    for switch in ("SESSION_INGEST", "PRESENCE", "CODEBASE_INDEXING"):
+        assert env[f"KILO_DISABLE_{switch}"] == "1", switch
+    assert int(env["KILO_SESSION_RETRY_LIMIT"]) <= 2
+
+
+@pytest.mark.parametrize("engine", sorted(OPENCODE_FAMILY))
+def test_opencode_without_base_url_talks_to_openai(tmp_path: Path, engine: str) -> None:
+    app = OPENCODE_FAMILY[engine][0]
+    adapter = get_adapter(engine)
+    config = make_config(tmp_path, engine)
+    adapter.prepare_turn(make_request(tmp_path), config)
+    written = json.loads((config.home / "config" / app / f"{app}.json").read_text())
+    assert written["provider"]["skillrunner"]["options"]["baseURL"] == "https://api.openai.com/v1"
+    assert adapter.default_provider_url == "https://api.openai.com/v1"  # the one host `provider` mode lets through
+    assert "SKILLRUNNER_PROVIDER_API_KEY" not in adapter.environment(config)
 
 
 def test_detect_version_is_cached_per_binary(tmp_path: Path) -> None:

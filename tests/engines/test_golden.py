@@ -39,6 +39,12 @@ def recorded(engine: str, scenario: str) -> tuple[str, str, int]:
         ("qwen", "plain", "PLAIN_REPLY to: hello there"),
         ("qwen", "resume_turn1", "REPLY turns=1 last=first message"),
         ("qwen", "resume_turn2", "REPLY turns=2 last=second message"),
+        ("opencode", "plain", "PLAIN_REPLY to: hello there"),
+        ("opencode", "resume_turn1", "REPLY turns=1 last=first message"),
+        ("opencode", "resume_turn2", "REPLY turns=2 last=second message"),
+        ("kilo", "plain", "PLAIN_REPLY to: hello there"),
+        ("kilo", "resume_turn1", "REPLY turns=1 last=first message"),
+        ("kilo", "resume_turn2", "REPLY turns=2 last=second message"),
     ],
 )
 def test_golden_plain_text_turns(engine: str, scenario: str, text: str) -> None:
@@ -50,7 +56,7 @@ def test_golden_plain_text_turns(engine: str, scenario: str, text: str) -> None:
     assert auto.outcome == "final" and auto.final_data is None
 
 
-@pytest.mark.parametrize("engine", ["codex", "gemini", "qwen"])
+@pytest.mark.parametrize("engine", ["codex", "gemini", "qwen", "opencode", "kilo"])
 def test_golden_resume_keeps_the_session_handle(engine: str) -> None:
     first = get_adapter(engine).parse(*recorded(engine, "resume_turn1"), "interactive")
     second = get_adapter(engine).parse(*recorded(engine, "resume_turn2"), "interactive")
@@ -58,7 +64,7 @@ def test_golden_resume_keeps_the_session_handle(engine: str) -> None:
     assert second.session_handle in RECORDINGS[(engine, "resume_turn2")]["note"]
 
 
-@pytest.mark.parametrize("engine", ["codex", "gemini", "claude", "qwen"])
+@pytest.mark.parametrize("engine", ["codex", "gemini", "claude", "qwen", "opencode", "kilo"])
 def test_golden_tool_call_output_is_not_the_final_message(engine: str) -> None:
     result = get_adapter(engine).parse(*recorded(engine, "tool_call"), "interactive")
     assert result.assistant_text.startswith("TOOL_RESULT_SEEN")
@@ -67,7 +73,14 @@ def test_golden_tool_call_output_is_not_the_final_message(engine: str) -> None:
 
 @pytest.mark.parametrize(
     "engine,scenario",
-    [("codex", "turn_failed_500"), ("gemini", "error_500"), ("claude", "error_500"), ("qwen", "error_400")],
+    [
+        ("codex", "turn_failed_500"),
+        ("gemini", "error_500"),
+        ("claude", "error_500"),
+        ("qwen", "error_400"),
+        ("opencode", "error_400"),
+        ("kilo", "error_500"),
+    ],
 )
 def test_golden_http_error_is_an_engine_failure(engine: str, scenario: str) -> None:
     result = get_adapter(engine).parse(*recorded(engine, scenario), "interactive")
@@ -78,7 +91,12 @@ def test_golden_http_error_is_an_engine_failure(engine: str, scenario: str) -> N
 
 @pytest.mark.parametrize(
     "engine,scenario,message",
-    [("gemini", "error_500", "scripted HTTP 500"), ("qwen", "error_400", "scripted bad request")],
+    [
+        ("gemini", "error_500", "scripted HTTP 500"),
+        ("qwen", "error_400", "scripted bad request"),
+        ("opencode", "error_400", "scripted HTTP 400"),
+        ("kilo", "error_500", "scripted HTTP 500"),
+    ],
 )
 def test_golden_error_result_event_names_the_error(engine: str, scenario: str, message: str) -> None:
     result = get_adapter(engine).parse(*recorded(engine, scenario), "auto")
@@ -92,7 +110,7 @@ def activity_of(engine: str, scenario: str) -> list[dict]:
     return [item for line in stdout.splitlines() for item in parser.feed(line)]
 
 
-@pytest.mark.parametrize("engine", ["codex", "gemini", "claude", "qwen"])
+@pytest.mark.parametrize("engine", ["codex", "gemini", "claude", "qwen", "opencode", "kilo"])
 def test_golden_tool_call_activity(engine: str) -> None:
     """R-AC1: a recorded tool call yields started then finished with its command and output."""
     items = activity_of(engine, "tool_call")
@@ -115,6 +133,19 @@ def test_golden_reasoning_activity_comes_before_the_tool(engine: str) -> None:
     assert items[1]["type"] == "tool"
 
 
+@pytest.mark.parametrize("engine", ["opencode", "kilo"])
+def test_golden_opencode_reasoning_arrives_while_the_tool_runs(engine: str) -> None:
+    """OpenCode (and Kilo) print a reasoning part once the stream has moved on, by which time the
+    plugin has already announced the tool: the reasoning comes between the tool's start and end."""
+    items = activity_of(engine, "tool_call")
+    assert [(item["type"], item.get("phase")) for item in items] == [
+        ("tool", "started"),
+        ("reasoning", None),
+        ("tool", "finished"),
+    ]
+    assert items[1]["text"] == "I will write the file first."
+
+
 @pytest.mark.parametrize(
     "engine,scenario,expected",
     [
@@ -124,6 +155,8 @@ def test_golden_reasoning_activity_comes_before_the_tool(engine: str) -> None:
         ("qwen", "tool_call", {"input_tokens": 35, "output_tokens": 61, "cached_input_tokens": 0, "cost_usd": None}),
         # The resumed turn's own tokens: its result event counts the first turn's as well.
         ("qwen", "resume_turn2", {"input_tokens": 25, "output_tokens": 8}),
+        ("opencode", "tool_call", {"input_tokens": 35, "output_tokens": 26, "reasoning_tokens": 7, "cost_usd": None}),
+        ("kilo", "tool_call", {"input_tokens": 35, "reasoning_tokens": 7, "cost_usd": None}),
     ],
 )
 def test_golden_usage(engine: str, scenario: str, expected: dict) -> None:

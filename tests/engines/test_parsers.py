@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engines.registry import get_adapter
+from engines.registry import ENGINE_NAMES, get_adapter
 from engines.types import FAILURE_ENGINE
 
 IFLOW_DATA = Path(__file__).parent / "data" / "iflow"
@@ -372,7 +372,7 @@ def test_qwen_result_error_names_the_api_error_and_usage_sums_the_calls() -> Non
     }
 
 
-@pytest.mark.parametrize("engine", ["codex", "gemini", "iflow", "claude", "qwen"])
+@pytest.mark.parametrize("engine", ENGINE_NAMES)
 def test_every_adapter_fills_stdout_stderr_and_exit_code(engine: str) -> None:
     result = get_adapter(engine).parse("out", "err", 3, "auto")
     assert (result.stdout, result.stderr, result.exit_code, result.outcome) == ("out", "err", 3, "error")
@@ -414,3 +414,153 @@ def test_codex_activity_items() -> None:
     assert (items[3]["phase"], items[3]["name"]) == ("started", "s.q")
     assert items[4]["status"] == "failed" and '"no"' in items[4]["output"]
     assert len(items) == 5  # "All done." is the final answer
+
+
+# --- opencode family (`run --format json`; shapes as the pinned CLIs print them) -------------------
+
+OPENCODE_FAMILY = ["opencode", "kilo"]
+SESSION = "ses_main"
+
+
+def oc(kind: str, session: str = SESSION, **part) -> dict:
+    return {"type": kind, "timestamp": 1, "sessionID": session, "part": part}
+
+
+def oc_tool(call: str, tool: str, tool_input: dict, status: str = "completed", **state) -> dict:
+    times = {"start": 1000, "end": 1250}
+    return oc(
+        "tool_use",
+        type="tool",
+        tool=tool,
+        callID=call,
+        state={"status": status, "input": tool_input, "time": times, **state},
+    )
+
+
+def oc_step(
+    reason: str, input_tokens: int = 10, output: int = 5, reasoning: int = 0, cache_read: int = 0, cost=0
+) -> dict:
+    tokens = {
+        "input": input_tokens,
+        "output": output,
+        "reasoning": reasoning,
+        "cache": {"read": cache_read, "write": 0},
+    }
+    return oc("step_finish", type="step-finish", reason=reason, tokens=tokens, cost=cost)
+
+
+@pytest.mark.parametrize("engine", OPENCODE_FAMILY)
+def test_opencode_final_message_is_the_text_after_the_last_tool(engine: str) -> None:
+    stdout = jsonl(
+        {"type": "skillrunner_tool_start", "sessionID": SESSION, "part": {"callID": "c1", "tool": "bash"}},
+        oc("step_start", type="step-start"),
+        oc("text", type="text", text="Let me look first."),
+        oc_tool("c1", "bash", {"command": "cat notes.md"}, output='{"__SKILL_DONE__": true}', metadata={"exit": 0}),
+        oc_step("tool-calls", 20, 8, 3, cache_read=4),
+        oc("step_start", type="step-start"),
+        oc("text", type="text", text='```json\n{"x": 1, "__SKILL_DONE__": true}\n```'),
+        oc_step("stop", 30, 6),
+    )
+    result = get_adapter(engine).parse(stdout, "", 0, "interactive")
+    assert result.session_handle == SESSION
+    assert result.outcome == "final" and result.final_data == {"x": 1} and result.done_marker_found
+    # Input with its cache reads, output with its reasoning, as the provider counted them;
+    # the CLI's cost of 0 is its model config knowing no price: unreported.
+    assert result.usage == {
+        "input_tokens": 54,
+        "cached_input_tokens": 4,
+        "output_tokens": 17,
+        "reasoning_tokens": 3,
+        "cost_usd": None,
+    }
+
+
+@pytest.mark.parametrize("engine", OPENCODE_FAMILY)
+def test_opencode_marker_only_in_tool_output_is_not_evidence(engine: str) -> None:
+    stdout = jsonl(
+        oc_tool("c1", "read", {"filePath": "/r/a.json"}, output='{"__SKILL_DONE__": true}'),
+        oc_step("tool-calls"),
+        oc("text", type="text", text="Which colour do you prefer?"),
+        oc_step("stop", cost=0.0125),
+    )
+    result = get_adapter(engine).parse(stdout, "", 0, "interactive")
+    assert result.outcome == "ask_user" and result.done_marker_found is False
+    assert result.assistant_text == "Which colour do you prefer?"
+    assert result.usage["cost_usd"] == pytest.approx(0.0125)
+
+
+@pytest.mark.parametrize("engine", OPENCODE_FAMILY)
+def test_opencode_error_event_is_an_engine_error(engine: str) -> None:
+    error = {"name": "APIError", "data": {"message": "scripted HTTP 400 at step 0", "statusCode": 400}}
+    stdout = jsonl({"type": "error", "timestamp": 1, "sessionID": SESSION, "error": error})
+    result = get_adapter(engine).parse(stdout, "", 1, "interactive")
+    assert result.outcome == "error" and result.failure_reason == FAILURE_ENGINE
+    assert result.failure_message == "scripted HTTP 400 at step 0"
+    assert result.session_handle == SESSION
+
+
+@pytest.mark.parametrize("engine", OPENCODE_FAMILY)
+def test_opencode_without_a_finished_step_fails(engine: str) -> None:
+    """A resumed session run from another directory prints nothing and exits 0."""
+    result = get_adapter(engine).parse("", "Session not found\n", 0, "auto")
+    assert result.outcome == "error"
+    assert result.failure_message == f"{engine} printed no step_finish event: Session not found"
+
+
+@pytest.mark.parametrize("engine", OPENCODE_FAMILY)
+def test_opencode_activity_tools_plans_files_and_subagents(engine: str) -> None:
+    """R-AC1: a tool starts with the plugin's line and ends with tool_use; a subagent's tools (its
+    own session) are left out; a todo list is a plan; a written file is a file change."""
+    start = lambda call, tool, tool_input, session=SESSION: {  # noqa: E731
+        "type": "skillrunner_tool_start",
+        "sessionID": session,
+        "part": {"callID": call, "tool": tool, "input": tool_input},
+    }
+    todos = [{"content": "draft", "status": "completed"}, {"content": "polish", "status": "pending"}]
+    events = [
+        start("t1", "bash", {"command": "false", "description": "fails"}),
+        oc("step_start", type="step-start"),
+        oc("reasoning", type="reasoning", text="Trying the command."),
+        oc_tool("t1", "bash", {"command": "false"}, output="", metadata={"exit": 1}),
+        oc("text", type="text", text="That failed; writing instead."),
+        start("t2", "task", {"description": "look around"}),
+        start("s1", "bash", {"command": "ls"}, session="ses_child"),
+        oc_tool("t2", "task", {"description": "look around"}, output="nothing there"),
+        start("t3", "todowrite", {"todos": todos}),
+        oc_tool("t3", "todowrite", {"todos": todos}),
+        start("t4", "write", {"filePath": "/r/artifacts/a.md", "content": "x"}),
+        oc_tool("t4", "write", {"filePath": "/r/artifacts/a.md", "content": "x"}, output="Wrote file"),
+        oc_tool("t5", "edit", {"filePath": "/r/b.md"}, status="error", error="oldString not found"),
+        oc("text", type="text", text="Done."),
+        oc_step("stop"),
+    ]
+    parser = get_adapter(engine).activity_parser()
+    items = [item for event in events for item in parser.feed(json.dumps(event))]
+    assert [(i["type"], i.get("phase"), i.get("name")) for i in items] == [
+        ("tool", "started", "bash"),
+        ("reasoning", None, None),
+        ("tool", "finished", "bash"),
+        ("message", None, None),
+        ("tool", "started", "task"),
+        ("tool", "finished", "task"),
+        ("plan", None, None),
+        ("tool", "started", "write"),
+        ("tool", "finished", "write"),
+        ("file_change", None, None),
+        ("tool", "finished", "edit"),
+    ]
+    failed = items[2]
+    assert (failed["status"], failed["exit_code"], failed["duration_ms"], failed["command"]) == (
+        "failed",
+        1,
+        250,
+        "false",
+    )
+    assert items[3]["text"] == "That failed; writing instead."
+    assert items[6]["items"] == [{"text": "draft", "done": True}, {"text": "polish", "done": False}]
+    assert items[9]["paths"] == ["/r/artifacts/a.md"]
+    assert (items[10]["status"], items[10]["output"], items[10]["command"]) == (
+        "failed",
+        "oldString not found",
+        "/r/b.md",
+    )

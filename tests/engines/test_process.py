@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -111,6 +112,19 @@ def test_runs_in_cwd_with_closed_stdin_and_only_the_given_env(tmp_path: Path) ->
     assert result.exit_code == 0 and result.failure_reason is None
 
 
+def test_stdin_text_is_read_whole_then_end_of_file(tmp_path: Path) -> None:
+    """A prompt on stdin (OpenCode alters one given as an argument): every byte, then EOF, even
+    past a pipe's buffer, and a process that never reads it still finishes."""
+    prompt = 'say "hi"\n-5 °C\n' + "x" * 200_000
+    script = "import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())"
+    result = run_process(
+        ["python3", "-c", script], cwd=tmp_path, env=ENV, control=FakeControl(), hard_timeout=30, stdin_text=prompt
+    )
+    assert result.stdout == hashlib.sha256(prompt.encode()).hexdigest() + "\n"
+    ignored = run_process(["true"], cwd=tmp_path, env=ENV, control=FakeControl(), hard_timeout=30, stdin_text=prompt)
+    assert ignored.exit_code == 0 and ignored.failure_reason is None
+
+
 def test_leftover_children_holding_the_pipes_do_not_block_the_turn(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     started = time.monotonic()
@@ -153,7 +167,7 @@ def test_missing_binary_is_a_spawn_failure(tmp_path: Path) -> None:
     assert control.pids == []
 
 
-@pytest.mark.parametrize("engine", ["codex", "gemini", "iflow", "claude", "qwen"])
+@pytest.mark.parametrize("engine", ["codex", "gemini", "iflow", "claude", "qwen", "opencode", "kilo"])
 def test_run_turn_with_missing_binary_reports_engine_spawn_failed(tmp_path: Path, engine: str) -> None:
     result = get_adapter(engine).run_turn(
         make_request(tmp_path), make_config(tmp_path, tmp_path / "missing" / engine), FakeControl()

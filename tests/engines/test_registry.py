@@ -26,13 +26,25 @@ print(json.dumps({"session": session, "message": json.dumps({"echo": prompt.stri
 
 
 def test_the_built_in_engines_are_found_in_listing_order():
-    assert registry.ENGINE_NAMES == ("codex", "gemini", "iflow", "claude", "qwen")
+    assert registry.ENGINE_NAMES == ("codex", "gemini", "iflow", "claude", "opencode", "qwen", "kilo")
     assert registry.discover("engines").keys() == registry.ADAPTERS.keys()
 
 
 def test_control_names_come_from_the_adapters():
     """R-SK2: what configures a CLI is named by its adapter, and archives refuse exactly that."""
-    assert registry.CONTROL_NAMES == {".codex", ".gemini", ".iflow", ".claude", ".qwen", ".mcp.json", ".env", ".agents"}
+    assert registry.CONTROL_NAMES == {
+        ".codex",
+        ".gemini",
+        ".iflow",
+        ".claude",
+        ".qwen",
+        ".mcp.json",
+        ".env",
+        ".agents",
+        ".opencode",
+        ".kilo",
+        ".kilocode",
+    }
     assert archives.CONTROL_NAMES is registry.CONTROL_NAMES
 
 

@@ -1,6 +1,6 @@
-"""Output repair with the REAL Codex, Gemini CLI, Claude Code and Qwen Code against the scripted model server
-(R-RP1, R-RP2): the first answer fails the output schema, the repair prompt goes to the same
-session (a resumed process for Codex, Gemini and Qwen Code, the next stdin message of Claude's resident
+"""Output repair with the REAL Codex, Gemini CLI, Claude Code, Qwen Code, OpenCode and Kilo against the
+scripted model server (R-RP1, R-RP2): the first answer fails the output schema, the repair prompt goes to
+the same session (a resumed process for Codex, Gemini, Qwen Code, OpenCode and Kilo, the next stdin message of Claude's resident
 process) and the fixed answer ends the run `succeeded` with repair_level "reprompt"; an answer
 that stays invalid fails as before once the rounds run out; a cancel stops a repair round.
 """
@@ -17,7 +17,7 @@ from tests.support.clients import client_for
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 
-ENGINES = ("codex", "gemini", "claude", "qwen")
+ENGINES = ("codex", "gemini", "claude", "qwen", "opencode", "kilo")
 HAIKU = {
     "topic": "autumn sea",
     "haiku": ["grey waves fold", "a gull leans on the wind", "salt on the lantern"],

@@ -197,6 +197,16 @@ def test_conversation_counts_chat_messages():
     assert conv.tool_results == ["done"]
 
 
+def test_kilos_environment_details_are_not_the_users_text():
+    details = (
+        "\n<environment_details>\nMessage time: 2026-11-28T19:10:37Z\nWorking directory: /r\n</environment_details>"
+    )
+    conv = conversation_from_chat(
+        chat_body({"role": "user", "content": [{"type": "text", "text": "plan it" + details}]})
+    )
+    assert conv.user_texts == ["plan it"]
+
+
 def test_gemini_stream_side_calls_and_count_tokens():
     with ScriptedModelServer([{"text": "hello gemini"}]) as srv:
         body = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}

@@ -1,5 +1,5 @@
-"""The real Codex, Gemini CLI, Claude Code and Qwen Code driven through the job API against the scripted
-model server: tool calls that write artifacts, interactive questions, replies and resumed sessions.
+"""The real Codex, Gemini CLI, Claude Code, Qwen Code, OpenCode and Kilo driven through the job API against
+the scripted model server: tool calls that write artifacts, interactive questions, replies and resumed sessions.
 
 django-q2 runs turns inline in these tests (tests/settings.py), so each POST returns once its turn
 is over; the engine, its command line, its home and its output parsing are all the real thing.
@@ -20,7 +20,7 @@ from tests.support.scripted_model_server import ScriptedModelServer
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 
-ENGINES = ("codex", "gemini", "claude", "qwen")
+ENGINES = ("codex", "gemini", "claude", "qwen", "opencode", "kilo")
 HAIKU = {
     "topic": "autumn sea",
     "haiku": ["grey waves fold", "a gull leans on the wind", "salt on the lantern"],

@@ -1,5 +1,5 @@
-"""A package in today's format end to end with the real Codex CLI and the scripted model
-(R-OU1, R-SK7, R-SK8, R-SK9): tests/support/skills/field-notes, whose model writes its report at a
+"""A package in today's format end to end with the real Codex and OpenCode CLIs and the scripted
+model (R-OU1, R-SK7, R-SK8, R-SK9): tests/support/skills/field-notes, whose model writes its report at a
 path of its choosing with a script that imports the skill's runtime dependency, lists a figure in
 an artifact manifest by absolute path, and returns the paths. The files end up in the result, the
 bundle and GET …/artifacts; the template was the prompt; the skill's model and reasoning effort
@@ -14,7 +14,7 @@ import zipfile
 
 import pytest
 
-from tests.real_engines.conftest import require_engine
+from tests.support.engine_env import SERVICE_MODELS, SERVICE_URL_PATHS, require_engine
 from tests.support.scripted_model_server import ScriptedModelServer
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
@@ -26,6 +26,12 @@ WRITE_FILES = (
     'printf \'{"figure": "%s/drafts/figure.txt"}\' "$PWD" > drafts/sources.json'
 )
 ANSWER = {"summary": "Two tides a day.", "report": "drafts/tides.md", "chart": None, "sources": "drafts/sources.json"}
+# The skill's model (assets/codex_config.toml, assets/opencode_config.json) as the model server saw
+# it, and where its reasoning effort is in the request body.
+SKILL_DEFAULTS_SEEN = {
+    "codex": ("gpt-5.1-codex-mini", lambda body: body["reasoning"]["effort"]),
+    "opencode": ("field-notes-model", lambda body: body["reasoning_effort"]),
+}
 
 
 @pytest.fixture
@@ -34,20 +40,21 @@ def model_server():
         yield server
 
 
-def test_todays_package_runs_end_to_end_with_real_codex(api, install_skill, settings, model_server):
+@pytest.mark.parametrize("engine", sorted(SKILL_DEFAULTS_SEEN))
+def test_todays_package_runs_end_to_end_with_a_real_cli(engine, api, install_skill, settings, model_server):
     install_skill("field-notes")
     engines = {name: dict(conf) for name, conf in settings.SKILLRUNNER_ENGINES.items()}
-    engines["codex"].update(
-        binary=str(require_engine("codex")),
-        base_url=model_server.url + "/v1",
+    engines[engine].update(
+        binary=str(require_engine(engine)),
+        base_url=model_server.url + SERVICE_URL_PATHS.get(engine, ""),
         api_key="test-key-not-secret",
-        model="gpt-5.5",  # the operator's default; the skill's own model wins over it (R-SK9)
+        model=SERVICE_MODELS[engine],  # the operator's default; the skill's own model wins over it (R-SK9)
     )
     settings.SKILLRUNNER_ENGINES = engines
     model_server.set_script([{"shell": WRITE_FILES}, {"text": json.dumps(ANSWER)}])
 
     created = api.post(
-        "/v1/jobs", {"skill_id": "field-notes", "engine": "codex", "input": {"topic": "tides"}}, format="json"
+        "/v1/jobs", {"skill_id": "field-notes", "engine": engine, "input": {"topic": "tides"}}, format="json"
     )
     assert created.status_code == 200, created.content
     request_id = created.json()["request_id"]
@@ -76,6 +83,7 @@ def test_todays_package_runs_end_to_end_with_real_codex(api, install_skill, sett
     # R-SK8: the skill's template was the prompt.
     assert turns[0].latest_user_text.startswith("Use the skill field-notes to write field notes about tides")
     # R-SK9: the skill's model and reasoning effort, not the operator's default model.
-    assert {r.model for r in turns} == {"gpt-5.1-codex-mini"}
-    assert turns[0].body["reasoning"]["effort"] == "high"
+    model, effort = SKILL_DEFAULTS_SEEN[engine]
+    assert {r.model for r in turns} == {model}
+    assert effort(turns[0].body) == "high"
     assert turns[-1].tool_results, "the final model call carried no tool result"

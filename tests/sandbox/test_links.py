@@ -10,7 +10,7 @@ from engines.registry import get_adapter
 from engines.types import EngineConfig, SkillMaterial, TurnRequest
 
 
-@pytest.mark.parametrize("engine", ["codex", "gemini", "iflow", "claude", "qwen"])
+@pytest.mark.parametrize("engine", ["codex", "gemini", "iflow", "claude", "qwen", "opencode", "kilo"])
 def test_turn_preparation_replaces_links_instead_of_following_them(engine, tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -24,7 +24,7 @@ def test_turn_preparation_replaces_links_instead_of_following_them(engine, tmp_p
     # What a hostile agent leaves behind after its first turn:
     (run_dir / "artifacts").symlink_to(outside)
     (run_dir / adapter.skill_root).symlink_to(outside)
-    for name in ("home", "tmp", ".gemini", ".qwen", "config.toml"):
+    for name in ("home", "tmp", ".gemini", ".qwen", "config.toml", "config"):
         (home / name).symlink_to(outside / name if name == "config.toml" else outside)
 
     request = TurnRequest(run_dir, "go", "auto", SkillMaterial("s", skill), hard_timeout_seconds=5)

@@ -1,4 +1,5 @@
-"""Red team with the real Codex, Gemini, Claude Code and Qwen Code CLIs (SPEC §11, R-SB2, R-SB3, R-SB5).
+"""Red team with the real Codex, Gemini, Claude Code, Qwen Code, OpenCode and Kilo CLIs (SPEC §11, R-SB2,
+R-SB3, R-SB5).
 
 The scripted model makes each CLI call its own shell tool with one command that tries the
 essential escapes — other runs' files, the secret key, the database, writing into the data
@@ -25,7 +26,14 @@ from .conftest import SERVER_SECRET_KEY, VICTIM_SECRET, http_probe
 pytestmark = [pytest.mark.real_engine, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 
 REAL_KEY = "operator-real-key-8086"
-KEY_HEADERS = {"codex": "authorization", "gemini": "x-goog-api-key", "claude": "x-api-key", "qwen": "authorization"}
+KEY_HEADERS = {
+    "codex": "authorization",
+    "gemini": "x-goog-api-key",
+    "claude": "x-api-key",
+    "qwen": "authorization",
+    "opencode": "authorization",
+    "kilo": "authorization",
+}
 HAIKU = {"topic": "sea", "haiku": ["waves fold", "into the grey", "morning"], "haiku_file": "artifacts/haiku.md"}
 
 
@@ -52,7 +60,7 @@ def _probe_command(victim, provider_url: str) -> str:
     return "; ".join(steps)
 
 
-@pytest.mark.parametrize("engine", ["codex", "gemini", "claude", "qwen"])
+@pytest.mark.parametrize("engine", sorted(KEY_HEADERS))
 def test_real_cli_shell_tool_cannot_escape_or_see_the_key(engine, api, victim, settings):
     with ScriptedModelServer() as provider:
         settings.SKILLRUNNER_SANDBOX_NETWORK = "provider"

@@ -20,12 +20,11 @@ import zipfile
 import pytest
 from django.test import Client
 
+from engines.registry import ENGINE_NAMES
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
-KEYS = {
-    name: f"{name}-provider-key-0b9d41e7c2aa{index}"
-    for index, name in enumerate(("codex", "gemini", "iflow", "claude"))
-}
+KEYS = {name: f"{name}-provider-key-0b9d41e7c2aa{index}" for index, name in enumerate(ENGINE_NAMES)}
 PLAN = {"days": [{"day": 1, "activities": ["walk"]}], "plan_file": "artifacts/plan.md", "__SKILL_DONE__": True}
 
 
@@ -152,5 +151,5 @@ def test_an_engine_gets_its_own_key_and_no_other_engines_key(leaky_run, settings
     env = leaky_run["env"]
     values = set(env.values())
     assert KEYS["codex"] in values
-    assert [name for name in ("gemini", "iflow", "claude") if KEYS[name] in values] == []
+    assert [name for name in KEYS if name != "codex" and KEYS[name] in values] == []
     assert settings.SECRET_KEY not in values and not any(settings.SECRET_KEY in v for v in values)

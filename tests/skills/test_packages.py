@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from engines.registry import ENGINE_NAMES
 from skills.packages import SkillPackageError, artifacts_of, load_skill_dir
 from tests.conftest import BUNDLED_SKILLS, TEST_SKILLS
 
-ALL_ENGINES = ["codex", "gemini", "iflow", "claude", "qwen"]
+ALL_ENGINES = list(ENGINE_NAMES)
 
 
 @pytest.fixture
@@ -153,10 +154,7 @@ def test_effective_engines(pkg):
     """R-SK3: (engines or all) − unsupported_engines."""
     assert pkg.edit(engines=["codex", "gemini"]).load().effective_engines == ["codex", "gemini"]
     assert pkg.edit(engines=None, unsupported_engines=["gemini"]).load().effective_engines == [
-        "codex",
-        "iflow",
-        "claude",
-        "qwen",
+        engine for engine in ALL_ENGINES if engine != "gemini"
     ]
     assert pkg.edit(engines=["codex", "iflow"], unsupported_engines=["gemini"]).load().effective_engines == [
         "codex",
@@ -169,7 +167,7 @@ def test_effective_engines(pkg):
     [
         {"engines": ["codex"], "unsupported_engines": ["codex"]},  # overlap (R-SK2)
         {"unsupported_engines": ALL_ENGINES},  # nothing left (R-SK3)
-        {"engines": ["opencode"]},  # unknown engine
+        {"engines": ["no-such-engine"]},  # unknown engine
         {"engines": "codex"},
         {"unsupported_engines": [1]},
     ],

@@ -13,8 +13,10 @@ Layout of a home (one per CLI per test)::
     <home>/.gemini/    settings.json, sessions (GEMINI_CLI_HOME=<home>)
     <home>/.claude/    CLAUDE_CONFIG_DIR
     <home>/.qwen/      QWEN_HOME: settings.json, sessions
+    <home>/config/ …   XDG_CONFIG_HOME, XDG_DATA_HOME, … of OpenCode and Kilo (data/<cli>/<cli>.db)
 
-The per-engine docstrings (``codex_env``, ``gemini_env``, ``claude_env``, ``qwen_env``) say exactly which files and
+The per-engine docstrings (``codex_env``, ``gemini_env``, ``claude_env``, ``qwen_env``, ``opencode_env``,
+``kilo_env``) say exactly which files and
 variables are needed and why; the production adapters in ``engines/`` should mirror them.
 
 The module also holds the argv builders and a subprocess runner with a hard timeout that kills the
@@ -41,13 +43,18 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 CLI_DIR = REPO_ROOT / "engines" / "cli"
 BIN_DIR = CLI_DIR / "node_modules" / ".bin"
 
-ENGINES = ("codex", "gemini", "claude", "qwen")
+ENGINES = ("codex", "gemini", "claude", "qwen", "opencode", "kilo")
 API_KEY = "test-key"  # dummy; the scripted server accepts anything
 CODEX_MODEL = "gpt-5.5"  # a slug in Codex 0.169's bundled catalog -> no "model metadata" warning item
 GEMINI_MODEL = "gemini-2.5-flash"  # pinned: the default "auto" model adds a router side call per turn
 QWEN_MODEL = "qwen3-coder-plus"  # any name works; without one Qwen Code 0.24 asks for "qwen3.7-max"
 CODEX_PROVIDER_ID = "scripted"
 CODEX_KEY_ENV = "SCRIPTED_MODEL_API_KEY"
+OPENCODE_MODEL = "scripted-model"  # any name: the config's provider entry declares it
+# OpenCode and its fork Kilo: the prefix of their variables and the plugin package they install.
+OPENCODE_FAMILY = {"opencode": ("OPENCODE", "@opencode-ai/plugin"), "kilo": ("KILO", "@kilocode/plugin")}
+# CLIs given their prompt on stdin: both wrap any argument holding a space in literal quotes.
+PROMPT_ON_STDIN = set(OPENCODE_FAMILY)
 
 
 def engine_binary(engine: str) -> Path:
@@ -246,6 +253,69 @@ def qwen_env(server_url: str, home: Path) -> dict[str, str]:
     return env
 
 
+def opencode_env(server_url: str, home: Path, engine: str = "opencode") -> dict[str, str]:
+    """OpenCode 1.18.33 (and Kilo, ``engine="kilo"``: the same program with ``KILO_`` variables and
+    ``kilo`` folders): its XDG folders in ``home`` and the whole config in one variable.
+
+    * ``XDG_CONFIG_HOME``, ``XDG_DATA_HOME``, ``XDG_CACHE_HOME``, ``XDG_STATE_HOME`` -- everything
+      (config, the SQLite session store ``data/opencode/opencode.db``, logs, locks) stays in ``home``.
+    * ``OPENCODE_CONFIG_CONTENT`` -- a provider ``scripted`` (``npm: @ai-sdk/openai-compatible``,
+      bundled in the binary) with ``baseURL = <server>/v1`` (POST ``/v1/chat/completions``), the
+      model declared (an undeclared ``-m`` model fails the turn), and only that provider enabled.
+    * ``OPENCODE_DISABLE_MODELS_FETCH`` (models.dev), ``_AUTOUPDATE``, ``_SHARE``, ``_LSP_DOWNLOAD``,
+      ``_DEFAULT_PLUGINS``, ``_PROJECT_CONFIG`` -- nothing fetched, nothing read from the cwd.
+    * ``<config>/opencode/node_modules`` plus a ``package-lock.json`` naming ``@opencode-ai/plugin``:
+      otherwise the CLI fetches that package from the npm registry into its config folder.
+    * The adapter's activity plugin in ``<config>/opencode/plugins``: with it the stream has a
+      ``skillrunner_tool_start`` line as each tool starts, as the service sees it.
+    The prompt goes on stdin (see ``PROMPT_ON_STDIN``); resume with ``--session <sessionID>`` from
+    the same cwd (from another one the turn runs but prints nothing). A retryable error (5xx, 429,
+    connection refused) is retried 5 times with backoff (about a minute); no setting shortens it.
+    """
+    from engines.opencode_family import ACTIVITY_PLUGIN
+
+    prefix, plugin_package = OPENCODE_FAMILY[engine]
+    env = base_env(home)
+    dirs = {"XDG_CONFIG_HOME": "config", "XDG_DATA_HOME": "data", "XDG_CACHE_HOME": "cache", "XDG_STATE_HOME": "state"}
+    env.update({name: str(Path(home) / folder) for name, folder in dirs.items()})
+    config_dir = Path(home) / "config" / engine
+    (config_dir / "node_modules").mkdir(parents=True, exist_ok=True)
+    (config_dir / "package-lock.json").write_text(
+        json.dumps({"packages": {"": {"dependencies": {plugin_package: "*"}}}}), encoding="utf-8"
+    )
+    (config_dir / "plugins").mkdir(exist_ok=True)
+    (config_dir / "plugins" / "skillrunner-activity.js").write_text(ACTIVITY_PLUGIN, encoding="utf-8")
+    provider = {
+        "npm": "@ai-sdk/openai-compatible",
+        "options": {"baseURL": server_url.rstrip("/") + "/v1", "apiKey": API_KEY},
+        "models": {OPENCODE_MODEL: {"name": OPENCODE_MODEL, "tool_call": True}},
+    }
+    config = {
+        "provider": {"scripted": provider},
+        "enabled_providers": ["scripted"],
+        "model": f"scripted/{OPENCODE_MODEL}",
+    }
+    env[f"{prefix}_CONFIG_CONTENT"] = json.dumps(config)
+    for switch in ("MODELS_FETCH", "AUTOUPDATE", "SHARE", "LSP_DOWNLOAD", "DEFAULT_PLUGINS", "PROJECT_CONFIG"):
+        env[f"{prefix}_DISABLE_{switch}"] = "1"
+    return env
+
+
+def kilo_env(server_url: str, home: Path) -> dict[str, str]:
+    """Kilo 7.7.7: OpenCode's environment under its own names (``opencode_env``), and its own
+    services off -- PostHog telemetry (``KILO_TELEMETRY_LEVEL=off``; otherwise each run also waits
+    2 s at exit for it to give up), its shared daemon (``KILO_NO_DAEMON``), session upload and
+    presence on Kilo's servers, code indexing. ``KILO_SESSION_RETRY_LIMIT=1``: an HTTP 5xx is
+    retried once (0 means OpenCode's 5 retries with backoff). Kilo appends an
+    ``<environment_details>`` block (time, cwd) to each prompt.
+    """
+    env = opencode_env(server_url, home, "kilo")
+    env.update({"KILO_TELEMETRY_LEVEL": "off", "KILO_NO_DAEMON": "1", "KILO_SESSION_RETRY_LIMIT": "1"})
+    for switch in ("SESSION_INGEST", "PRESENCE", "CODEBASE_INDEXING"):
+        env[f"KILO_DISABLE_{switch}"] = "1"
+    return env
+
+
 def clear_stale_locks(env: dict[str, str]) -> None:
     """Remove Gemini's leftover ``projects.json.lock`` (see ``gemini_env``); no-op for others.
 
@@ -269,6 +339,8 @@ def engine_env(engine: str, server_url: str, home: Path) -> dict[str, str]:
         "gemini": gemini_env,
         "claude": claude_env,
         "qwen": qwen_env,
+        "opencode": opencode_env,
+        "kilo": kilo_env,
     }
     if engine not in builders:
         raise ValueError(f"unknown engine {engine!r}")
@@ -333,6 +405,14 @@ def qwen_argv(prompt: str, resume: str | None = None) -> list[str]:
     return argv + ["--yolo", "--output-format", "stream-json", "-m", QWEN_MODEL, "-p", prompt]
 
 
+def opencode_argv(resume: str | None = None, engine: str = "opencode") -> list[str]:
+    """``opencode run`` (or ``kilo run``) without its prompt, which goes on stdin; ``--auto``
+    approves the tools."""
+    argv = [str(engine_binary(engine)), "run", "--format", "json", "--auto", "--thinking"]
+    argv += ["--session", resume] if resume else ["--title", "golden"]
+    return argv + ["-m", f"scripted/{OPENCODE_MODEL}"]
+
+
 # ------------------------------------------------------------------------------------------------
 # Running a CLI with a hard timeout
 # ------------------------------------------------------------------------------------------------
@@ -382,8 +462,10 @@ def run_cli(
     env: dict[str, str],
     cwd: Path,
     timeout: float = 60.0,
+    stdin: str | None = None,
 ) -> CliRun:
-    """Run one CLI turn: stdin=DEVNULL, own session, output read to EOF, group killed at the end.
+    """Run one CLI turn: stdin=DEVNULL (or ``stdin``, then EOF), own session, output read to EOF,
+    group killed at the end.
 
     On timeout the whole process group is SIGKILLed and ``timed_out`` is True. Gemini's stale
     ``projects.json.lock`` is cleared before and after the run (see ``gemini_env``).
@@ -392,7 +474,7 @@ def run_cli(
     start = time.monotonic()
     proc = subprocess.Popen(
         list(argv),
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=str(cwd),
@@ -401,7 +483,7 @@ def run_cli(
     )
     timed_out = False
     try:
-        out, err = proc.communicate(timeout=timeout)
+        out, err = proc.communicate(None if stdin is None else stdin.encode(), timeout=timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
         kill_group(proc)
@@ -531,10 +613,17 @@ class ResidentCli:
 
 
 # Models the scripted server serves without extra side calls (CODEX_MODEL, GEMINI_MODEL above).
-SERVICE_MODELS = {"codex": CODEX_MODEL, "gemini": GEMINI_MODEL, "claude": "", "qwen": QWEN_MODEL}
+SERVICE_MODELS = {
+    "codex": CODEX_MODEL,
+    "gemini": GEMINI_MODEL,
+    "claude": "",
+    "qwen": QWEN_MODEL,
+    "opencode": OPENCODE_MODEL,
+    "kilo": OPENCODE_MODEL,
+}
 # What the service's base URL adds to the scripted server's: the OpenAI clients append their
 # endpoint (/responses, /chat/completions) to a base that ends in /v1.
-SERVICE_URL_PATHS = {"codex": "/v1", "qwen": "/v1"}
+SERVICE_URL_PATHS = {"codex": "/v1", "qwen": "/v1", "opencode": "/v1", "kilo": "/v1"}
 
 
 def require_engine(engine: str) -> Path:

@@ -35,6 +35,7 @@ from tests.support.engine_env import (
     engine_binary,
     engine_env,
     gemini_argv,
+    opencode_argv,
     qwen_argv,
     run_cli,
 )
@@ -113,8 +114,8 @@ def fresh(ctx: Ctx, script: Any) -> None:
     ctx.cwd.mkdir(parents=True)
 
 
-def run(ctx: Ctx, argv: list[str]) -> CliRun:
-    result = run_cli(argv, ctx.env, ctx.cwd, timeout=TIMEOUT)
+def run(ctx: Ctx, argv: list[str], stdin: str | None = None) -> CliRun:
+    result = run_cli(argv, ctx.env, ctx.cwd, timeout=TIMEOUT, stdin=stdin)
     check(not result.timed_out, f"{argv[0]} timed out", result)
     return result
 
@@ -245,7 +246,65 @@ def record_claude(ctx: Ctx) -> None:
     )
 
 
-RECORDERS = {"codex": record_codex, "gemini": record_gemini, "claude": record_claude, "qwen": record_qwen}
+# --- opencode ---------------------------------------------------------------------------------
+
+
+def opencode_session(result: CliRun) -> str:
+    return next(e["sessionID"] for e in result.json_lines() if e.get("type") == "step_start")
+
+
+# The recorded failure of each: OpenCode retries a 5xx 5 times with backoff whatever it is told,
+# Kilo as often as KILO_SESSION_RETRY_LIMIT says (1 in the test environment).
+OPENCODE_FAILURES = {
+    "opencode": (
+        "error_400",
+        400,
+        "HTTP 400 (not retried; a 500 is retried 5 times with backoff): an error event, exit 1",
+    ),
+    "kilo": ("error_500", 500, "HTTP 500 with KILO_SESSION_RETRY_LIMIT=1: one retry, an error event, exit 1"),
+}
+
+
+def record_opencode(ctx: Ctx) -> None:
+    """``opencode run --format json`` (or ``kilo run``), the prompt on stdin, the activity plugin
+    in its config."""
+    engine = ctx.engine
+    fresh(ctx, TEXT_SCRIPT)
+    r = run(ctx, opencode_argv(engine=engine), stdin="hello there")
+    check(r.returncode == 0 and "to: hello there" in r.stdout, f"{engine} plain", r)
+    ctx.save("plain", r, TEXT_SCRIPT, ["hello there"], note="prompt on stdin")
+
+    script = tool_script(engine)
+    fresh(ctx, script)
+    r = run(ctx, opencode_argv(engine=engine), stdin="please write the file")
+    check(r.returncode == 0 and (ctx.cwd / "out.txt").exists(), f"{engine} tool call", r)
+    ctx.save("tool_call", r, script, ["please write the file"], note="skillrunner_tool_start: the activity plugin")
+
+    fresh(ctx, RESUME_SCRIPT)
+    r1 = run(ctx, opencode_argv(engine=engine), stdin="first message")
+    check(r1.returncode == 0, f"{engine} resume turn 1", r1)
+    sid = opencode_session(r1)
+    r2 = run(ctx, opencode_argv(resume=sid, engine=engine), stdin="second message")
+    check(r2.returncode == 0 and "turns=2" in r2.stdout, f"{engine} resume turn 2", r2)
+    ctx.save("resume_turn1", r1, RESUME_SCRIPT, ["first message"])
+    ctx.save("resume_turn2", r2, RESUME_SCRIPT, ["second message"], note=f"--session {sid} from the same cwd")
+
+    scenario, status, note = OPENCODE_FAILURES[engine]
+    script = [{"http_error": status}]
+    fresh(ctx, script)
+    r = run(ctx, opencode_argv(engine=engine), stdin="this will fail")
+    check(r.returncode != 0 and '"type":"error"' in r.stdout, f"{engine} error", r)
+    ctx.save(scenario, r, script, ["this will fail"], note=note)
+
+
+RECORDERS = {
+    "codex": record_codex,
+    "gemini": record_gemini,
+    "claude": record_claude,
+    "qwen": record_qwen,
+    "opencode": record_opencode,
+    "kilo": record_opencode,
+}
 
 
 def cli_version(engine: str, env: dict[str, str], cwd: Path) -> str:

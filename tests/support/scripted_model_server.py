@@ -47,8 +47,8 @@ A script may also be a *selector* so that one server can serve several scenarios
      "default": [...]}
 
 Entries are tried in order against the most recent real user text (wrapper blocks such as Codex's
-``<environment_context>``, Gemini's ``<session_context>`` and Claude's ``<system-reminder>`` are
-removed first); the first entry whose ``contains`` substring occurs wins, else ``default``. A selector
+``<environment_context>``, Gemini's ``<session_context>``, Claude's ``<system-reminder>`` and Kilo's
+``<environment_details>`` are removed first); the first entry whose ``contains`` substring occurs wins, else ``default``. A selector
 (or a match entry) may set ``"count": "turn"`` so that ``N`` only counts the model outputs since the
 latest real user message, which makes per-turn scripts easy for multi-turn scenarios (the default is
 ``"count": "conversation"``).
@@ -101,6 +101,7 @@ _WRAPPER_TAGS = (
     "system-reminder",
     "user_instructions",
     "turn_aborted",
+    "environment_details",  # Kilo's, after the user's text
 )
 _WRAPPER_RE = re.compile(r"<({})\b[^>]*>.*?</\1>".format("|".join(re.escape(t) for t in _WRAPPER_TAGS)), re.DOTALL)
 # Codex sends project docs as a user message starting like this.

@@ -189,6 +189,8 @@ def test_handshake_that_is_not_json_is_400(db):
     [
         ("codex", "openai", ["minimal", "low", "medium", "high"]),
         ("qwen", "dashscope", ["low", "medium", "high", "xhigh", "max"]),
+        ("opencode", "openai", ["minimal", "low", "medium", "high"]),
+        ("kilo", "openai", ["minimal", "low", "medium", "high"]),
     ],
 )
 def test_models_carry_upstreams_fields(api, engine, provider, efforts):
