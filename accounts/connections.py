@@ -16,7 +16,6 @@ from datetime import timedelta
 from uuid import UUID
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.contrib.sessions.models import Session
 from django.db import transaction
 from django.db.models import Q
@@ -60,11 +59,13 @@ def open_connection(user, *, token: ApiToken | None = None, session_key: str | N
     """Count a new connection of `user`, or raise TooManyStreams (429) when they hold the most
     allowed, or NOT_AUTHENTICATED (401) when `token` was revoked, or the password of a browser
     session's user changed, since it authenticated the caller."""
-    lock_user(user)
+    # The password is read under the user's lock, after a password change's update committed or
+    # before it could start: a session the change ended is refused here or has its row ended by it.
+    stored_password = lock_user(user)
     now = timezone.now()
     if token is not None and not _unrevoked(token):
         raise ApplicationError("NOT_AUTHENTICATED", "this token has been revoked", status_code=401)
-    if session_key and not _same_password(user):
+    if session_key and stored_password != user.password:
         raise ApplicationError("NOT_AUTHENTICATED", "this session ended: the password changed", status_code=401)
     mine = LiveConnection.objects.filter(user=user)
     mine.filter(expires_at__lte=now).delete()  # left by a process that died
@@ -83,12 +84,6 @@ def _unrevoked(token: ApiToken) -> bool:
     connection here or finds its row when ending its connections, never neither."""
     still = ApiToken.objects.select_for_update().filter(pk=token.pk, revoked_at=None)
     return still.values_list("pk", flat=True).first() is not None
-
-
-def _same_password(user) -> bool:
-    """Read under the user's lock, after a password change's update committed or before it could
-    start: a session the change ended either is refused here or has its row ended by the change."""
-    return get_user_model().objects.filter(pk=user.pk, password=user.password).exists()
 
 
 def close_connection(connection_id: UUID) -> None:

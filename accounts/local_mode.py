@@ -17,8 +17,9 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.http import JsonResponse
 from rest_framework import authentication
+
+from skillrunner.middleware import error_response
 
 API_PREFIX = "/v1/"
 
@@ -59,10 +60,6 @@ def _foreign_origin(headers: Any, host: str) -> bool:
     return parts.scheme in ("http", "https") and parts.netloc != host
 
 
-def refusal(status: int, code: str, message: str) -> JsonResponse:
-    return JsonResponse({"detail": {"code": code, "message": message}}, status=status)
-
-
 class LocalModeMiddleware:
     """In local mode: refuse peers outside loopback (403 LOCAL_MODE_LOOPBACK_ONLY), and let pages
     act as the local user when nobody is logged in."""
@@ -74,7 +71,9 @@ class LocalModeMiddleware:
         if not settings.SKILLRUNNER_LOCAL_MODE:
             return self.get_response(request)
         if not is_loopback(request.META.get("REMOTE_ADDR")):
-            return refusal(403, "LOCAL_MODE_LOOPBACK_ONLY", "this service is in local mode and answers loopback only")
+            return error_response(
+                403, "LOCAL_MODE_LOOPBACK_ONLY", "this service is in local mode and answers loopback only"
+            )
         # The API takes the local user in LocalUserAuthentication, after any credentials sent;
         # pages take it here (forms keep their CSRF tokens, which a page of another site lacks).
         if not request.path.startswith(API_PREFIX) and not request.user.is_authenticated:

@@ -30,10 +30,10 @@ def is_key_hash(stored: str, digest: str) -> bool:
     return hmac.compare_digest(stored, digest)  # constant time: no timing hint about the hash
 
 
-def lock_user(user) -> None:
+def lock_user(user) -> str | None:
     """Holds `user`'s row until the transaction ends: one admission at a time against a per-user
-    cap, so two requests cannot both take the last place."""
-    get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("pk", flat=True).first()
+    cap, so two requests cannot both take the last place. Returns the password hash the row holds."""
+    return get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("password", flat=True).first()
 
 
 class ApiTokenQuerySet(models.QuerySet["ApiToken"]):

@@ -7,6 +7,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from skillrunner.errors import NotFound
+from skillrunner.lookups import with_id
 
 from .connections import end_connections
 from .models import ApiToken, NotificationSettings
@@ -46,7 +47,5 @@ def revoke_tokens(tokens: QuerySet[ApiToken]) -> int:
 
 def revoke_own_token(user, token_id: str) -> None:
     """Revoke one of `user`'s active tokens (the settings page); NotFound for any other."""
-    # ASCII digits only: str.isdigit() also accepts "²", which int() and the database refuse.
-    token = tokens_of(user).filter(pk=int(token_id)) if token_id.isascii() and token_id.isdigit() else None
-    if token is None or not revoke_tokens(token):
+    if not revoke_tokens(with_id(tokens_of(user), token_id)):
         raise NotFound("TOKEN_NOT_FOUND", f"no active token {token_id}")

@@ -40,11 +40,14 @@ def measure(workdir: Path, samples: int) -> dict[str, Any]:
     with ScriptedModelServer(SCRIPT) as server:
         for engine in ENGINES:
             binary = engine_binary(engine)
+            if problem:  # said before any turn runs: a real CLI turn takes seconds
+                results[engine] = {"error": f"no sandbox here: {problem}"}
+                continue
             if not binary.exists():
                 results[engine] = {"error": f"not installed at {binary} (make engines)"}
                 continue
             try:
-                results[engine] = _engine_turns(engine, binary, server.url, skill, workdir, samples, problem)
+                results[engine] = _engine_turns(engine, binary, server.url, skill, workdir, samples)
             except _TurnFailed as failed:
                 results[engine] = {"error": str(failed)}
     return results
@@ -55,14 +58,12 @@ class _TurnFailed(Exception):
 
 
 def _engine_turns(
-    engine: str, binary: Path, server_url: str, skill: Path, workdir: Path, samples: int, problem: str | None
+    engine: str, binary: Path, server_url: str, skill: Path, workdir: Path, samples: int
 ) -> dict[str, Any]:
     adapter = get_adapter(engine)
     figures: dict[str, Any] = {mode: [] for mode in MODES}
     for index in range(samples):
         for mode in MODES:
-            if mode == "bwrap" and problem:
-                raise _TurnFailed(f"no sandbox here: {problem}")
             run_dir = workdir / "data" / "runs" / f"{engine}-{mode}-{index}"
             run_dir.mkdir(parents=True)
             config = EngineConfig(
@@ -83,5 +84,5 @@ def _engine_turns(
             if result.outcome != "final" or not (run_dir / "artifacts" / "bench.txt").exists():
                 raise _TurnFailed(f"{mode} turn failed: {result.failure_reason} {result.failure_message}")
             figures[mode].append(elapsed)
-            figures.setdefault("version", adapter.detect_version(config))
+    figures["version"] = adapter.detect_version(config)
     return figures

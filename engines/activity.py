@@ -75,6 +75,25 @@ class ActivityParser:
         self._held_text = []
         return [{"type": "message", "text": text}] if text else []
 
+    def message_text(self, text: str) -> list[Activity]:
+        """Assistant text: what was held before it is released, it is held in turn."""
+        released = self.release_text()
+        self.hold_text(text)
+        return released
+
+    def reasoning(self, text: str) -> list[Activity]:
+        text = text.strip()
+        return [*self.release_text(), {"type": "reasoning", "text": text}] if text else []
+
+    def todo_plan(self, todos: Any) -> list[Activity]:
+        """A to-do list tool's call (``[{content, status}]``) as the turn's plan."""
+        steps = [
+            {"text": str(todo.get("content") or ""), "done": todo.get("status") == "completed"}
+            for todo in (todos if isinstance(todos, list) else [])
+            if isinstance(todo, dict)
+        ]
+        return [*self.release_text(), {"type": "plan", "items": steps}]
+
     def tool_started(self, tool_id: str, name: str, command: str) -> list[Activity]:
         self._tools[tool_id] = (name, command, time.monotonic())
         return [

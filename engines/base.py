@@ -25,6 +25,7 @@ from .patching import patch_skill_file
 from .process import LineHook, ProcessResult, SpawnError, resolve_executable, run_process, run_quick
 from .protocol import interpret_final_message
 from .sandbox import Sandbox, SandboxUnavailable
+from .skill_config import deep_merge
 from .types import (
     FAILURE_ENGINE,
     FAILURE_SANDBOX_UNAVAILABLE,
@@ -113,6 +114,18 @@ def without_links(root: Path, path: Path) -> Path:
         if current.is_symlink():
             current.unlink()
     return path
+
+
+def write_json_settings(path: Path, operator: dict[str, Any], config: EngineConfig) -> None:
+    """A JSON settings file in the engine home: the skill's defaults beneath the operator's (R-SK9)."""
+    settings = deep_merge(config.skill_settings, operator)
+    write_if_changed(path, json.dumps(settings, indent=2) + "\n", Path(config.home))
+
+
+def missing_event(engine: str, event: str, stderr: str) -> str:
+    """The error of a turn whose CLI never printed the event that ends a turn, with its stderr's tail."""
+    tail = stderr.strip()[-_STDERR_TAIL_CHARS:]
+    return f"{engine} printed no {event} event" + (f": {tail}" if tail else "")
 
 
 def write_if_changed(path: Path, content: str, root: Path) -> None:

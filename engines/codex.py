@@ -98,12 +98,9 @@ class CodexActivity(ActivityParser):
         if kind != "item.completed":
             return []
         if item_type == "reasoning":
-            text = str(item.get("text") or "").strip()
-            return [*self.release_text(), {"type": "reasoning", "text": text}] if text else []
+            return self.reasoning(str(item.get("text") or ""))
         if item_type == "agent_message":
-            released = self.release_text()
-            self.hold_text(str(item.get("text") or ""))
-            return released
+            return self.message_text(str(item.get("text") or ""))
         if item_type == "file_change":
             raw = item.get("changes")
             paths = [str(c.get("path")) for c in (raw if isinstance(raw, list) else []) if isinstance(c, dict)]

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .activity import Activity, ActivityParser, tool_summary, usage_report
-from .base import EngineOutput, json_lines
+from .base import EngineOutput, json_lines, missing_event, write_json_settings
 from .gemini_family import GeminiFamilyAdapter
 from .types import EngineConfig
 
@@ -88,7 +88,7 @@ class GeminiAdapter(GeminiFamilyAdapter):
     def prepare_home(self, config: EngineConfig) -> None:
         super().prepare_home(config)
         gemini_dir = Path(config.home) / ".gemini"
-        self.write_settings(gemini_dir / "settings.json", SETTINGS, config)
+        write_json_settings(gemini_dir / "settings.json", SETTINGS, config)
         # Gemini 0.61 often exits still holding this lock folder, and the next process in the same
         # home then stalls until the lock is 10 s old. A home belongs to one run, whose turns are
         # sequential, so a lock present before a turn starts is always stale.
@@ -116,8 +116,7 @@ class GeminiAdapter(GeminiFamilyAdapter):
                 result = event
         output.final_message = "".join(texts)
         if result is None:
-            tail = stderr.strip()[-800:]
-            output.error = "gemini printed no result event" + (f": {tail}" if tail else "")
+            output.error = missing_event("gemini", "result", stderr)
             return output
         stats = result.get("stats")
         if isinstance(stats, dict):

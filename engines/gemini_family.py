@@ -8,12 +8,9 @@ defaults differ: each adapter subclasses ``GeminiFamilyAdapter`` for those.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
-from .base import EngineAdapter, argv_prompt, write_if_changed
-from .skill_config import deep_merge
+from .base import EngineAdapter, argv_prompt
 from .types import EngineConfig, TurnRequest
 
 
@@ -38,9 +35,3 @@ class GeminiFamilyAdapter(EngineAdapter):
         model = settings.get("model")
         name = model.get("name") if isinstance(model, dict) else model
         return name if isinstance(name, str) and name else None
-
-    def write_settings(self, path: Path, operator: dict[str, Any], config: EngineConfig) -> None:
-        """``settings.json`` at ``path`` (inside the engine home): the skill's defaults beneath the
-        operator's settings (R-SK9)."""
-        settings = deep_merge(config.skill_settings, operator)
-        write_if_changed(path, json.dumps(settings, indent=2) + "\n", Path(config.home))

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 from .activity import NoActivity, usage_report
-from .base import EngineAdapter, EngineOutput, argv_prompt, write_if_changed
-from .skill_config import deep_merge
+from .base import EngineAdapter, EngineOutput, argv_prompt, write_json_settings
 from .types import EngineConfig, TurnRequest
 
 _EXECUTION_INFO = re.compile(r"<Execution Info>(.*?)</Execution Info>", re.DOTALL)
@@ -93,11 +91,7 @@ class IFlowAdapter(EngineAdapter):
         model = self.default_model(config)
         if model:
             settings["modelName"] = model
-        # The skill's defaults beneath the operator's (R-SK9).
-        merged = deep_merge(config.skill_settings, settings)
-        write_if_changed(
-            self.home_dir(config) / ".iflow" / "settings.json", json.dumps(merged, indent=2) + "\n", Path(config.home)
-        )
+        write_json_settings(self.home_dir(config) / ".iflow" / "settings.json", settings, config)
 
     def activity_parser(self) -> NoActivity:
         # Plain text with no structure while it runs: no activity, only the final answer.

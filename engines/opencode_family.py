@@ -20,9 +20,16 @@ import json
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .activity import Activity, ActivityParser, tool_summary, usage_report
-from .base import EngineAdapter, EngineOutput, json_lines, without_links, write_if_changed
-from .skill_config import deep_merge
+from .activity import Activity, ActivityParser, tokens, tool_summary, usage_report
+from .base import (
+    EngineAdapter,
+    EngineOutput,
+    json_lines,
+    missing_event,
+    without_links,
+    write_if_changed,
+    write_json_settings,
+)
 from .types import EngineConfig, TurnRequest
 
 PROVIDER_ID = "skillrunner"  # the provider entry in the CLI's config: `-m skillrunner/<model>`
@@ -51,10 +58,6 @@ def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def _usage(steps: list[dict[str, Any]]) -> dict[str, Any]:
     """One turn's usage from its step_finish parts. The CLI counts input apart from cache reads
     and writes, and output apart from reasoning: the report counts them as the provider billed
@@ -62,12 +65,14 @@ def _usage(steps: list[dict[str, Any]]) -> dict[str, Any]:
     input_tokens = cached = output = reasoning = 0
     cost = 0.0
     for step in steps:
-        tokens = _dict(step.get("tokens"))
-        cache = _dict(tokens.get("cache"))
-        cached += _count(cache.get("read"))
-        input_tokens += _count(tokens.get("input")) + _count(cache.get("read")) + _count(cache.get("write"))
-        reasoning += _count(tokens.get("reasoning"))
-        output += _count(tokens.get("output")) + _count(tokens.get("reasoning"))
+        counts = _dict(step.get("tokens"))
+        cache = _dict(counts.get("cache"))
+        read, written = tokens(cache.get("read")) or 0, tokens(cache.get("write")) or 0
+        thought = tokens(counts.get("reasoning")) or 0
+        cached += read
+        input_tokens += (tokens(counts.get("input")) or 0) + read + written
+        reasoning += thought
+        output += (tokens(counts.get("output")) or 0) + thought
         step_cost = step.get("cost")
         if isinstance(step_cost, int | float) and not isinstance(step_cost, bool):
             cost += step_cost
@@ -96,12 +101,9 @@ class OpenCodeActivity(ActivityParser):
                 str(part.get("callID") or ""), tool, tool_summary(part.get("input"), TOOL_SUMMARY_KEYS)
             )
         if kind == "text":
-            released = self.release_text()
-            self.hold_text(str(part.get("text") or ""))
-            return released
+            return self.message_text(str(part.get("text") or ""))
         if kind == "reasoning":
-            text = str(part.get("text") or "").strip()
-            return [*self.release_text(), {"type": "reasoning", "text": text}] if text else []
+            return self.reasoning(str(part.get("text") or ""))
         if kind == "tool_use":
             return self._tool_used(part)
         if kind == "error" or (kind == "step_finish" and part.get("reason") != "tool-calls"):
@@ -114,13 +116,7 @@ class OpenCodeActivity(ActivityParser):
         tool_input = _dict(state.get("input"))
         ok = state.get("status") == "completed"
         if tool == "todowrite":
-            todos = tool_input.get("todos")
-            steps = [
-                {"text": str(todo.get("content") or ""), "done": todo.get("status") == "completed"}
-                for todo in (todos if isinstance(todos, list) else [])
-                if isinstance(todo, dict)
-            ]
-            return [*self.release_text(), {"type": "plan", "items": steps}] if ok else []
+            return self.todo_plan(tool_input.get("todos")) if ok else []
         exit_code = _dict(state.get("metadata")).get("exit")
         exit_code = exit_code if isinstance(exit_code, int) else None
         times = _dict(state.get("time"))
@@ -254,9 +250,7 @@ class OpenCodeFamilyAdapter(EngineAdapter):
             "autoupdate": False,
             "share": "disabled",
         }
-        settings = deep_merge(config.skill_settings, operator)
-        path = self.config_dir(config) / f"{self.app_name}.json"
-        write_if_changed(path, json.dumps(settings, indent=2) + "\n", Path(config.home))
+        write_json_settings(self.config_dir(config) / f"{self.app_name}.json", operator, config)
 
     # ---- output ------------------------------------------------------------------------------
 
@@ -286,6 +280,5 @@ class OpenCodeFamilyAdapter(EngineAdapter):
         if steps:
             output.usage = _usage(steps)
         elif output.error is None:
-            tail = stderr.strip()[-800:]
-            output.error = f"{self.name} printed no step_finish event" + (f": {tail}" if tail else "")
+            output.error = missing_event(self.name, "step_finish", stderr)
         return output

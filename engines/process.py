@@ -399,17 +399,16 @@ def kill_process_group(
     orchestrator recorded from ``TurnControl.on_spawn`` (the leader's pid, since every engine
     starts a new session).
     """
-    _kill_groups({pgid}, grace, leader)
+    kill_process_groups({pgid}, grace, leader)
 
 
-def kill_process_groups(pgids: Collection[int], grace: float = DEFAULT_GRACE_SECONDS) -> None:
+def kill_process_groups(
+    pgids: Collection[int], grace: float = DEFAULT_GRACE_SECONDS, leader: subprocess.Popen[bytes] | None = None
+) -> None:
     """kill_process_group for several groups at once, in one grace period: a stopping worker
     ends all its turns' engines within ``grace``, not ``grace`` for each in turn."""
-    if pgids:
-        _kill_groups(pgids, grace, None)
-
-
-def _kill_groups(pgids: Collection[int], grace: float, leader: subprocess.Popen[bytes] | None) -> None:
+    if not pgids:
+        return
     escaped = _escaped_descendants(pgids)
     _signal_all(pgids, escaped, signal.SIGTERM)
     deadline = time.monotonic() + grace

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .activity import tokens, usage_report
-from .base import EngineOutput
+from .base import EngineOutput, write_json_settings
 from .gemini_family import GeminiFamilyAdapter
 from .stream_json import StreamJsonActivity, stream_json_output
 from .types import EngineConfig
@@ -99,7 +99,7 @@ class QwenAdapter(GeminiFamilyAdapter):
 
     def prepare_home(self, config: EngineConfig) -> None:
         super().prepare_home(config)
-        self.write_settings(self.qwen_home(config) / "settings.json", SETTINGS, config)
+        write_json_settings(self.qwen_home(config) / "settings.json", SETTINGS, config)
 
     def activity_parser(self) -> QwenActivity:
         return QwenActivity()

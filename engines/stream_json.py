@@ -63,12 +63,9 @@ class StreamJsonActivity(ActivityParser):
     def _block(self, block: dict[str, Any]) -> list[Activity]:
         block_type = block.get("type")
         if block_type == "text":
-            released = self.release_text()
-            self.hold_text(str(block.get("text") or ""))
-            return released
+            return self.message_text(str(block.get("text") or ""))
         if block_type == "thinking":
-            text = str(block.get("thinking") or "").strip()
-            return [*self.release_text(), {"type": "reasoning", "text": text}] if text else []
+            return self.reasoning(str(block.get("thinking") or ""))
         if block_type == "tool_use":
             return self._tool_use(str(block.get("id") or ""), str(block.get("name") or ""), block.get("input"))
         if block_type == "tool_result":
@@ -86,13 +83,8 @@ class StreamJsonActivity(ActivityParser):
 
     def _tool_use(self, tool_id: str, name: str, tool_input: Any) -> list[Activity]:
         if name == self.plan_tool and isinstance(tool_input, dict) and isinstance(tool_input.get("todos"), list):
-            steps = [
-                {"text": str(todo.get("content") or ""), "done": todo.get("status") == "completed"}
-                for todo in tool_input["todos"]
-                if isinstance(todo, dict)
-            ]
             self._plan_calls.add(tool_id)
-            return [*self.release_text(), {"type": "plan", "items": steps}]
+            return self.todo_plan(tool_input["todos"])
         if name in self.file_tools and isinstance(tool_input, dict):
             path = tool_input.get("file_path") or tool_input.get("notebook_path")
             if isinstance(path, str):

@@ -38,8 +38,9 @@ def stop_grace_seconds() -> float:
 
 
 class TaskCluster:
-    def __init__(self) -> None:
-        self._stop = Flag()
+    def __init__(self, stop: Flag) -> None:
+        """`stop` ends the cluster once set (ask_to_stop); its processes may read it too."""
+        self._stop = stop
         self._started = Flag()
         self._sentinel = multiprocessing.get_context("fork").Process(
             target=_StoppingSentinel, args=(self._stop, self._started, uuid.uuid4()), name="sentinel"

@@ -4,6 +4,7 @@ shown with the reason they cannot run, so no one starts a run that fails after i
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -31,8 +32,9 @@ class EngineChoice:
 def engine_choice(engine: str, version: SkillVersion | None = None) -> EngineChoice:
     adapter = get_adapter(engine)
     config = engine_config(engine, PROBE_HOME)
-    skill_settings = skill_engine_defaults(version, engine).settings if version else {}
-    default_model = adapter.skill_model(skill_settings) or config.default_model
+    if version is not None:
+        config = dataclasses.replace(config, skill_settings=skill_engine_defaults(version, engine).settings)
+    default_model = adapter.default_model(config)
     reason = ""
     if adapter.detect_version(config) is None:
         reason = f"not installed here: its CLI ({config.binary}) was not found"

@@ -129,14 +129,15 @@ def resolve_options(requested: Any, skill_defaults: dict[str, Any]) -> tuple[Eff
         requested = {}
     if not isinstance(requested, dict):
         raise ApplicationError("RUNTIME_OPTION_INVALID", "runtime_options must be an object", key="runtime_options")
+    warnings: list[dict[str, str]] = []
     for key, kind in IGNORED_KEYS.items():
-        if key in requested and not isinstance(requested[key], kind):
+        if key not in requested:
+            continue
+        if not isinstance(requested[key], kind):
             raise _invalid(key, f"must be {'an object' if kind is dict else f'a {kind.__name__}'}")
-    warnings: list[dict[str, str]] = [
-        {"code": "RUNTIME_OPTION_IGNORED", "message": f"runtime_options.{key} has no effect on this service"}
-        for key in IGNORED_KEYS
-        if key in requested
-    ]
+        warnings.append(
+            {"code": "RUNTIME_OPTION_IGNORED", "message": f"runtime_options.{key} has no effect on this service"}
+        )
     requested = _merge_aliases(_check({key: value for key, value in requested.items() if key not in IGNORED_KEYS}))
     defaults: dict[str, Any] = {}
     for key, value in skill_defaults.items():

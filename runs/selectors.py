@@ -15,7 +15,7 @@ from typing import Any, BinaryIO, NamedTuple
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
-from django.db.models import F, Q, QuerySet
+from django.db.models import F, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from accounts.authentication import LAST_USED_RESOLUTION_SECONDS
@@ -246,12 +246,10 @@ def message_before_question(interaction: Interaction) -> str | None:
     asked = (
         RunEvent.objects.filter(run_id=interaction.run_id, kind=EventKind.INTERACTION_PENDING)
         .filter(payload__interaction_id=interaction.interaction_id)
-        .values_list("seq", flat=True)
-        .last()
+        .order_by("-seq")
+        .values("seq")[:1]
     )
-    if asked is None:
-        return None
-    said = RunEvent.objects.filter(run_id=interaction.run_id, seq__lt=asked).filter(
+    said = RunEvent.objects.filter(run_id=interaction.run_id, seq__lt=Subquery(asked)).filter(
         Q(kind=EventKind.ASSISTANT_MESSAGE) | Q(kind=EventKind.ACTIVITY, payload__type="message")
     )
     for payload in said.order_by("-seq").values_list("payload", flat=True)[:MESSAGES_LOOKED_BACK]:

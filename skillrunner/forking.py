@@ -51,7 +51,10 @@ def _note_forking_parent() -> None:
 def _end_with_parent() -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+        # An exception here would only be printed (fork hooks' are ignored) and the child would
+        # run on, able to outlive its parent: it ends instead, loudly.
+        os.write(2, f"prctl(PR_SET_PDEATHSIG) failed: errno {ctypes.get_errno()}\n".encode())
+        os._exit(1)
     if os.getppid() != _forking_parent:  # the parent ended before the request took hold
         os.kill(os.getpid(), signal.SIGTERM)
 

@@ -10,6 +10,13 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import JsonResponse
 
+from .errors import ApplicationError
+
+
+def error_response(status: int, code: str, message: str) -> JsonResponse:
+    """An error in the API's envelope from a middleware, which answers before DRF's handler can."""
+    return JsonResponse({"detail": ApplicationError(code, message).as_detail()}, status=status)
+
 
 class RequestSizeLimitMiddleware:
     """413 REQUEST_TOO_LARGE for an announced body over the limit (a chunked body, which has no
@@ -26,14 +33,8 @@ class RequestSizeLimitMiddleware:
         multipart = request.content_type == "multipart/form-data"
         limit = settings.SKILLRUNNER_MAX_UPLOAD_BYTES if multipart else settings.SKILLRUNNER_MAX_JSON_BODY_BYTES
         if length > limit:
-            return JsonResponse(
-                {
-                    "detail": {
-                        "code": "REQUEST_TOO_LARGE",
-                        "message": f"request body of {length} bytes exceeds the limit of {limit}",
-                    }
-                },
-                status=413,
+            return error_response(
+                413, "REQUEST_TOO_LARGE", f"request body of {length} bytes exceeds the limit of {limit}"
             )
         return self.get_response(request)
 
@@ -59,7 +60,7 @@ class ApiJsonErrorsMiddleware:
             message = f"method {request.method} is not allowed on {request.path}"
         else:
             message = "the server failed to answer this request"
-        json_response = JsonResponse({"detail": {"code": code, "message": message}}, status=response.status_code)
+        json_response = error_response(response.status_code, code, message)
         if response.has_header("Allow"):
             json_response["Allow"] = response["Allow"]
         return json_response

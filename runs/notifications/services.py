@@ -21,6 +21,7 @@ from django.utils import timezone
 from accounts.models import lock_user
 from skillrunner.errors import NotFound, OverUserLimit
 from skillrunner.links import run_page_url
+from skillrunner.lookups import with_id
 
 from ..dispatch import enqueue_delivery
 from ..models import Run, RunStatus
@@ -70,14 +71,8 @@ def register_callback(run: Run, url: str) -> WebhookEndpoint:
     return endpoint
 
 
-def _with_id(rows, row_id: Any):
-    key = str(row_id)
-    # ASCII digits only: str.isdigit() also accepts "²", which int() and the database refuse.
-    return rows.filter(pk=int(key)) if key.isascii() and key.isdigit() else rows.none()
-
-
 def delete_endpoint(owner, endpoint_id: Any) -> None:
-    deleted, _ = _with_id(endpoints_of(owner), endpoint_id).delete()
+    deleted, _ = with_id(endpoints_of(owner), endpoint_id).delete()
     if not deleted:
         raise NotFound("WEBHOOK_NOT_FOUND", f"no webhook {endpoint_id}")
 
@@ -94,7 +89,7 @@ def deliveries_of(owner):
 
 def redeliver_own(owner, delivery_id: Any) -> int:
     """Send one delivery to an endpoint of `owner`'s again, as the admin's action does."""
-    delivery = _with_id(deliveries_of(owner), delivery_id)
+    delivery = with_id(deliveries_of(owner), delivery_id)
     if not delivery.exists():
         raise NotFound("DELIVERY_NOT_FOUND", f"no delivery {delivery_id}")
     return redeliver(delivery)

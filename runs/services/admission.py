@@ -34,7 +34,7 @@ from ..notifications.destinations import check as check_destination
 from ..notifications.services import register_callback
 from ..options import DEFAULT_EFFORT, EffectiveOptions, resolve_options
 from ..skill_runtime import ENGINE_DEFAULTS_KEY, skill_engine_defaults
-from .dispatching import dispatch_queued_runs, owner_queue_changed
+from .dispatching import run_became_ready
 from .lifecycle import cancel_run, end_without_output, locked, transition
 
 
@@ -65,7 +65,7 @@ def create_run(
         raise ApplicationError("ENGINE_UNKNOWN", f"unknown engine {engine!r}; known: {', '.join(ENGINE_NAMES)}")
     requested = {"runtime_options": runtime_options, "effort": effort or ""}
     if skill_id is None:
-        options, option_warnings = resolve_options(runtime_options, {})  # refused now if bad in any case
+        options, _ = resolve_options(runtime_options, {})  # refused now if bad; warned of with the skill
         if callback_url:
             check_destination(callback_url)
         _check_queue_room(owner)
@@ -261,8 +261,7 @@ def attach_skill_package(
                 for warning in admitted.warnings:
                     append_event(run, "warning", warning)
                 if not run.awaiting_upload:
-                    owner_queue_changed(run.owner_id)  # the run is ready now
-                    transaction.on_commit(dispatch_queued_runs)
+                    run_became_ready(run)
         except BaseException:
             if version is not None:
                 remove_snapshot(version)
@@ -359,8 +358,7 @@ def attach_upload(run: Run, source: BinaryIO | IO[bytes]) -> list[str]:
         if cached is not None and cached_result is not None:
             _complete_from_cache(run, cached, cached_result, new=False)
         else:
-            owner_queue_changed(run.owner_id)  # the run is ready now
-            transaction.on_commit(dispatch_queued_runs)
+            run_became_ready(run)
     return extracted
 
 

@@ -9,6 +9,7 @@ import itertools
 import logging
 import uuid
 from collections import Counter, deque
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
@@ -36,7 +37,6 @@ REOFFER_AFTER = timedelta(seconds=2)
 class Turn(NamedTuple):
     request_id: uuid.UUID
     attempt_number: int
-    owner_id: int
     offered_at: datetime | None
 
 
@@ -66,6 +66,13 @@ def owner_queue_changed(owner_id: int, *, served: bool = False) -> None:
         place.save(update_fields=["oldest_ready_at", "last_served_at"])
 
 
+def run_became_ready(run: Run) -> None:
+    """Inside the transaction where a queued run's upload (its inputs, or its skill) arrived: its
+    owner's place counts it, and it is offered to a slot once that commits."""
+    owner_queue_changed(run.owner_id)
+    transaction.on_commit(dispatch_queued_runs)
+
+
 def next_turns(free: int, held: Counter[int]) -> list[Turn]:
     """Up to `free` queued runs, in the order their owners get the free slots (R-FS1): owners
     holding fewer slots first, then the owner served least recently (one never served first,
@@ -78,6 +85,12 @@ def next_turns(free: int, held: Counter[int]) -> list[Turn]:
     with SQLite's EXPLAIN QUERY PLAN and PostgreSQL's EXPLAIN at 10,000 queued runs of 200
     owners: both are index scans under their LIMIT, neither reads the queue (`python -m
     bench.dispatchcost --explain` prints the plans)."""
+    return list(_in_order(free, held))
+
+
+def _in_order(free: int, held: Counter[int]) -> Iterator[Turn]:
+    """next_turns' turns one at a time, reading each owner's runs only when its turn comes: a
+    caller that looks for one run (may_take_slot) stops reading once it is found."""
     cap = settings.SKILLRUNNER_USER_MAX_RUNNING
     places = sorted(_places(free, held), key=lambda place: (place[1], place[2], place[0]))
     # (slots held, rank among those holding as many, owner); an owner given a slot ranks last.
@@ -85,8 +98,8 @@ def next_turns(free: int, held: Counter[int]) -> list[Turn]:
     heapq.heapify(order)
     later = itertools.count(len(order))
     runs: dict[int, deque[Turn]] = {}
-    turns: list[Turn] = []
-    while order and len(turns) < free:
+    given = 0
+    while order and given < free:
         holding, _, owner = heapq.heappop(order)
         if owner not in runs:
             runs[owner] = deque(_oldest_ready_runs(owner, min(cap - holding, free)))
@@ -96,10 +109,10 @@ def next_turns(free: int, held: Counter[int]) -> list[Turn]:
                 with transaction.atomic():
                     owner_queue_changed(owner)
         if runs[owner]:
-            turns.append(runs[owner].popleft())
+            yield runs[owner].popleft()
+            given += 1
         if runs[owner]:  # none was read beyond its cap: it has room for the next
             heapq.heappush(order, (holding + 1, next(later), owner))
-    return turns
 
 
 def _places(free: int, held: Counter[int]) -> list[tuple[int, datetime, datetime]]:
@@ -117,7 +130,7 @@ def _places(free: int, held: Counter[int]) -> list[tuple[int, datetime, datetime
 
 def _oldest_ready_runs(owner: int, limit: int) -> list[Turn]:
     runs = ready_runs().filter(owner_id=owner).order_by("created_at")
-    return [Turn(*row) for row in runs.values_list("request_id", "attempt_number", "owner_id", "offered_at")[:limit]]
+    return [Turn(*row) for row in runs.values_list("request_id", "attempt_number", "offered_at")[:limit]]
 
 
 def dispatch_queued_runs() -> int:
@@ -158,4 +171,4 @@ def may_take_slot(run: Run) -> bool:
     ahead in the order is owed the slot: a redelivered or stale task cannot jump the order."""
     held = slots_held_by_owner()
     free = settings.SKILLRUNNER_MAX_CONCURRENT_TURNS - sum(held.values())
-    return free > 0 and any(turn.request_id == run.pk for turn in next_turns(free, held))
+    return free > 0 and any(turn.request_id == run.pk for turn in _in_order(free, held))

@@ -199,6 +199,11 @@ def test_dispatch_reads_no_more_with_thousands_queued_R_SC1(settings, api, manua
         manual_dispatch.enqueued.clear()
         with CaptureQueriesContext(connection) as statements:
             services.dispatch_queued_runs()
+        # No read of the runs is unbounded but the slot holders': the old dispatch read the queue
+        # whole in one statement, which a count of statements alone does not tell apart.
+        reads = [query["sql"] for query in statements.captured_queries if query["sql"].startswith("SELECT")]
+        unbounded = [sql for sql in reads if '"runs_run"' in sql and "LIMIT" not in sql and '"holds_slot"' not in sql]
+        assert unbounded == []
         return [Run.objects.get(pk=request_id).owner.username for request_id, _ in manual_dispatch.enqueued], len(
             statements
         )

@@ -194,16 +194,7 @@ def conversation_from_responses(body: dict) -> Conversation:
         if kind == "message":
             role = item.get("role")
             if role == "user":
-                content = item.get("content")
-                if isinstance(content, str):
-                    texts = [content]
-                else:
-                    texts = [
-                        c.get("text", "")
-                        for c in content or []
-                        if isinstance(c, dict) and c.get("type") in ("input_text", "text")
-                    ]
-                _note_user(conv, _join_texts(texts))
+                _note_user(conv, _join_texts(_texts_of(item.get("content"), ("input_text", "text"))))
             elif role == "assistant":
                 _note_model_output(conv)
         elif kind in ("function_call", "custom_tool_call", "local_shell_call"):
@@ -227,12 +218,15 @@ def conversation_from_chat(body: dict) -> Conversation:
         elif role == "tool":
             conv.tool_results.append(_content_text(content))
         elif role == "user":
-            if isinstance(content, str):
-                texts = [content]
-            else:
-                texts = [c.get("text", "") for c in content or [] if isinstance(c, dict) and c.get("type") == "text"]
-            _note_user(conv, _join_texts(texts))
+            _note_user(conv, _join_texts(_texts_of(content, ("text",))))
     return conv
+
+
+def _texts_of(content: Any, kinds: tuple[str, ...]) -> list[str]:
+    """A user message's texts: the content itself when a string, else its blocks of these kinds."""
+    if isinstance(content, str):
+        return [content]
+    return [c.get("text", "") for c in content or [] if isinstance(c, dict) and c.get("type") in kinds]
 
 
 def conversation_from_gemini(body: dict) -> Conversation:

@@ -53,11 +53,21 @@ def test_an_installed_engine_nobody_configured_is_not_offered(cli_dir):
     )
 
 
-@pytest.mark.parametrize("setting", ["api_key", "base_url"])
+@pytest.mark.parametrize("setting", ["api_key", "base_url", "binary"])
 def test_an_engine_with_a_key_or_an_endpoint_is_offered(cli_dir, configure_engine, setting):
     install_cli(cli_dir, "gemini")
-    configure_engine("gemini", **{setting: "https://provider.example/" if setting == "base_url" else "k-123"})
+    values = {"api_key": "k-123", "base_url": "https://provider.example/", "binary": str(cli_dir / "gemini")}
+    configure_engine("gemini", **{setting: values[setting]})
     assert engine_choice("gemini").usable and engine_choice("gemini").reason == ""
+
+
+def test_an_engine_the_sandbox_cannot_confine_is_not_offered(cli_dir, configure_engine, monkeypatch):
+    """Installed and configured, but bubblewrap does not work here: its runs would fail at once."""
+    install_cli(cli_dir, "gemini")
+    configure_engine("gemini", api_key="k-123")
+    monkeypatch.setattr("runs.engine_choice.sandbox_status", lambda: {"available": False, "detail": "no userns"})
+    choice = engine_choice("gemini")
+    assert (choice.usable, choice.reason) == (False, "the agent sandbox does not work here: no userns")
 
 
 def test_the_default_model_is_the_skills_own_else_the_operators(cli_dir, configure_engine, install_skill, tmp_path):

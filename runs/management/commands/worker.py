@@ -25,7 +25,7 @@ from runs.supervision import (
     renew_worker_heartbeat,
     start_supervisor,
 )
-from skillrunner.forking import Flag, forks_end_with_their_parent, run_in_child
+from skillrunner.forking import forks_end_with_their_parent, run_in_child
 from skillrunner.startup import prepare_installation
 
 logger = logging.getLogger(__name__)
@@ -69,8 +69,8 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, lambda signum, frame: signalled.append(signum))
         signal.signal(signal.SIGINT, lambda signum, frame: signalled.append(signum))
         stop = threading.Event()
-        cluster_stopping = share_stop_flag()
-        cluster = TaskCluster()
+        # One flag: the cluster stops taking tasks, and its turns see the worker stopping.
+        cluster = TaskCluster(stop=share_stop_flag())
         # The cluster forks, and its processes close the connections they inherit: no connection
         # of this process (any thread's) may be shared with them, or closing it there would close
         # it under this process too. So the supervisor thread starts only after the fork.
@@ -99,7 +99,7 @@ class Command(BaseCommand):
         signal.set_wakeup_fd(-1)
         os.close(wake_read)
         os.close(wake_write)
-        self._stop(token, cluster, stop, cluster_stopping, supervisor)
+        self._stop(token, cluster, stop, supervisor)
         if not signalled:  # a worker without its cluster serves nothing: a process manager restarts it
             raise CommandError("the task cluster ended on its own; the worker stopped")
 
@@ -108,7 +108,6 @@ class Command(BaseCommand):
         token: str,
         cluster: TaskCluster,
         stop: threading.Event,
-        cluster_stopping: Flag,
         supervisor: threading.Thread,
     ) -> None:
         """No new turn starts here and nothing dispatches from here; this worker's turns end
@@ -117,7 +116,6 @@ class Command(BaseCommand):
         signal. Bounded whatever the cluster is doing: what is left then is killed."""
         deadline = time.monotonic() + stop_grace_seconds()
         stop.set()
-        cluster_stopping.set()
         cluster.ask_to_stop()
         supervisor.join(timeout=max(0.0, deadline - time.monotonic()))
         close_old_connections()
