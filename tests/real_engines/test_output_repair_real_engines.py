@@ -121,7 +121,9 @@ def test_real_engine_repair_round_is_canceled(engine, api, real_engine, model_se
     real_engine(engine)
     model_server.set_script(
         {
-            "match": [{"contains": "repair round", "steps": [{"delay": 60}]}],
+            # "turn": the repair prompt follows a model answer, so counting the whole conversation
+            # would pass the delay and answer at once.
+            "match": [{"contains": "repair round", "count": "turn", "steps": [{"delay": 60}]}],
             "default": [{"text": json.dumps(NOT_A_LIST)}],
         }
     )
@@ -131,6 +133,12 @@ def test_real_engine_repair_round_is_canceled(engine, api, real_engine, model_se
         lambda: (r := Run.objects.get(pk=run.pk)).attempt_number == 2 and r.status == "running" and r.engine_pid,
         90,
         "the repair round to run",
+    )
+    # The cancel lands while the engine waits on the model for its repair answer.
+    wait_until(
+        lambda: any("repair round" in r.latest_user_text for r in _model_turns(model_server)),
+        30,
+        "the repair prompt to reach the model",
     )
     assert api.post(f"/v1/jobs/{run.pk}/cancel").json()["accepted"] is True
     posted.join(timeout=30)
