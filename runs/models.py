@@ -125,6 +125,11 @@ class Run(models.Model):
                 condition=models.Q(status=RunStatus.QUEUED, awaiting_upload=False),
                 name="runs_run_ready_by_owner",
             ),
+            # An owner's queued runs, their share of the queue (services.admission): counted
+            # without reading their history or anyone else's backlog (R-SC1).
+            models.Index(
+                fields=["owner"], condition=models.Q(status=RunStatus.QUEUED), name="runs_run_queued_by_owner"
+            ),
             # The few runs holding a slot and their owners (services.dispatching). Partial: SQLite
             # uses no index on a bare boolean for Django's `WHERE "holds_slot"`, this one it does.
             models.Index(fields=["owner"], condition=models.Q(holds_slot=True), name="runs_run_slot_holders"),
@@ -285,7 +290,7 @@ NEVER_SERVED = datetime(1970, 1, 1, tzinfo=UTC)
 class OwnerQueue(models.Model):
     """An owner's place in the dispatch order (R-FS1, R-SC1): when a turn of theirs last took a
     slot, and the creation time of their oldest run ready to dispatch (queued, not awaiting its
-    upload; null when none). Kept in the transactions that change either (services.dispatching),
+    upload; null when none) and how many they have. Kept in the transactions that change either (services.dispatching),
     so dispatch picks the next owners from an index instead of reading the whole queue."""
 
     owner = models.OneToOneField(
@@ -293,6 +298,9 @@ class OwnerQueue(models.Model):
     )
     last_served_at = models.DateTimeField(default=NEVER_SERVED)
     oldest_ready_at = models.DateTimeField(null=True, blank=True)
+    # How many runs of theirs are ready: summed over the owners in the queue, the queue's length
+    # without reading it (services.admission, R-SC1).
+    ready_count = models.PositiveIntegerField(default=0)
 
     class Meta:
         indexes = [

@@ -8,7 +8,6 @@ from typing import IO, Any, BinaryIO, NamedTuple
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Q
 from django.utils import timezone
 
 from engines.registry import ENGINE_NAMES, get_adapter
@@ -34,7 +33,7 @@ from ..notifications.destinations import check as check_destination
 from ..notifications.services import register_callback
 from ..options import DEFAULT_EFFORT, EffectiveOptions, resolve_options
 from ..skill_runtime import ENGINE_DEFAULTS_KEY, skill_engine_defaults
-from .dispatching import run_became_ready
+from .dispatching import ready_queue_length, run_became_ready
 from .lifecycle import cancel_run, end_without_output, locked, transition
 
 
@@ -291,14 +290,13 @@ def _detach_skill_package(request_id, version: SkillVersion) -> None:
 
 def _check_queue_room(owner) -> None:
     """429 QUEUE_FULL when the queue, or this owner's share of it, is full (R-FS1). Runs waiting
-    for their upload count toward their owner's share only; they expire (UPLOAD_TIMEOUT)."""
-    queued = Run.objects.filter(status=RunStatus.QUEUED).aggregate(
-        owners=Count("pk", filter=Q(owner=owner)), all=Count("pk", filter=Q(awaiting_upload=False))
-    )
-    if queued["owners"] >= settings.SKILLRUNNER_USER_MAX_QUEUED:
+    for their upload count toward their owner's share only; they expire (UPLOAD_TIMEOUT). Neither
+    count reads the backlog (R-SC1): the owner's from an index holding their queued runs alone,
+    the queue's from the owners' places."""
+    if Run.objects.filter(owner=owner, status=RunStatus.QUEUED).count() >= settings.SKILLRUNNER_USER_MAX_QUEUED:
         held = f"{settings.SKILLRUNNER_USER_MAX_QUEUED} queued runs"
         raise OverUserLimit("QUEUE_FULL", held, "try again when some have started", scope="user")
-    if queued["all"] >= settings.SKILLRUNNER_MAX_QUEUED_RUNS:
+    if ready_queue_length() >= settings.SKILLRUNNER_MAX_QUEUED_RUNS:
         raise ApplicationError("QUEUE_FULL", "the run queue is full; try again later", status_code=429, scope="all")
 
 

@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Count, Min, Sum
 from django.utils import timezone
 
 from .. import dispatch
@@ -57,13 +58,20 @@ def owner_queue_changed(owner_id: int, *, served: bool = False) -> None:
     that run took a slot to start its turn. Their row is locked before their runs are read, so
     of two such transactions for one owner the second reads what the first committed."""
     place, _ = OwnerQueue.objects.select_for_update().get_or_create(owner_id=owner_id)
-    oldest = ready_runs().filter(owner_id=owner_id).order_by("created_at").values_list("created_at", flat=True)
-    oldest_ready_at = oldest.first()
-    if served or place.oldest_ready_at != oldest_ready_at:
-        place.oldest_ready_at = oldest_ready_at
+    # At most the per-user queue cap of rows, from runs_run_ready_by_owner.
+    ready = ready_runs().filter(owner_id=owner_id).aggregate(oldest=Min("created_at"), count=Count("pk"))
+    if served or (place.oldest_ready_at, place.ready_count) != (ready["oldest"], ready["count"]):
+        place.oldest_ready_at, place.ready_count = ready["oldest"], ready["count"]
         if served:  # it goes behind the owners waiting longer (R-FS1)
             place.last_served_at = timezone.now()
-        place.save(update_fields=["oldest_ready_at", "last_served_at"])
+        place.save(update_fields=["oldest_ready_at", "ready_count", "last_served_at"])
+
+
+def ready_queue_length() -> int:
+    """How many runs are ready to dispatch, from the owners' places: one row per owner with a
+    ready run, however long the queue."""
+    waiting = OwnerQueue.objects.filter(oldest_ready_at__isnull=False)
+    return waiting.aggregate(length=Sum("ready_count"))["length"] or 0
 
 
 def run_became_ready(run: Run) -> None:

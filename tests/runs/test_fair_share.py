@@ -5,13 +5,14 @@ UPLOAD_TIMEOUT."""
 
 from __future__ import annotations
 
+import io
 from datetime import timedelta
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from tests.api.helpers import HAIKU_DATA, create_job
+from tests.api.helpers import HAIKU_DATA, create_job, make_zip
 from tests.support.backlog import bulk_runs
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -220,6 +221,66 @@ def test_dispatch_reads_no_more_with_thousands_queued_R_SC1(settings, api, manua
     assert first is not None and _claim(str(first.pk)) is not None
     held = Run.objects.filter(owner=holders[0], status="queued").order_by("created_at").first()
     assert held is not None and _claim(str(held.pk)) is None  # at the cap of 2
+
+
+def _unbounded_reads_of_runs(statements) -> list[str]:
+    """Reads of the runs table neither limited nor narrowed to one owner's or one run's rows."""
+    unbounded = []
+    for query in statements.captured_queries:
+        sql = query["sql"]
+        if sql.startswith("SELECT") and 'FROM "runs_run"' in sql:
+            narrowed = sql.split('FROM "runs_run"', 1)[1]  # what follows FROM: a FILTER narrows nothing
+            if not any(bound in narrowed for bound in ("LIMIT", '"owner_id" =', '"request_id" =', '"holds_slot"')):
+                unbounded.append(sql)
+    return unbounded
+
+
+def test_creating_a_run_reads_no_more_with_thousands_queued_R_SC1(settings, api, manual_dispatch, django_user_model):
+    """The queue caps are checked without reading the backlog: with 5,000 runs of 200 users
+    queued, creating one takes the statements it takes with 50, none reading the queue."""
+    settings.SKILLRUNNER_MAX_QUEUED_RUNS = 10_000
+    settings.SKILLRUNNER_MAX_CONCURRENT_TURNS = 0  # no turn is offered: dispatch has its test above
+    users = django_user_model.objects.bulk_create(django_user_model(username=f"user-{n:03}") for n in range(200))
+
+    def created() -> int:
+        with CaptureQueriesContext(connection) as statements:
+            create_job(api)
+        assert _unbounded_reads_of_runs(statements) == []
+        return len(statements)
+
+    bulk_runs(users, 50)
+    create_job(api)  # the first also makes the owner's place
+    few = created()
+    bulk_runs(users, 5_000 - 50)
+    assert created() == few
+
+
+def test_the_queue_length_follows_every_way_in_and_out_R_SC1(settings, api, bob_api, manual_dispatch):
+    """The queue's length kept in the owners' places is the number of ready runs after runs are
+    created, claimed, canceled, finished and given their upload, and the global cap counts it."""
+    from runs import services
+    from runs.models import Run
+    from runs.services.dispatching import ready_queue_length, ready_runs
+
+    def length() -> int:
+        assert ready_queue_length() == ready_runs().count()
+        return ready_queue_length()
+
+    settings.SKILLRUNNER_MAX_QUEUED_RUNS = 4
+    alices = [create_job(api)["request_id"] for _ in range(3)]
+    waiting = create_job(api, "word-count")["request_id"]  # waits for its upload: not ready
+    bobs = create_job(bob_api)["request_id"]
+    assert length() == 4
+    full = api.post("/v1/jobs", {"skill_id": "haiku-writer", "engine": "codex", "input": {"topic": "x"}}, format="json")
+    assert full.status_code == 429 and full.json()["detail"]["scope"] == "all"
+    assert _claim(alices[0]) is not None and length() == 3
+    services.cancel_run(Run.objects.get(pk=alices[1]))
+    assert length() == 2
+    _finish(alices[0])
+    services.attach_upload(Run.objects.get(pk=waiting), io.BytesIO(make_zip({"document": "two words\n"})))
+    assert length() == 3
+    services.cancel_run(Run.objects.get(pk=bobs))
+    assert length() == 2 and Run.objects.filter(status="queued").count() == 2
 
 
 def test_per_user_slot_cap_R_FS1(settings, api, bob_api, manual_dispatch):
