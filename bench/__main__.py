@@ -6,7 +6,8 @@ First one real turn of each engine CLI, unconfined and in bubblewrap, against th
 (bench/clis.py). Then for each configuration, cap (SKILLRUNNER_MAX_CONCURRENT_TURNS) and round, a fresh
 `manage.py serve` (what `make run` starts: daphne + `manage.py worker`) on a fresh database,
 with bench/fakecodex.py as its codex, driven by bench/outside.py. Then, per configuration, one
-service at the default cap 4 idles and parks `--waiting` interactive runs in waiting_user.
+service at the default cap 4 idles and parks `--waiting` interactive runs in waiting_user. Last,
+per configuration, what a run costs beside `--backlog` queued runs (bench/backlog.py, R-SC1).
 Medians across rounds are printed as a Markdown table beside the reference and the floor; the
 raw figures go to test-output/bench/outside.json. `python -m bench.detail` is the detailed
 benchmark (segments, websocket, activity, webhooks, sandbox cost).
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -27,7 +29,7 @@ from typing import Any
 
 from tests.support.live_service import REPO, LiveService
 
-from . import clis, outside, report, scenarios
+from . import backlog, clis, outside, report, scenarios
 from .httpclient import Api
 from .services import CONFIGS, bench_service, loadavg, wait_ready
 from .system import tree_engines
@@ -83,11 +85,24 @@ def waiting(root: Path, config: str, fake: outside.Fake, args: argparse.Namespac
     return result
 
 
+def backlog_figures(root: Path, config: str, queued: int) -> dict[str, Any]:
+    """R-SC1 in a process of its own (bench/backlog.py sets Django up for one database)."""
+    output = root / f"{config}-backlog.json"
+    urls = CONFIGS[config]
+    command = [sys.executable, "-m", "bench.backlog", "--queued", str(queued), "--json", str(output)]
+    command += ["--database-url", urls["DATABASE_URL"], "--redis-url", urls["REDIS_URL"]]
+    subprocess.run(command, cwd=REPO, check=True, stdout=subprocess.DEVNULL)
+    return json.loads(output.read_text())
+
+
 def print_tables(results: dict[str, Any]) -> None:
     print()
     print(report.outside_table(results))
     print()
     print(report.waiting_table(results["waiting"]))
+    for figures in results.get("backlog", {}).values():
+        print()
+        print(backlog.table(figures))
     if results.get("cli_turns"):
         print()
         print(report.cli_turns(results["cli_turns"]))
@@ -122,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle-seconds", type=float, default=10.0, help="idle CPU window")
     parser.add_argument("--floor", type=int, default=30, help="direct spawns of the fake for the floor")
     parser.add_argument("--waiting", type=int, default=1000, help="runs parked in waiting_user at cap 4; 0 skips")
+    parser.add_argument(
+        "--backlog", type=int, default=10_000, help="queued runs beside the R-SC1 figures (bench/backlog.py); 0 skips"
+    )
     parser.add_argument(
         "--cli-turns", type=int, default=1, help="real turns per engine CLI and sandbox mode (bench/clis.py); 0 skips"
     )
@@ -171,6 +189,11 @@ def main(argv: list[str] | None = None) -> int:
             for config in configs:
                 results["waiting"][config] = waiting(root, config, fake, args)
                 print(f"[{config} waiting] {json.dumps(results['waiting'][config])[:400]}", flush=True)
+        results["backlog"] = {}
+        if args.backlog:
+            for config in configs:
+                results["backlog"][config] = backlog_figures(root, config, args.backlog)
+                print(backlog.table(results["backlog"][config]), flush=True)
         failed = False
     finally:
         if args.keep or failed:

@@ -102,7 +102,7 @@ class Run(models.Model):
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     engine_pid = models.IntegerField(null=True, blank=True)
     last_event_seq = models.PositiveIntegerField(default=0)
-    cache_key = models.CharField(max_length=64, blank=True, db_index=True, help_text="set on cacheable auto runs")
+    cache_key = models.CharField(max_length=64, blank=True, help_text="set on cacheable auto runs")
     cache_hit = models.BooleanField(default=False, help_text="the result was reused from an identical earlier run")
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
@@ -125,6 +125,9 @@ class Run(models.Model):
                 condition=models.Q(status=RunStatus.QUEUED, awaiting_upload=False),
                 name="runs_run_ready_by_owner",
             ),
+            # An owner's earlier run with the same key (runs.cache): both columns, or SQLite, which
+            # keeps no statistics, reads the owner's whole history for it.
+            models.Index(fields=["owner", "cache_key"], name="runs_run_cache_by_owner"),
             # An owner's queued runs, their share of the queue (services.admission): counted
             # without reading their history or anyone else's backlog (R-SC1).
             models.Index(

@@ -25,6 +25,15 @@ class Migration(migrations.Migration):
             name="ready_count",
             field=models.PositiveIntegerField(default=0),
         ),
+        migrations.AlterField(
+            model_name="run",
+            name="cache_key",
+            field=models.CharField(blank=True, help_text="set on cacheable auto runs", max_length=64),
+        ),
+        migrations.AddIndex(
+            model_name="run",
+            index=models.Index(fields=["owner", "cache_key"], name="runs_run_cache_by_owner"),
+        ),
         migrations.AddIndex(
             model_name="run",
             index=models.Index(
