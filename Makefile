@@ -9,7 +9,8 @@ ENGINE_CLI_DIR := engines/cli
 SCALEOUT_TESTS := tests/api tests/interactive tests/live tests/real_engines/test_service_real_engines.py \
 	tests/sandbox tests/notifications tests/runs/test_fair_share.py tests/runs/test_retention.py \
 	tests/runs/test_thread_connections.py tests/runs/test_seed_history.py tests/ui/test_pages.py \
-	tests/upstream/test_streams.py tests/upstream/test_plugin_contract.py tests/upstream/test_reply_files.py
+	tests/upstream/test_streams.py tests/upstream/test_plugin_contract.py tests/upstream/test_reply_files.py \
+	tests/test_wakeups.py
 
 .PHONY: run test test-suites lint engines system-packages sandbox bench venv test-venv clean
 

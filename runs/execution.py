@@ -28,6 +28,7 @@ from engines.types import (
     TurnRequest,
     TurnResult,
 )
+from skillrunner import wakeups
 from skillrunner.forking import Flag
 from skillrunner.logging import redact, redact_stream, redact_values
 
@@ -44,6 +45,8 @@ from .skill_runtime import dependency_environment, run_engine_config, template_b
 logger = logging.getLogger(__name__)
 
 CLAIM_POLL_SECONDS = 0.25
+# How often a sticky wait looks whether its engine process still lives.
+PROCESS_CHECK_SECONDS = 1.0
 # Set by `manage.py worker` before the cluster forks, so a stopping worker knows its own claims.
 CLUSTER_TOKEN_ENV = "SKILLRUNNER_CLUSTER_TOKEN"
 
@@ -360,21 +363,29 @@ def run_claimed_turn(request_id: str, attempt_number: int) -> None:
 
 
 def _await_sticky_reply(run: Run, worker: str, session: LiveSession) -> Run | None:
-    """Hold the live process while the run waits; return the run once a reply resumed it."""
-    last_beat = time.monotonic()
-    while True:
-        time.sleep(CLAIM_POLL_SECONDS)
-        beat = time.monotonic() - last_beat >= settings.SKILLRUNNER_HEARTBEAT_SECONDS
-        state = services.sticky_wait_state(run.pk, run.attempt_number, worker, beat=beat)
-        if state is services.StickyWait.LOST:
-            return None
-        if state is services.StickyWait.RESUMED:
-            return Run.objects.select_related("skill", "skill_version").get(pk=run.pk)
-        if beat:
-            last_beat = time.monotonic()
-        if not session.is_alive():
-            services.fail_run(run.pk, "INTERACTION_PROCESS_LOST", "the engine process ended while waiting for a reply")
-            return None
+    """Hold the live process while the run waits; return the run once a reply resumed it.
+
+    The run is read when a change to it wakes the wait (services.lifecycle) and at each
+    heartbeat; in between only the process is looked at, which costs no query."""
+    with wakeups.Listener(services.sticky_wait_name(run.pk)) as listener:
+        read = True  # once listening: a reply committed before that is not missed
+        last_beat = time.monotonic()
+        while True:
+            beat = time.monotonic() - last_beat >= settings.SKILLRUNNER_HEARTBEAT_SECONDS
+            if read or beat:
+                state = services.sticky_wait_state(run.pk, run.attempt_number, worker, beat=beat)
+                if state is services.StickyWait.LOST:
+                    return None
+                if state is services.StickyWait.RESUMED:
+                    return Run.objects.select_related("skill", "skill_version").get(pk=run.pk)
+                if beat:
+                    last_beat = time.monotonic()
+            if not session.is_alive():
+                services.fail_run(
+                    run.pk, "INTERACTION_PROCESS_LOST", "the engine process ended while waiting for a reply"
+                )
+                return None
+            read = listener.wait(timeout=PROCESS_CHECK_SECONDS)
 
 
 def _drive_live_session(run: Run, session: LiveSession, request: TurnRequest, worker: str) -> None:

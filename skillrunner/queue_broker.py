@@ -22,6 +22,8 @@ from django_q.brokers.orm import ORM
 from django_q.conf import Conf
 from django_q.models import OrmQ
 
+from .wakeups import bind_datagram_socket, send_datagrams
+
 # Settings set django-q2's own `poll` to 0: the wait below replaces its fixed sleep. Work is
 # enqueued after its transaction commits, so a wake-up is not missed in practice and the waits
 # only bound what one would cost. Starting them at 10 ms polled the queue about 3 times in every
@@ -79,11 +81,7 @@ class WakeableORM(ORM):
         """This process's socket (a forked pusher makes its own: the pid names it)."""
         path = _wakeup_dir() / f"{os.getpid()}.sock"
         if self._socket is None or self._socket_path != path:
-            _wakeup_dir().mkdir(parents=True, exist_ok=True)
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-            self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-            self._socket.bind(str(path))
+            self._socket = bind_datagram_socket(path)
             self._socket_path = path
         return self._socket
 
@@ -93,24 +91,9 @@ def _wake_waiting_pushers() -> None:
         paths = list(_wakeup_dir().glob("*.sock"))
     except OSError:
         return
-    _wake(paths)
+    send_datagrams(paths)
 
 
 def wake_pusher(pid: int) -> None:
     """Wake one pusher (a stopping cluster's: it sees the stop at once, not after its wait)."""
-    _wake([_wakeup_dir() / f"{pid}.sock"])
-
-
-def _wake(paths: list[Path]) -> None:
-    if not paths:
-        return
-    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
-        sender.setblocking(False)
-        for path in paths:
-            try:
-                sender.sendto(b"!", str(path))
-            except (ConnectionRefusedError, FileNotFoundError):
-                with contextlib.suppress(FileNotFoundError):
-                    path.unlink()  # its pusher is gone
-            except BlockingIOError:
-                pass  # its buffer is full of wake-ups already
+    send_datagrams([_wakeup_dir() / f"{pid}.sock"])

@@ -25,7 +25,7 @@ from .interactions import (
     recover_waiting_run,
     submit_reply,
 )
-from .lifecycle import TRANSITIONS, cancel_run, fail_run, record_warning
+from .lifecycle import TRANSITIONS, cancel_run, fail_run, record_warning, sticky_wait_name
 
 __all__ = [
     "AUTO_DECISION_INSTRUCTION",
@@ -50,6 +50,7 @@ __all__ = [
     "record_warning",
     "recover_waiting_run",
     "rerun",
+    "sticky_wait_name",
     "sticky_wait_state",
     "submit_reply",
     "turn_still_ours",

@@ -3,11 +3,14 @@ events every change announces (the status event, and a terminal run's result env
 
 from __future__ import annotations
 
+import uuid
+from functools import partial
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
+from skillrunner import wakeups
 from skillrunner.errors import Conflict
 from skills.models import SkillVersion
 from skills.services import remove_snapshot
@@ -38,6 +41,12 @@ def locked(request_id) -> Run:
 def status_event(previous: str | None, to: str, error: dict[str, str] | None, **extra: Any) -> dict[str, Any]:
     """The payload of a `status` event (R-UI1)."""
     return {"from": previous, "to": to, "error": error, **extra}
+
+
+def sticky_wait_name(request_id) -> str:
+    """What the worker holding a sticky run's live process listens under while the run waits
+    (skillrunner.wakeups): every change to the waiting run wakes it (transition)."""
+    return f"sticky-{uuid.UUID(str(request_id)).hex}"
 
 
 def transition(
@@ -92,6 +101,8 @@ def transition(
     record_status_change(run)  # webhook deliveries, sent once this commits (R-NT1)
     if to in TERMINAL_STATUSES and run.admission_request and run.skill_version_id is not None:
         _remove_temporary_skill_files(run.skill_version_id)  # only a run created without its skill has that request
+    if previous == RunStatus.WAITING_USER and run.interactive_profile == InteractiveProfile.STICKY_PROCESS:
+        transaction.on_commit(partial(wakeups.wake, sticky_wait_name(run.pk)))  # answered, decided or ended
     if released_slot or (to == RunStatus.QUEUED and not run.awaiting_upload):
         transaction.on_commit(dispatch_queued_runs)
 

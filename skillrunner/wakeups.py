@@ -1,0 +1,153 @@
+"""Waking a thread that waits for another process's commit, instead of it polling the database.
+
+A waiter listens under a name; `wake(name)`, called once the change committed, ends its wait at
+once. On the embedded default every process runs on one host, so a waiter binds a Unix datagram
+socket in the abstract namespace, named after the data dir and the name: no file to clean up, and
+no limit on the data dir's path length (the task broker's pushers use socket files, which it can
+list: skillrunner.queue_broker). With Redis,
+web and workers may run on different hosts: the waiter blocks on a Redis list; a wake-up nobody
+waited for expires in a minute. Either way a waiter reads what it waits for
+after it starts listening and whenever its wait times out, so a wake-up lost (a full buffer, the
+broker away) costs it one timeout at most.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import socket
+import time
+from pathlib import Path
+from types import TracebackType
+
+import redis
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
+
+# A wake-up nobody took (its waiter ended meanwhile) is dropped after this long.
+KEPT_SECONDS = 60
+# Without a socket or Redis a waiter falls back to looking this often.
+BLIND_WAIT_SECONDS = 0.25
+
+_client: redis.Redis | None = None
+
+
+def bind_datagram_socket(path: Path | str) -> socket.socket:
+    """A socket listening at `path` (a file, replacing one a process that died left there), or
+    at an abstract address (a str starting with NUL)."""
+    if isinstance(path, Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+    listening = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        listening.bind(str(path))
+    except OSError:
+        listening.close()
+        raise
+    return listening
+
+
+def send_datagrams(paths: list[Path] | list[str]) -> None:
+    """One byte to each socket; a socket file whose listener is gone is removed."""
+    if not paths:
+        return
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
+        sender.setblocking(False)
+        for path in paths:
+            try:
+                sender.sendto(b"!", str(path))
+            except (ConnectionRefusedError, FileNotFoundError):
+                if isinstance(path, Path):
+                    with contextlib.suppress(FileNotFoundError):
+                        path.unlink()
+            except BlockingIOError:
+                pass  # its buffer is full of wake-ups already
+            except OSError:  # a path too long for a socket: its waiter never bound it either
+                logger.debug("cannot wake %s", path, exc_info=True)
+
+
+def _abstract_address(name: str) -> str:
+    installation = hashlib.sha256(str(settings.DATA_DIR).encode()).hexdigest()[:16]
+    return f"\0skillrunner-{installation}-{name}"
+
+
+def _redis() -> redis.Redis:
+    global _client
+    if _client is None:  # one pool per process; redis-py opens new connections after a fork
+        _client = redis.Redis.from_url(settings.REDIS_URL)
+    return _client
+
+
+def _redis_key(name: str) -> str:
+    return f"{settings.SKILLRUNNER_QUEUE_NAME}:wakeup:{name}"
+
+
+def wake(name: str) -> None:
+    """End the wait of whoever listens under `name` (nobody may: then it is a no-op)."""
+    if settings.REDIS_URL:
+        try:
+            pipeline = _redis().pipeline()
+            pipeline.rpush(_redis_key(name), 1)
+            pipeline.expire(_redis_key(name), KEPT_SECONDS)
+            pipeline.execute()
+        except redis.RedisError:
+            logger.warning("could not wake %s; it looks again after its timeout", name, exc_info=True)
+        return
+    send_datagrams([_abstract_address(name)])
+
+
+class Listener:
+    """`with Listener(name) as listener: … listener.wait(timeout)`."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self._socket: socket.socket | None = None
+
+    def __enter__(self) -> Listener:
+        if settings.REDIS_URL:
+            # A wake-up left from an earlier wait is stale: the waiter reads the state next anyway.
+            with contextlib.suppress(redis.RedisError):
+                _redis().delete(_redis_key(self.name))
+        else:
+            try:
+                self._socket = bind_datagram_socket(_abstract_address(self.name))
+            except OSError:  # another waiter holds the name
+                logger.info("no wake-up socket for %s: it looks every %.2fs", self.name, BLIND_WAIT_SECONDS)
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        if self._socket is not None:
+            self._socket.close()
+
+    def wait(self, timeout: float) -> bool:
+        """Whether a wake-up came within `timeout` seconds; every wake-up pending is used up."""
+        if settings.REDIS_URL:
+            return self._wait_on_redis(timeout)
+        if self._socket is None:
+            time.sleep(min(timeout, BLIND_WAIT_SECONDS))
+            return False
+        woken = False
+        with contextlib.suppress(TimeoutError, BlockingIOError):
+            self._socket.settimeout(timeout)
+            while True:  # drain: one wake-up stands for every one before it
+                self._socket.recv(1)
+                woken = True
+                self._socket.settimeout(0)
+        return woken
+
+    def _wait_on_redis(self, timeout: float) -> bool:
+        key = _redis_key(self.name)
+        try:
+            woken = _redis().blpop([key], timeout=timeout) is not None
+            if woken:
+                _redis().delete(key)  # what follows reads the latest state anyway
+            return woken
+        except redis.RedisError:
+            logger.warning("could not wait for %s on Redis", self.name, exc_info=True)
+            time.sleep(min(timeout, BLIND_WAIT_SECONDS))
+            return False
