@@ -6,6 +6,7 @@ The orchestrator sees only engine-neutral TurnResults; it never parses engine ou
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -164,8 +165,10 @@ OUTCOME_RETRY_SECONDS = 60.0
 
 
 def retry_while_database_away(operation, *args, pause: float = 0.5):
-    """Record a turn's outcome (or start a worker) even across a short database outage, instead
-    of losing it."""
+    """The worker's one retry policy for the database: every service call it makes outside an
+    engine's turn (claiming, waiting, recording an outcome, starting up) goes through here, so a
+    short outage delays it instead of failing or losing the run. During a turn the claim checks
+    (ClaimControl) never wait: they let the engine run on until the claim would go stale."""
     attempts = round(OUTCOME_RETRY_SECONDS / pause)
     for attempt in range(attempts):
         try:
@@ -325,7 +328,7 @@ def run_claimed_turn(request_id: str, attempt_number: int) -> None:
         return
     close_old_connections()
     worker = worker_id()
-    run = services.claim_turn(request_id, attempt_number, worker)
+    run = retry_while_database_away(services.claim_turn, request_id, attempt_number, worker)
     if run is None:
         return
     adapter = get_adapter(run.engine)
@@ -373,7 +376,9 @@ def _await_sticky_reply(run: Run, worker: str, session: LiveSession) -> Run | No
         while True:
             beat = time.monotonic() - last_beat >= settings.SKILLRUNNER_HEARTBEAT_SECONDS
             if read or beat:
-                state = services.sticky_wait_state(run.pk, run.attempt_number, worker, beat=beat)
+                state = retry_while_database_away(
+                    functools.partial(services.sticky_wait_state, beat=beat), run.pk, run.attempt_number, worker
+                )
                 if state is services.StickyWait.LOST:
                     return None
                 if state is services.StickyWait.RESUMED:
@@ -381,8 +386,11 @@ def _await_sticky_reply(run: Run, worker: str, session: LiveSession) -> Run | No
                 if beat:
                     last_beat = time.monotonic()
             if not session.is_alive():
-                services.fail_run(
-                    run.pk, "INTERACTION_PROCESS_LOST", "the engine process ended while waiting for a reply"
+                retry_while_database_away(
+                    services.fail_run,
+                    run.pk,
+                    "INTERACTION_PROCESS_LOST",
+                    "the engine process ended while waiting for a reply",
                 )
                 return None
             read = listener.wait(timeout=PROCESS_CHECK_SECONDS)

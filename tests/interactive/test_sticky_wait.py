@@ -125,3 +125,28 @@ def test_without_a_change_the_wait_reads_at_each_heartbeat(settings, waiting_run
     services.cancel_run(waiting_run)
     thread.join(timeout=10)
     assert not thread.is_alive()
+
+
+def test_a_database_error_while_waiting_is_retried_not_fatal(settings, waiting_run, monkeypatch, alice):
+    """The worker's one retry policy (execution.retry_while_database_away) covers the wait: a
+    moment without the database neither fails the run nor lets its process go."""
+    from django.db import OperationalError
+
+    from runs import services
+
+    read = services.sticky_wait_state
+    failures = iter([OperationalError("the database is away")])
+
+    def flaky(*args, **kwargs):
+        if (failure := next(failures, None)) is not None:
+            raise failure
+        return read(*args, **kwargs)
+
+    monkeypatch.setattr(services, "sticky_wait_state", flaky)
+    settings.SKILLRUNNER_HEARTBEAT_SECONDS = 600
+    thread, outcome = _wait_in_background(waiting_run)
+    services.submit_reply(waiting_run, user=alice, interaction_id=1, response="Kyoto")
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+    resumed = outcome()
+    assert resumed is not None and resumed.status == "running"
