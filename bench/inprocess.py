@@ -42,6 +42,7 @@ def throwaway_service(
 
         prepare_installation()  # the data dir, as `serve` and `worker` make it
         call_command("migrate", verbosity=0)
+        call_command("createcachetable", verbosity=0)  # as `serve` does: PostgreSQL without Redis keeps its cache there
         call_command("load_skills", verbosity=0)
         yield database_url
     finally:
