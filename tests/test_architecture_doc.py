@@ -11,7 +11,7 @@ import pytest
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "architecture.md"
 PACKAGES = ("accounts", "engines", "runs", "skills", "skillrunner", "upstream")
-DOTTED = re.compile(r"`((?:%s)(?:\.\w+)+)`" % "|".join(PACKAGES))
+DOTTED = re.compile(r"`((?:" + "|".join(PACKAGES) + r")(?:\.\w+)+)`")
 
 
 def _named() -> list[str]:
