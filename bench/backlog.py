@@ -30,6 +30,7 @@ CAP = 16
 HOLDERS = 5  # hold 3 slots each: 15 of 16
 WORKER = "bench:1:backlog"
 OPERATIONS = ("create", "dispatch", "claim", "status")
+WARMUP = 20
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,23 +157,24 @@ def timed(
     prepare: Callable[[], Any] = lambda: None,
     cleanup: Callable[[Any], None] = lambda _: None,
 ) -> dict[str, float]:
-    """Median and p90 in ms of `call(prepare())` after a warm-up, and the statements one call
-    runs; `cleanup` gets what each call returned, untimed."""
+    """Median and p90 in ms of `call(prepare())` after WARMUP untimed calls (statements prepared,
+    caches filled: the empty service is measured first), and the statements one call runs;
+    `cleanup` gets what each call returned, untimed."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
     times = []
-    for sample in range(repeat + 1):
+    for sample in range(WARMUP + repeat + 1):
         argument = prepare()
         began = time.perf_counter()
-        if sample == repeat:
+        if sample == WARMUP + repeat:
             with CaptureQueriesContext(connection) as statements:
                 returned = call(argument)
         else:
             returned = call(argument)
         elapsed = (time.perf_counter() - began) * 1000
         cleanup(returned)
-        if 0 < sample < repeat:  # the first warms statements and caches up
+        if WARMUP <= sample < WARMUP + repeat:
             times.append(elapsed)
     return {
         "median_ms": statistics.median(times),
