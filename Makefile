@@ -4,13 +4,37 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 ENGINE_CLI_DIR := engines/cli
-# Run a second time on PostgreSQL + Redis (SCALEOUT_DATABASE_URL, SCALEOUT_REDIS_URL: given, or
-# private throwaway servers that scripts/test_services.py starts and stops).
-SCALEOUT_TESTS := tests/api tests/interactive tests/live tests/real_engines/test_service_real_engines.py \
-	tests/sandbox tests/notifications tests/runs/test_fair_share.py tests/runs/test_retention.py \
-	tests/runs/test_thread_connections.py tests/runs/test_seed_history.py tests/ui/test_pages.py \
-	tests/upstream/test_streams.py tests/upstream/test_plugin_contract.py tests/upstream/test_reply_files.py \
+# The second pass, on PostgreSQL + Redis (SCALEOUT_DATABASE_URL, SCALEOUT_REDIS_URL: given, or
+# private throwaway servers that scripts/test_services.py starts and stops), runs again what those
+# can change; the first pass runs everything on the embedded default.
+#   tests/api, tests/interactive, tests/ui/test_pages.py, tests/upstream/test_plugin_contract.py,
+#   tests/upstream/test_reply_files.py: what clients send, stored and read back. PostgreSQL enforces
+#     column lengths, integer ranges and NUL-free text where SQLite takes anything, reorders jsonb
+#     keys, returns rows in no set order without ORDER BY, aborts a transaction at its first error,
+#     and locks rows where SQLite locks the file (replies, cancels and wait deadlines racing:
+#     test_reply_races; slots: test_slots, test_claim).
+#   tests/live, tests/interactive/test_live_worker.py: processes on one database: web and worker
+#     through the Redis broker and channel layer, the web's connection pool, and how each stops
+#     with them (the shutdown matrix), is killed, restarts or recovers.
+#   tests/real_engines/test_service_real_engines.py: a real CLI's turn through the job API.
+#   tests/notifications: deliveries claimed under row locks, sender threads and their connections.
+#   tests/runs/test_fair_share.py (fair share on real row locks), test_thread_connections.py
+#     (connections a thread leaves open), test_seed_history.py (server-side on PostgreSQL),
+#     test_retention.py (old runs found by date).
+#   tests/upstream/test_streams.py: streams woken through the Redis channel layer.
+#   tests/test_wakeups.py: a sticky run's worker woken through a Redis list instead of a socket.
+SCALEOUT_TESTS := tests/api tests/interactive tests/ui/test_pages.py tests/upstream/test_plugin_contract.py \
+	tests/upstream/test_reply_files.py tests/live tests/real_engines/test_service_real_engines.py \
+	tests/notifications tests/runs/test_fair_share.py tests/runs/test_thread_connections.py \
+	tests/runs/test_seed_history.py tests/runs/test_retention.py tests/upstream/test_streams.py \
 	tests/test_wakeups.py
+# Of the real CLIs there, Codex stands for the resumable engines and Claude Code for sticky_process
+# (engines/base.py: the only profile runs/ tells apart; nothing under runs/ looks at which engine
+# it is, and engines/ never reaches the database): their turns take every path the others take
+# to PostgreSQL and Redis. Gemini CLI, Qwen Code, OpenCode and Kilo run in the first pass.
+SCALEOUT_SELECT := not (test_service_real_engines or test_real_engines_interactive) or codex or claude
+# Not again: tests/sandbox. On PostgreSQL they probe less than on SQLite (no database file is in
+# reach), and their runs take the lifecycle tests/api covers there.
 
 .PHONY: run test test-suites lint engines system-packages sandbox bench venv test-venv clean
 
@@ -48,11 +72,21 @@ sandbox:
 test: test-venv engines system-packages lint
 	$(PY) scripts/test_services.py $(MAKE) --no-print-directory test-suites
 
-# Both passes run on two processes, one test module each at a time: every test has its own data
-# dir, database and ports, and each process its own Redis database (tests/settings.py).
+# Both passes run on two processes (tests/support/scheduling.py: a module at a time, and each test
+# sharing nothing with its module on its own): every test has its own data dir, database and ports,
+# and each process its own Redis database (tests/settings.py). Each pass's wall time is printed at
+# the end; a failed first pass skips the second.
+EMBEDDED_PASS = $(PY) -m pytest -n 2 --dist loadscope tests
+SCALEOUT_PASS = DATABASE_URL=$(SCALEOUT_DATABASE_URL) REDIS_URL=$(SCALEOUT_REDIS_URL) \
+	$(PY) -m pytest -n 2 --dist loadscope -k "$(SCALEOUT_SELECT)" $(wildcard $(SCALEOUT_TESTS))
 test-suites:
-	$(PY) -m pytest -n 2 --dist loadscope tests
-	DATABASE_URL=$(SCALEOUT_DATABASE_URL) REDIS_URL=$(SCALEOUT_REDIS_URL) $(PY) -m pytest -n 2 --dist loadscope $(wildcard $(SCALEOUT_TESTS))
+	@started=$$(date +%s); echo '$(EMBEDDED_PASS)'; $(EMBEDDED_PASS); status=$$?; \
+	times="embedded default (SQLite, ORM broker): $$(( $$(date +%s) - started )) s"; \
+	if [ $$status -eq 0 ]; then \
+		started=$$(date +%s); echo '$(SCALEOUT_PASS)'; $(SCALEOUT_PASS); status=$$?; \
+		times="$$times\nPostgreSQL + Redis: $$(( $$(date +%s) - started )) s"; \
+	fi; \
+	printf "$$times\n" | sed 's/^/make test: /'; exit $$status
 
 lint: test-venv
 	$(VENV)/bin/ruff check .

@@ -6,8 +6,8 @@ SCALEOUT_DATABASE_URL / SCALEOUT_REDIS_URL are used when set and reachable. Othe
 starts private throwaway servers (a fresh `initdb` cluster in a temporary directory, run as an
 unprivileged user, and `redis-server --save ''`, both on free loopback ports), exports their URLs
 under those names to COMMAND, and stops them and removes their directories when COMMAND ends,
-fails or is interrupted. Before and after, databases `test_skillrunner_<pid>[_gw<N>]` left by test
-processes that no longer run are dropped from the server used.
+fails or is interrupted. Before and after, databases `test_skillrunner_<pid>[_gw<N>|_template_<N>]`
+left by test processes that no longer run are dropped from the server used.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ import psycopg
 from engines.process import pid_alive
 
 # pytest-django adds _gw<N> under pytest-xdist; the number is the test process's pid (tests/settings.py).
-LEFTOVER_TEST_DATABASE = re.compile(r"test_skillrunner_(\d+)(?:_gw\d+)?")
+# _template_<N>: the migrated databases live services are copied from (tests/support/live_service.py).
+LEFTOVER_TEST_DATABASE = re.compile(r"test_skillrunner_(\d+)(?:_gw\d+|_template_\d+)?")
 START_TIMEOUT = 60
 
 

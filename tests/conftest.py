@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from rest_framework.test import APIClient
 
+from tests.support import scheduling
 from tests.support.clients import client_for
 from tests.support.fake_codex import FakeCodex
 from tests.support.outside_reads import OutsideReadGuard
@@ -26,6 +27,22 @@ OUTSIDE_READS.install()
 # One uv download cache for the whole session: every test has its own data dir (so its own
 # dependency environments, R-SK7), but the package index is asked about a package only once.
 os.environ.setdefault("UV_CACHE_DIR", os.path.join(tempfile.gettempdir(), "skillrunner-tests-uv-cache"))
+
+
+# `--dist loadscope` as tests/support/scheduling.py refines it: tests sharing nothing with their
+# module go on their own to whichever process is free.
+def pytest_configure(config: pytest.Config) -> None:
+    scheduling.prepare(config)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist sends the collection to the controller
+def pytest_collection_finish(session: pytest.Session) -> None:
+    scheduling.write_down(session)
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    return scheduling.SpreadScheduling(config, log) if config.getvalue("dist") == "loadscope" else None
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -1,8 +1,9 @@
 """The scale-out configuration (R-OP2) run for real: several daphne web processes and several
 `manage.py worker` clusters on one fresh PostgreSQL database and a Redis server of our own.
 
-- PostgreSQL: a new database on the server of DATABASE_URL when that is PostgreSQL, else on that
-  of SCALEOUT_DATABASE_URL (`make test` sets it, to a private server when none is given), else on
+- PostgreSQL: a new database, a copy of a migrated template (tests/support/live_service.py), on
+  the server of DATABASE_URL when that is PostgreSQL, else on that of SCALEOUT_DATABASE_URL
+  (`make test` sets it, to a private server when none is given), else on
   postgres://postgres@127.0.0.1:5432 (dropped at the end). The service's URL carries a password
   (ignored by trust auth) so tests can check that it never shows up anywhere.
 - Redis: our own `redis-server` on a free loopback port with a password, never the machine's
@@ -32,8 +33,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from tests.support.live_service import drop_postgres_database, free_port, fresh_postgres_url, wait_until
-from tests.support.processes import processes_in
+from tests.support.live_service import TEMPLATES, drop_postgres_database, free_port, fresh_postgres_url, wait_until
+from tests.support.processes import end_together, processes_in
 
 from .probe_engine import ProbeEngine, worker_tag
 
@@ -247,7 +248,10 @@ class Deployment:
         self.engine = ProbeEngine(self.root / "engine", self.data_dir)
         self.redis = RedisServer(self.root / "redis").start()
         try:
-            self.admin_database_url = _with_retries(lambda: fresh_postgres_url(postgres_base_url()))
+            base_url = postgres_base_url()
+            # Migrated from the start: a copy of this test process's template (there is Redis).
+            template = _with_retries(lambda: TEMPLATES.postgres_name(base_url, redis=True))
+            self.admin_database_url = _with_retries(lambda: fresh_postgres_url(base_url, template))
         except BaseException:
             self.redis.stop()
             raise
@@ -302,8 +306,7 @@ class Deployment:
         return done.stdout
 
     def start(self, users: tuple[str, ...] = ("alice", "bob"), staff: tuple[str, ...] = ("ops",)) -> Deployment:
-        self.manage("migrate", "--noinput")
-        self.manage("load_skills")
+        self.manage("load_skills")  # migrated already (TEMPLATES)
         self.create_tokens(users, staff)
         for index in range(len(self.webs)):
             self.start_web(index)
@@ -388,9 +391,7 @@ class Deployment:
 
     def stop(self) -> list[int]:
         """Stop everything; returns the engine processes still alive before the final sweep."""
-        for process in [*self.workers, *[w for w in self.webs if w is not None]]:
-            if process.poll() is None:
-                _kill_group(process, signal.SIGTERM)
+        end_together([*self.workers, *[w for w in self.webs if w is not None]], signal.SIGTERM, to_group=True, grace=15)
         leftover = self.engine_processes()
         for pid in leftover:
             try:

@@ -7,20 +7,25 @@ killed at `stop()`; waits are bounded.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from pathlib import Path
 from typing import IO, Any
 
-from tests.support.processes import ProcessTree
+from tests.support.processes import ProcessTree, end_together, kill_trees
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -32,14 +37,98 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def fresh_postgres_url(base_url: str) -> str:
-    """A new empty database on the server of `base_url` (dropped by the caller's teardown)."""
+# Variables of the test run that a service's own processes keep (besides its own settings).
+PASSED_ON = ("PATH", "LANG", "LC_ALL", "TZ", "HOME", "DATABASE_URL", "REDIS_URL")
+SQLITE_NAME = "skillrunner.sqlite3"  # the embedded default's database, in the data dir (settings)
+
+
+def fresh_postgres_url(base_url: str, template: str | None = None) -> str:
+    """A new database on the server of `base_url`, empty or a copy of `template` (dropped by the
+    caller's teardown)."""
     import psycopg
 
     name = f"skillrunner_live_{uuid.uuid4().hex[:10]}"
+    copy_of = f' TEMPLATE "{template}"' if template else ""
     with psycopg.connect(base_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"{copy_of}')
     return base_url.rsplit("/", 1)[0] + "/" + name
+
+
+class MigratedTemplates:
+    """Databases migrated once per test process, that every live service and deployment starts
+    from a copy of: the file copied on SQLite, `CREATE DATABASE … TEMPLATE` on PostgreSQL. Running
+    the migrations took 2-4 s of CPU in each service's first `manage.py` process.
+
+    A template is migrated as a service would migrate it, by `manage.py migrate` (and
+    `createcachetable`, which makes the cache's table when the cache lives in the database: on
+    PostgreSQL without Redis). Each is removed when the test process ends; on PostgreSQL its name
+    carries the pid, so scripts/test_services.py drops those of killed runs."""
+
+    def __init__(self) -> None:
+        self._made: dict[tuple[str, bool], str] = {}
+        self._cleanups: list[Any] = []
+        atexit.register(self.remove_all)
+
+    def sqlite_file(self, redis: bool) -> Path:
+        """A migrated SQLite database file, with nothing in its write-ahead log."""
+        key = ("sqlite", redis)
+        if key not in self._made:
+            data_dir = Path(tempfile.mkdtemp(prefix="skillrunner-live-template-"))
+            self._cleanups.append(lambda: shutil.rmtree(data_dir, ignore_errors=True))
+            self._migrate({"SKILLRUNNER_DATA_DIR": str(data_dir)}, redis)
+            database = data_dir / SQLITE_NAME
+            with sqlite3.connect(database) as conn:  # WAL mode stays with the file; its log does not
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            conn.close()
+            self._made[key] = str(database)
+        return Path(self._made[key])
+
+    def postgres_name(self, base_url: str, redis: bool) -> str:
+        """The name of a migrated database on the server of `base_url`, to copy with TEMPLATE."""
+        import psycopg
+
+        parts = urllib.parse.urlsplit(base_url)
+        key = (f"{parts.hostname}:{parts.port}", redis)
+        if key not in self._made:
+            name = f"test_skillrunner_{os.getpid()}_template_{len(self._made)}"
+            with psycopg.connect(base_url, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+                conn.execute(f'CREATE DATABASE "{name}"')
+            self._cleanups.append(lambda: drop_postgres_database(base_url.rsplit("/", 1)[0] + "/" + name))
+            data_dir = Path(tempfile.mkdtemp(prefix="skillrunner-live-template-"))
+            try:
+                self._migrate(
+                    {"SKILLRUNNER_DATA_DIR": str(data_dir), "DATABASE_URL": base_url.rsplit("/", 1)[0] + "/" + name},
+                    redis,
+                )
+            finally:
+                shutil.rmtree(data_dir, ignore_errors=True)
+            self._made[key] = name
+        return self._made[key]
+
+    def _migrate(self, env: dict[str, str], redis: bool) -> None:
+        full_env = {key: os.environ[key] for key in PASSED_ON if key in os.environ and key != "DATABASE_URL"}
+        full_env.pop("REDIS_URL", None)  # the template's own processes need no Redis
+        full_env.update(DJANGO_SETTINGS_MODULE="tests.settings", SECRET_KEY="live-test-secret-key", **env)
+        commands = [["migrate", "--noinput"]] + ([] if redis else [["createcachetable"]])
+        for command in commands:
+            done = subprocess.run(
+                [PYTHON, "manage.py", *command], cwd=REPO, env=full_env, capture_output=True, text=True, timeout=120
+            )
+            if done.returncode != 0:
+                raise RuntimeError(f"manage.py {' '.join(command)} failed:\n{done.stdout}\n{done.stderr}")
+
+    def remove_all(self) -> None:
+        for cleanup in reversed(self._cleanups):
+            try:
+                cleanup()
+            except Exception:  # the server may be gone already at exit
+                pass
+        self._cleanups.clear()
+        self._made.clear()
+
+
+TEMPLATES = MigratedTemplates()
 
 
 def drop_postgres_database(url: str) -> None:
@@ -68,11 +157,7 @@ class LiveService:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.env = {
-            key: value
-            for key, value in os.environ.items()
-            if key in ("PATH", "LANG", "LC_ALL", "TZ", "HOME", "DATABASE_URL", "REDIS_URL")
-        }
+        self.env = {key: value for key, value in os.environ.items() if key in PASSED_ON}
         self.env.update(
             DJANGO_SETTINGS_MODULE="tests.settings",
             SKILLRUNNER_TEST_LIVE_WORKER="1",
@@ -81,9 +166,14 @@ class LiveService:
             PYTHONUNBUFFERED="1",
             **(env or {}),
         )
+        # The database is there, migrated, from the start: a copy of this process's template.
         self.database_url = self.env.get("DATABASE_URL", "")
+        redis = bool(self.env.get("REDIS_URL"))
         if self.database_url.startswith("postgres"):
-            self.database_url = self.env["DATABASE_URL"] = fresh_postgres_url(self.database_url)
+            template = TEMPLATES.postgres_name(self.database_url, redis)
+            self.database_url = self.env["DATABASE_URL"] = fresh_postgres_url(self.database_url, template)
+        else:
+            shutil.copyfile(TEMPLATES.sqlite_file(redis), self.data_dir / SQLITE_NAME)
         self.env["SKILLRUNNER_QUEUE_NAME"] = f"live-{uuid.uuid4().hex[:8]}"
         self.web: subprocess.Popen | None = None
         self.workers: list[subprocess.Popen] = []
@@ -134,9 +224,7 @@ class LiveService:
         return tree
 
     def start(self, workers: int = 1) -> LiveService:
-        self.manage("migrate", "--noinput")
-        self.manage("createcachetable")
-        self.manage("load_skills")
+        self.manage("load_skills")  # migrated already (TEMPLATES)
         self.start_web()
         for _ in range(workers):
             self.start_worker()
@@ -171,16 +259,11 @@ class LiveService:
 
     def stop(self) -> None:
         """SIGTERM to each main process (as a process manager would), then SIGKILL its group;
-        whatever is left of a tree is killed."""
-        for tree in self.trees:
-            tree.kill()
-        for process in [*self.serves, *self.workers, *([self.web] if self.web else [])]:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                try:
-                    process.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    pass
+        whatever is left of a tree is killed. All at once: the waits do not add up."""
+        kill_trees(self.trees)
+        processes = [*self.serves, *self.workers, *([self.web] if self.web else [])]
+        end_together(processes, signal.SIGTERM, to_group=False, grace=15)
+        for process in processes:  # ended or not: what it started may be left
             self.kill(process, signal.SIGKILL)
         for log in self._logs:
             log.close()

@@ -60,6 +60,48 @@ def kill_all(pids: list[int]) -> None:
             pass
 
 
+def end_together(processes: list[subprocess.Popen], sig: int, *, to_group: bool, grace: float) -> None:
+    """`sig` to every process still running (to its process group if `to_group`), at once; up to
+    `grace` s for them all to end; then SIGKILL to the process group of each one still running.
+    As stopping them one by one would, without their waits adding up."""
+    running = [process for process in processes if process.poll() is None]
+    for process in running:
+        try:
+            if to_group:
+                os.killpg(process.pid, sig)
+            else:
+                process.send_signal(sig)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + grace
+    for process in running:
+        try:
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+    left = [process for process in running if process.poll() is None]
+    for process in left:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    for process in left:
+        process.wait(timeout=10)
+
+
+def kill_trees(trees: list[ProcessTree]) -> None:
+    """SIGKILL to whatever is left of each tree, all at once, until every reaper, with nothing
+    left to reap, has ended."""
+    while alive := [tree for tree in trees if tree.reaper.poll() is None]:
+        for tree in alive:
+            kill_all(tree.left())
+        for tree in alive:
+            try:
+                tree.reaper.wait(timeout=1 / len(alive))
+            except subprocess.TimeoutExpired:
+                pass
+
+
 def descendants(pid: int) -> list[int]:
     """Live (non-zombie) processes below `pid`, found by parentage in /proc."""
     children: dict[int, list[int]] = {}
@@ -91,7 +133,8 @@ def describe(pids: list[int]) -> str:
 class ProcessTree:
     """A command run under tests/support/subreaper.py, leading a session of its own as under a
     service manager: every process it starts stays a descendant of the reaper however it
-    detaches, until it ends. So what a stop leaves behind can be counted, and is always killed."""
+    detaches, until it ends. So what a stop leaves behind can be counted, and is always killed
+    (kill_trees)."""
 
     def __init__(self, argv: list[str], *, cwd: Path, env: dict[str, str], log: IO[bytes]):
         self.reaper = subprocess.Popen(
@@ -129,15 +172,6 @@ class ProcessTree:
         except subprocess.TimeoutExpired:
             return self.left()
         return []
-
-    def kill(self) -> None:
-        """SIGKILL whatever is left until the reaper, with nothing left to reap, ends."""
-        while self.reaper.poll() is None:
-            kill_all(self.left())
-            try:
-                self.reaper.wait(timeout=1)
-            except subprocess.TimeoutExpired:
-                pass
 
 
 def children(pid: int) -> list[int]:
