@@ -176,7 +176,7 @@ class RunConsumer(LiveConnectionConsumer):
                 while True:
                     async with self.turn:
                         # Subscribed before this read, so an event committed meanwhile wakes the next wait.
-                        events = await database_sync_to_async(selectors.events_after)(run, cursor)
+                        _, events = await waiter.status_and_events(cursor)
                         for event in events:
                             await self.send_json(event.as_message())
                             cursor = event.seq
