@@ -6,7 +6,9 @@ First one real turn of each engine CLI, unconfined and in bubblewrap, against th
 (bench/clis.py). Then for each configuration, cap (SKILLRUNNER_MAX_CONCURRENT_TURNS) and round, a fresh
 `manage.py serve` (what `make run` starts: daphne + `manage.py worker`) on a fresh database,
 with bench/fakecodex.py as its codex, driven by bench/outside.py. Then, per configuration, one
-service at the default cap 4 idles and parks `--waiting` interactive runs in waiting_user.
+service at the default cap 4 idles and parks `--waiting` interactive runs in waiting_user. Last,
+`--crowd` live connections on one web process (and on two sharing Redis), idle and fanning out a
+run event (bench/crowd.py, R-SC2).
 Medians across rounds are printed as a Markdown table beside the reference and the floor; the
 raw figures go to test-output/bench/outside.json. `python -m bench.detail` is the detailed
 benchmark (segments, websocket, activity, webhooks, sandbox cost).
@@ -27,7 +29,7 @@ from typing import Any
 
 from tests.support.live_service import REPO, LiveService
 
-from . import clis, outside, report, scenarios
+from . import clis, crowd, outside, report, scenarios
 from .httpclient import Api
 from .services import CONFIGS, bench_service, loadavg, wait_ready
 from .system import tree_engines
@@ -91,6 +93,9 @@ def print_tables(results: dict[str, Any]) -> None:
     if results.get("cli_turns"):
         print()
         print(report.cli_turns(results["cli_turns"]))
+    if results.get("crowd"):
+        print()
+        print(report.crowd_table(results["crowd"]))
     rounds, elapsed = results["args"]["rounds"], results["elapsed_s"]
     before, after = results["loadavg_before"], results["loadavg_after"]
     sandbox = results["args"].get("sandbox", "bwrap")  # JSONs written before --sandbox existed ran in bwrap
@@ -122,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle-seconds", type=float, default=10.0, help="idle CPU window")
     parser.add_argument("--floor", type=int, default=30, help="direct spawns of the fake for the floor")
     parser.add_argument("--waiting", type=int, default=1000, help="runs parked in waiting_user at cap 4; 0 skips")
+    parser.add_argument(
+        "--crowd", type=int, default=1000, help="live connections on one web process (bench/crowd.py); 0 skips"
+    )
     parser.add_argument(
         "--cli-turns", type=int, default=1, help="real turns per engine CLI and sandbox mode (bench/clis.py); 0 skips"
     )
@@ -171,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
             for config in configs:
                 results["waiting"][config] = waiting(root, config, fake, args)
                 print(f"[{config} waiting] {json.dumps(results['waiting'][config])[:400]}", flush=True)
+        if args.crowd:
+            setups = [setup for setup, (config, _) in crowd.SETUPS.items() if config in configs]
+            results["crowd"] = crowd.measure(root, setups, crowd.Options(connections=args.crowd))
         failed = False
     finally:
         if args.keep or failed:

@@ -1,7 +1,7 @@
 """R-SC2: many open websockets and event streams on one web process, measured from outside.
 
     .venv/bin/python -m bench.crowd [--setups embedded,scaleout,scaleout-2webs] [--connections 1000]
-        [--runs 4] [--rounds 10] [--idle-seconds 30] [--inbox 20]
+        [--runs 4] [--rounds 10] [--idle-seconds 30] [--inbox 20] [--users 20]
 
 `make bench` runs it too, for its configurations (`--crowd N`, 0 skips). For each setup a fresh
 service (tests.support.live_service: daphne and one `manage.py worker`) on a fresh database;
@@ -15,7 +15,8 @@ the event streams and a minimal websocket framing of its own (it answers the ser
 a connection costs it one buffer and each arrival one timestamp. Half the connections are
 websockets (`/ws/runs/<id>/`, `--inbox` of them `/ws/inbox/`), half event streams (four in five
 `/v1/jobs/<id>/events?after_seq=`, one in five upstream's `/v1/jobs/<id>/events?cursor=`), spread
-evenly over the runs and, with two webs, alternately over both.
+evenly over the runs, over `--users` staff users (who may follow any run) and, with two webs,
+alternately over both. The per-user cap (SKILLRUNNER_USER_MAX_STREAMS) is raised to let them in.
 
 - idle: over `--idle-seconds`, first with one connection per web process, then with all of them:
   the CPU of each web process (/proc/<pid>/stat) and the database's work. On PostgreSQL that is
@@ -66,7 +67,9 @@ from .services import CONFIGS, bench_service, loadavg, wait_ready
 SETUPS = {"embedded": ("embedded", 1), "scaleout": ("scaleout", 1), "scaleout-2webs": ("scaleout", 2)}
 OPEN_AT_ONCE = 25  # connections being opened at a time
 OPEN_TIMEOUT = 60.0
-SETTLE_SECONDS = 5.0  # after opening connections, before an idle window
+# After opening connections, before an idle window: PostgreSQL's backends report their counters
+# up to 10 s late once idle, and the opening's must not count as idle work.
+SETTLE_SECONDS = 12.0
 ROUND_TIMEOUT = 20.0
 ROUND_GAP_SECONDS = 1.0
 UPSTREAM_SHARE = 5  # one event stream in this many is upstream's
@@ -193,24 +196,24 @@ class Plan:
     """Which connections to open, where."""
 
     ports: list[int]
-    token: str
+    tokens: list[str]  # of staff users, who may follow any run
     runs: dict[str, int]  # request id -> its last event's seq when the plan was made
     connections: int
     inbox: int
 
-    def connection(self, kind: str, run: str, port: int) -> Connection:
+    def connection(self, kind: str, run: str, port: int, token: str) -> Connection:
         since = self.runs[run] - 1  # the last event is replayed: the sign that the listener is in place
         if kind == "socket":
-            return Socket(kind, port, f"/ws/runs/{run}/?after_seq={since}", self.token, run)
+            return Socket(kind, port, f"/ws/runs/{run}/?after_seq={since}", token, run)
         if kind == "inbox":
-            return Socket(kind, port, "/ws/inbox/", self.token, None)
+            return Socket(kind, port, "/ws/inbox/", token, None)
         query = f"cursor={since}" if kind == "upstream" else f"after_seq={since}"
-        return Connection(kind, port, f"/v1/jobs/{run}/events?{query}", self.token, run)
+        return Connection(kind, port, f"/v1/jobs/{run}/events?{query}", token, run)
 
     def baseline(self) -> list[Connection]:
         """One run socket on each web process."""
         first = next(iter(self.runs))
-        return [self.connection("socket", first, port) for port in self.ports]
+        return [self.connection("socket", first, port, self.tokens[0]) for port in self.ports]
 
     def rest(self) -> list[Connection]:
         """The other connections, kinds interleaved evenly, each kind's spread over the runs."""
@@ -227,7 +230,12 @@ class Plan:
         order = sorted(((index + 0.5) / count, kind, index) for kind, count in counts.items() for index in range(count))
         runs = list(self.runs)
         return [
-            self.connection(kind, runs[index % len(runs)], self.ports[position % len(self.ports)])
+            self.connection(
+                kind,
+                runs[index % len(runs)],
+                self.ports[position % len(self.ports)],
+                self.tokens[position % len(self.tokens)],
+            )
             for position, (_, kind, index) in enumerate(order)
         ]
 
@@ -322,7 +330,7 @@ class Crowd:
     setup: str
     service: LiveService
     webs: list[tuple[subprocess.Popen, int]]  # (process, port), the first the service's own
-    token: str
+    tokens: list[str]  # the first one's user owns the runs
     sqlite: Path | None
     runs: dict[str, int] = field(default_factory=dict)
 
@@ -387,31 +395,44 @@ class Crowd:
         return written
 
     def events(self, run: str) -> list[dict[str, Any]]:
-        status, body = self.service.request("GET", f"/v1/jobs/{run}/events/history?after_seq=0", self.token)
+        status, body = self.service.request("GET", f"/v1/jobs/{run}/events/history?after_seq=0", self.tokens[0])
         assert status == 200, body
         return body["events"]
 
 
-def start_crowd(root: Path, setup: str, engine: Path, args: argparse.Namespace) -> Crowd:
+@dataclass
+class Options:
+    connections: int = 1000  # in all, over every web process
+    runs: int = 4
+    rounds: int = 10
+    idle_seconds: float = 30.0  # each window holds one lease renewal (every 30 s) with Redis
+    inbox: int = 20
+    # The connections' users, each with a share of them. Opening a connection locks its user's row
+    # (the per-user cap): a thousand of one user's would queue on that lock, which is no fan-out cost.
+    users: int = 20
+    profiler: Profiler | None = None
+
+
+def start_crowd(root: Path, setup: str, engine: Path, args: Options) -> Crowd:
     config, webs = SETUPS[setup]
     env = {
         "SKILLRUNNER_CODEX_BIN": str(engine),
         "SKILLRUNNER_SANDBOX": "off",  # the sandbox is no part of fan-out; the bench writes into the run's folder
-        "SKILLRUNNER_USER_MAX_STREAMS": str(args.connections + 100),
+        "SKILLRUNNER_USER_MAX_STREAMS": str(args.connections),
         # One user holds every run's turn at once (the default per-user cap is one slot fewer).
         "SKILLRUNNER_MAX_CONCURRENT_TURNS": str(max(4, args.runs)),
         "SKILLRUNNER_USER_MAX_RUNNING": str(args.runs),
     }
     service = bench_service(root / setup, config, env)
-    crowd = Crowd(setup, service, [], "", None)
+    crowd = Crowd(setup, service, [], [], None)
     try:
         service.start()
         assert service.web is not None
         crowd.webs.append((service.web, service.port))
         for index in range(1, webs):
             crowd.webs.append(start_web(service, index))
-        crowd.token = service.token("crowd")
-        wait_ready(service, crowd.token)
+        crowd.tokens = staff_tokens(service, args.users)
+        wait_ready(service, crowd.tokens[0])
         if not service.database_url.startswith("postgres"):
             crowd.sqlite = service.data_dir / "skillrunner.sqlite3"
         crowd.runs = start_runs(crowd, args.runs)
@@ -419,6 +440,19 @@ def start_crowd(root: Path, setup: str, engine: Path, args: argparse.Namespace) 
         stop_crowd(crowd)
         raise
     return crowd
+
+
+def staff_tokens(service: LiveService, users: int) -> list[str]:
+    """A token for each of `users` new staff users (one `manage.py shell`)."""
+    created = service.manage(
+        "shell",
+        "-c",
+        "from django.contrib.auth import get_user_model\n"
+        "from accounts.services import issue_token\n"
+        f"for index in range({users}):\n"
+        "    print('token', issue_token(get_user_model().objects.create(username=f'crowd-{index}', is_staff=True))[1])\n",
+    )
+    return [line.split()[1] for line in created.splitlines() if line.startswith("token ")]  # past any log lines
 
 
 def start_web(service: LiveService, index: int) -> tuple[subprocess.Popen, int]:
@@ -448,14 +482,14 @@ def start_runs(crowd: Crowd, runs: int) -> dict[str, int]:
     started = []
     for _ in range(runs):
         body = {"skill_id": "haiku-writer", "engine": "codex", "input": {"topic": f"{CROWD_MARK} {uuid.uuid4().hex}"}}
-        status, created = crowd.service.request("POST", "/v1/jobs", crowd.token, body)
+        status, created = crowd.service.request("POST", "/v1/jobs", crowd.tokens[0], body)
         assert status == 200, created
         started.append(created["request_id"])
     last = {}
     for run in started:
         fifo = crowd.service.data_dir / "runs" / run / CROWD_TRIGGER
         crowd.service.wait_until(fifo.exists, 60, f"the turn of {run} to wait on its FIFO")
-        crowd.service.wait_for_status(crowd.token, run, {"running"})
+        crowd.service.wait_for_status(crowd.tokens[0], run, {"running"})
         time.sleep(0.5)  # the turn's first events are written meanwhile
         last[run] = crowd.events(run)[-1]["seq"]
     return last
@@ -476,6 +510,7 @@ async def fan_out(crowd: Crowd, connections: list[Connection], rounds: int) -> d
     seen: list[tuple[Connection, int, float]] = []  # (connection, round, arrival)
     written: dict[tuple[str, int], float] = {}
     missing = 0
+    missed: dict[str, int] = {}  # by kind of connection
     for number in range(1, rounds + 1):
         marker = f'crowd {number}"'.encode()
         starts = {id(connection): len(connection.body) for connection in listening}
@@ -494,6 +529,8 @@ async def fan_out(crowd: Crowd, connections: list[Connection], rounds: int) -> d
                     seen.append((connection, number, arrival))
             waiting = still
         missing += len(waiting)
+        for connection in waiting:
+            missed[connection.kind] = missed.get(connection.kind, 0) + 1
         await asyncio.sleep(ROUND_GAP_SECONDS)
     created = {}
     for run in crowd.runs:
@@ -507,6 +544,7 @@ async def fan_out(crowd: Crowd, connections: list[Connection], rounds: int) -> d
         "rounds": rounds,
         "receivers": len(listening),
         "missing": missing,
+        "missed_by_kind": missed,
         "from_created_at": summary(from_commit),
         "from_fifo_write": summary(from_write),
         "write_to_created_at": summary([created[key] - at for key, at in written.items() if key in created]),
@@ -533,13 +571,13 @@ def per_connection_kib(before: list[dict[str, int]], after: list[dict[str, int]]
     }
 
 
-async def measure_setup(crowd: Crowd, args: argparse.Namespace) -> dict[str, Any]:
-    plan = Plan([port for _, port in crowd.webs], crowd.token, crowd.runs, args.connections, args.inbox)
+async def measure_setup(crowd: Crowd, args: Options) -> dict[str, Any]:
+    plan = Plan([port for _, port in crowd.webs], crowd.tokens, crowd.runs, args.connections, args.inbox)
     result: dict[str, Any] = {"setup": crowd.setup, "webs": len(crowd.webs), "runs": len(crowd.runs)}
     # Warm-up: one connection of each kind on each web, then none, so the code each kind runs is
     # loaded before the memory readings.
     warm = [
-        plan.connection(kind, next(iter(crowd.runs)), port)
+        plan.connection(kind, next(iter(crowd.runs)), port, crowd.tokens[0])
         for kind in ("socket", "inbox", "stream", "upstream")
         for port in plan.ports
     ]
@@ -583,7 +621,7 @@ async def measure_setup(crowd: Crowd, args: argparse.Namespace) -> dict[str, Any
     return result
 
 
-def run_setup(root: Path, setup: str, engine: Path, args: argparse.Namespace) -> dict[str, Any]:
+def run_setup(root: Path, setup: str, engine: Path, args: Options) -> dict[str, Any]:
     loadavg_before = loadavg()
     crowd = start_crowd(root, setup, engine, args)
     try:
@@ -594,14 +632,6 @@ def run_setup(root: Path, setup: str, engine: Path, args: argparse.Namespace) ->
     return result
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--runs", type=int, default=4, help="runs the connections follow")
-    parser.add_argument("--rounds", type=int, default=10, help="events made on every run, one round a second")
-    parser.add_argument("--idle-seconds", type=float, default=30.0, help="each idle window (a lease renewal is 30 s)")
-    parser.add_argument("--inbox", type=int, default=20, help="inbox sockets among the websockets")
-    parser.add_argument("--profile", type=Path, help="record py-spy profiles of the fan-out into this directory")
-
-
 def raise_open_files_limit() -> None:
     """A thousand connections need more descriptors than a default soft limit of 1,024 (the
     service's processes inherit the limit)."""
@@ -610,10 +640,9 @@ def raise_open_files_limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-def measure(root: Path, setups: list[str], args: argparse.Namespace) -> dict[str, Any]:
+def measure(root: Path, setups: list[str], args: Options) -> dict[str, Any]:
     """Each setup in turn; what `make bench` calls."""
     raise_open_files_limit()
-    args.profiler = Profiler(args.profile) if args.profile else None
     engine = write_engine(root / "crowd-engine")
     return {setup: run_setup(root, setup, engine, args) for setup in setups}
 
@@ -623,8 +652,16 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m bench.crowd", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--setups", default=",".join(SETUPS), help=f"comma-separated: {', '.join(SETUPS)}")
-    parser.add_argument("--connections", type=int, default=1000, help="connections opened in all (all web processes)")
-    add_arguments(parser)
+    defaults = Options()
+    parser.add_argument("--connections", type=int, default=defaults.connections, help="in all, over every web process")
+    parser.add_argument("--runs", type=int, default=defaults.runs, help="runs the connections follow")
+    parser.add_argument(
+        "--rounds", type=int, default=defaults.rounds, help="events made on every run, a round a second"
+    )
+    parser.add_argument("--idle-seconds", type=float, default=defaults.idle_seconds, help="each idle window")
+    parser.add_argument("--inbox", type=int, default=defaults.inbox, help="inbox sockets among the websockets")
+    parser.add_argument("--users", type=int, default=defaults.users, help="staff users sharing the connections")
+    parser.add_argument("--profile", type=Path, help="record py-spy profiles of the fan-out into this directory")
     parser.add_argument("--output", type=Path, default=REPO / "test-output" / "bench" / "crowd.json")
     parser.add_argument("--keep", action="store_true", help="keep the data directories (service logs)")
     parser.add_argument("--report", type=Path, help="print the table of a JSON this wrote earlier, and stop")
@@ -639,7 +676,9 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(tempfile.mkdtemp(prefix="skillrunner-crowd-"))
     failed = True
     try:
-        results = measure(root, setups, args)
+        profiler = Profiler(args.profile) if args.profile else None
+        options = Options(args.connections, args.runs, args.rounds, args.idle_seconds, args.inbox, args.users, profiler)
+        results = measure(root, setups, options)
         failed = False
     finally:
         if args.keep or failed:
@@ -651,8 +690,8 @@ def main(argv: list[str] | None = None) -> int:
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(results, indent=1))
     print(f"raw figures: {args.output}")
-    if args.profiler:
-        print(args.profiler.summary())
+    if profiler:
+        print(profiler.summary())
     return 0
 
 

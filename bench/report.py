@@ -436,8 +436,8 @@ def crowd_table(results: dict[str, dict[str, Any]]) -> str:
             lambda r: _fan_out(r["fan_out"]["from_created_at"]),
         ),
         (
-            "... receipts (missing)",
-            lambda r: f"{r['fan_out']['from_created_at'].get('n', 0)} ({r['fan_out']['missing']})",
+            "... receipts (missing); connections the service closed meanwhile",
+            lambda r: f"{r['fan_out']['from_created_at'].get('n', 0)} ({r['fan_out']['missing']}); {r['closed_early']}",
         ),
         (
             "fan-out, bench's FIFO write -> received, p50 / p99 / max ms",
