@@ -540,9 +540,18 @@ async def fan_out(crowd: Crowd, connections: list[Connection], rounds: int) -> d
                 created[(run, int(command.split()[1]))] = datetime.fromisoformat(event["ts"]).timestamp()
     from_commit = [arrival - created[(c.run, number)] for c, number, arrival in seen if c.run is not None]
     from_write = [arrival - written[(c.run, number)] for c, number, arrival in seen if c.run is not None]
+    kinds = sorted({c.kind for c, _, _ in seen})
     return {
         "rounds": rounds,
         "receivers": len(listening),
+        "by_round": [
+            summary([a - created[(c.run, n)] for c, n, a in seen if n == number and c.run is not None])
+            for number in range(1, rounds + 1)
+        ],
+        "by_kind": {
+            kind: summary([a - created[(c.run, n)] for c, n, a in seen if c.kind == kind and c.run is not None])
+            for kind in kinds
+        },
         "missing": missing,
         "missed_by_kind": missed,
         "from_created_at": summary(from_commit),
