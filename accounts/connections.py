@@ -100,7 +100,10 @@ def keep_connections(connection_ids: Iterable[UUID], *, renew: bool) -> set[UUID
     expires_at = now + timedelta(seconds=LEASE_SECONDS)
     for start in range(0, len(ids), ID_CHUNK):
         rows = LiveConnection.objects.filter(pk__in=ids[start : start + ID_CHUNK])
-        rows.filter(_credential_ended(now)).delete()
+        # Looked for first: a delete takes SQLite's write lock even when it finds nothing, and the
+        # watcher's thread, which also reads for the live listeners, waited on the worker's writes.
+        if ended := list(rows.filter(_credential_ended(now)).values_list("pk", flat=True)):
+            LiveConnection.objects.filter(pk__in=ended).delete()
         if renew:
             rows.update(expires_at=expires_at)
         alive.update(rows.values_list("pk", flat=True))

@@ -7,7 +7,9 @@ First one real turn of each engine CLI, unconfined and in bubblewrap, against th
 `manage.py serve` (what `make run` starts: daphne + `manage.py worker`) on a fresh database,
 with bench/fakecodex.py as its codex, driven by bench/outside.py. Then, per configuration, one
 service at the default cap 4 idles and parks `--waiting` interactive runs in waiting_user. Last,
-per configuration, what a run costs beside `--backlog` queued runs (bench/backlog.py, R-SC1).
+per configuration, what a run costs beside `--backlog` queued runs (bench/backlog.py, R-SC1), and
+`--crowd` live connections on one web process (and on two sharing Redis), idle and fanning out a
+run event (bench/crowd.py, R-SC2).
 Medians across rounds are printed as a Markdown table beside the reference and the floor; the
 raw figures go to test-output/bench/outside.json. `python -m bench.detail` is the detailed
 benchmark (segments, websocket, activity, webhooks, sandbox cost).
@@ -29,7 +31,7 @@ from typing import Any
 
 from tests.support.live_service import REPO, LiveService
 
-from . import backlog, clis, outside, report, scenarios
+from . import backlog, clis, crowd, outside, report, scenarios
 from .httpclient import Api
 from .services import CONFIGS, bench_service, loadavg, wait_ready
 from .system import tree_engines
@@ -106,6 +108,9 @@ def print_tables(results: dict[str, Any]) -> None:
     if results.get("cli_turns"):
         print()
         print(report.cli_turns(results["cli_turns"]))
+    if results.get("crowd"):
+        print()
+        print(report.crowd_table(results["crowd"]))
     rounds, elapsed = results["args"]["rounds"], results["elapsed_s"]
     before, after = results["loadavg_before"], results["loadavg_after"]
     sandbox = results["args"].get("sandbox", "bwrap")  # JSONs written before --sandbox existed ran in bwrap
@@ -139,6 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--waiting", type=int, default=1000, help="runs parked in waiting_user at cap 4; 0 skips")
     parser.add_argument(
         "--backlog", type=int, default=10_000, help="queued runs beside the R-SC1 figures (bench/backlog.py); 0 skips"
+    )
+    parser.add_argument(
+        "--crowd", type=int, default=1000, help="live connections on one web process (bench/crowd.py); 0 skips"
     )
     parser.add_argument(
         "--cli-turns", type=int, default=1, help="real turns per engine CLI and sandbox mode (bench/clis.py); 0 skips"
@@ -194,6 +202,9 @@ def main(argv: list[str] | None = None) -> int:
             for config in configs:
                 results["backlog"][config] = backlog_figures(root, config, args.backlog)
                 print(backlog.table(results["backlog"][config]), flush=True)
+        if args.crowd:
+            setups = [setup for setup, (config, _) in crowd.SETUPS.items() if config in configs]
+            results["crowd"] = crowd.measure(root, setups, crowd.Options(connections=args.crowd))
         failed = False
     finally:
         if args.keep or failed:

@@ -11,6 +11,9 @@ prompt holds ``activity-bench`` it first prints ACTIVITY_LINES tool-start lines,
 with the epoch time it was printed, for the stdout line -> websocket latency, R-AC3) and
 trip-planner (interactive: the first turn asks and exits; a `resume <thread>` turn writes
 artifacts/plan.md and answers with the done marker). The thread id is the run directory's name.
+When a haiku-writer prompt holds ``crowd-bench`` (bench/crowd.py), the turn first makes a FIFO
+CROWD_TRIGGER in the run directory and, for each line written to it, prints one tool-start line
+naming that line (``crowd <line>``), until the line ``end``: run events made on demand.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ ACTIVITY_MARK = "activity-bench"
 ACTIVITY_LINES = 20
 ACTIVITY_GAP_SECONDS = 0.05
 ACTIVITY_SETTLE_SECONDS = 0.5  # before the first line: the client's socket connects meanwhile
+CROWD_MARK = "crowd-bench"
+CROWD_TRIGGER = "crowd-trigger"
 
 HAIKU_MESSAGE = '{\\"topic\\": \\"bench\\", \\"haiku\\": [\\"one\\", \\"two\\", \\"three\\"], \\"haiku_file\\": \\"artifacts/haiku.md\\"}'
 ASK_MESSAGE = '{\\"ask_user\\": {\\"interaction_id\\": 1, \\"kind\\": \\"open_text\\", \\"prompt\\": \\"Where do you want to go, and in which season?\\"}}'
@@ -68,6 +73,14 @@ else
       for i in $(seq 1 {ACTIVITY_LINES}); do
         printf '{{"type":"item.started","item":{{"id":"cmd_%s","type":"command_execution","command":"stamp %s","aggregated_output":"","status":"in_progress"}}}}\\n' "$i" "$(date +%s.%N)"
         sleep {ACTIVITY_GAP_SECONDS}
+      done
+      ;;
+    *{CROWD_MARK}*)
+      printf '%s\\n' '{{"type":"thread.started","thread_id":"'"${{PWD##*/}}"'"}}' '{{"type":"turn.started"}}'
+      # Opened read-write: the FIFO never reports an end of file, and the bench's writes never block.
+      mkfifo {CROWD_TRIGGER} && exec 3<> {CROWD_TRIGGER}
+      while read -r line <&3 && [ "$line" != end ]; do
+        printf '{{"type":"item.started","item":{{"id":"crowd_%s","type":"command_execution","command":"crowd %s","aggregated_output":"","status":"in_progress"}}}}\\n' "$line" "$line"
       done
       ;;
   esac

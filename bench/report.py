@@ -379,3 +379,85 @@ def waiting_table(waiting: dict[str, dict[str, Any]]) -> str:
         lines.append("| " + " | ".join([text, *[cell(waiting[name]) for name in names], target]) + " |")
     loads = "; ".join(f"{name}: {waiting[name]['loadavg_before']}" for name in names)
     return "\n".join([*lines, "", f"load average before: {loads}"])
+
+
+# --- `python -m bench.crowd`: live connections on one web process (R-SC2) -------------------------
+
+CROWD_GOAL_P99_MS = 250.0
+
+
+def _rate(value: float, seconds: float) -> str:
+    return f"{value / seconds:.1f}"
+
+
+def _idle_db(idle: dict[str, Any]) -> str:
+    """The database's work in one idle window, per second."""
+    seconds = idle["seconds"]
+    if "postgres" in idle:
+        counters = idle["postgres"]
+        return (
+            f"{_rate(counters['xact_commit'] + counters['xact_rollback'], seconds)} xact, "
+            f"{_rate(counters['tup_returned'], seconds)} rows returned, {_rate(counters['tup_fetched'], seconds)} fetched"
+        )
+    if "sqlite_syscalls" in idle:
+        return f"{_rate(sum(idle['sqlite_syscalls'].values()), seconds)} syscalls on the db files"
+    return "-"
+
+
+def _fan_out(figures: dict[str, Any]) -> str:
+    if not figures.get("n"):
+        return "-"
+    return f"{figures['p50_ms']:.0f} / {figures['p99_ms']:.0f} / {figures['max_ms']:.0f}"
+
+
+def crowd_table(results: dict[str, dict[str, Any]]) -> str:
+    """Rows = figures; columns = setups (embedded, scaleout with one and two web processes)."""
+    names = list(results)
+    rows: list[tuple[str, Any]] = [
+        (
+            "connections: run sockets / inbox sockets / event streams / upstream streams",
+            lambda r: " / ".join(
+                str(r["connections"].get(kind, 0)) for kind in ("socket", "inbox", "stream", "upstream")
+            ),
+        ),
+        ("web processes; runs followed", lambda r: f"{r['webs']}; {r['runs']}"),
+        (
+            "idle, database work per second: 1 connection per web -> all",
+            lambda r: f"{_idle_db(r['idle_one'])} -> {_idle_db(r['idle_all'])}",
+        ),
+        (
+            "idle, web CPU % of a core (each web): 1 -> all",
+            lambda r: " -> ".join(
+                ", ".join(f"{cpu:.1f}" for cpu in r[key]["web_cpu_percent"]) for key in ("idle_one", "idle_all")
+            ),
+        ),
+        (
+            f"fan-out, event created_at -> received, p50 / p99 / max ms (goal p99 <= {CROWD_GOAL_P99_MS:.0f})",
+            lambda r: _fan_out(r["fan_out"]["from_created_at"]),
+        ),
+        (
+            "... receipts (missing); connections the service closed meanwhile",
+            lambda r: f"{r['fan_out']['from_created_at'].get('n', 0)} ({r['fan_out']['missing']}); {r['closed_early']}",
+        ),
+        (
+            "fan-out, bench's FIFO write -> received, p50 / p99 / max ms",
+            lambda r: _fan_out(r["fan_out"]["from_fifo_write"]),
+        ),
+        (
+            "memory per idle connection, KiB RSS (PSS)",
+            lambda r: f"{r['kib_per_connection']['rss_kib']:.0f} ({r['kib_per_connection']['pss_kib']:.0f})",
+        ),
+        (
+            "web RSS MiB: none / 1 / all (each web)",
+            lambda r: " / ".join(
+                ", ".join(f"{web['rss_kib'] / 1024:.0f}" for web in r["memory"][key]) for key in ("none", "one", "all")
+            ),
+        ),
+        ("web threads with all connections", lambda r: ", ".join(str(n) for n in r["idle_all"]["web_threads"])),
+        ("opening them, s", lambda r: f"{r['open_seconds']:.1f}"),
+        ("load average before -> after", lambda r: f"{r['loadavg_before']} -> {r['loadavg_after']}"),
+    ]
+    lines = ["| | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for label, cell in rows:
+        lines.append("| " + " | ".join([label, *[cell(results[name]) for name in names]]) + " |")
+    return "\n".join(lines)

@@ -108,6 +108,10 @@ class LiveConnectionConsumer(AsyncJsonWebsocketConsumer):
 
     connection: LiveConnection | None = None
     tail_task: asyncio.Task | None = None
+    # No channel of its own in the channel layer: runs.live wakes it. An alias naming no layer gets
+    # none (channels.layers.get_channel_layer); with one, every socket kept a receive of its own
+    # waiting on the layer, for messages nothing sends to it.
+    channel_layer_alias = "none"
 
     async def open_live_connection(self) -> bool:
         """Accept the socket for an authenticated user with room under the cap, or close it: 4401, 4429."""
@@ -176,7 +180,7 @@ class RunConsumer(LiveConnectionConsumer):
                 while True:
                     async with self.turn:
                         # Subscribed before this read, so an event committed meanwhile wakes the next wait.
-                        events = await database_sync_to_async(selectors.events_after)(run, cursor)
+                        _, events = await waiter.status_and_events(cursor)
                         for event in events:
                             await self.send_json(event.as_message())
                             cursor = event.seq

@@ -9,9 +9,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from functools import partial
 from typing import Any
 
-from channels.db import database_sync_to_async
 from django.urls import reverse
 from rest_framework.exceptions import ValidationError
 
@@ -127,7 +127,7 @@ class InboxConsumer(LiveConnectionConsumer):
             async with UserChangeWaiter(user.pk, self.connection) as waiter:
                 while True:
                     # Subscribed before this read, so a change committed meanwhile wakes the next wait.
-                    message = await database_sync_to_async(inbox_message)(user)
+                    message = await waiter.read(("inbox", user.pk), partial(inbox_message, user))
                     if message != last:
                         await self.send_json(message)
                         last = message

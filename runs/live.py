@@ -1,15 +1,17 @@
 """Waiting for a run's next events (R-UI1, R-UI2), and keeping this process's live connections
 (R-FS2, R-FS3).
 
-A listener waits on a channel-layer channel of its own and reads the event table only when woken,
-so an idle socket or stream costs no query at all. With a cross-process channel layer (Redis) the
-committing process wakes listeners through the layer. Besides, each web process runs one watcher
+A listener waits to be woken and reads the event table only then, so an idle socket or stream
+costs no query at all. With a cross-process channel layer (Redis) the committing process wakes
+listeners through the layer, one message per web process and run (ProcessWatcher). Besides, each web process runs one watcher
 per event loop while anyone listens, one query per interval however many listen: it tails the
 event table and wakes its own listeners of the runs that changed (every WATCH_INTERVAL_SECONDS on
 the embedded default, whose in-memory layer a worker process cannot reach; every
 SAFETY_POLL_SECONDS with Redis, so a lost wake-up costs that much at most), renews this process's
 live connections and ends those whose credential was revoked (accounts.connections).
-The event table stays the only source of what is sent.
+The event table stays the only source of what is sent. Listeners woken together read it together:
+one query per run serves every listener of that run in the process (ProcessWatcher.read), so an
+event costs the same few queries whether one or a thousand follow the run (R-SC2).
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ import logging
 import time
 import weakref
 from collections import defaultdict
+from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any, Self, TypeVar
 from uuid import UUID
 
 from asgiref.sync import sync_to_async
@@ -31,7 +36,8 @@ from accounts.connections import ENDED, RENEW_SECONDS, credential_group, keep_co
 from accounts.models import LiveConnection
 
 from .events import group_name, user_group_name
-from .models import RunEvent
+from .models import Run, RunEvent
+from .selectors import EVENT_PAGE_LIMIT
 
 logger = logging.getLogger(__name__)
 
@@ -51,15 +57,22 @@ def _latest_event_id() -> int:
 
 
 def _events_since(last_id: int) -> list[tuple[int, object, int, str]]:
-    try:
-        return list(
-            RunEvent.objects.filter(id__gt=last_id)
-            .order_by("id")
-            .values_list("id", "run_id", "run__owner_id", "kind")[:1000]
-        )
-    except Exception:
-        db_connection.close()  # reconnect on the next call, after the database comes back
-        raise
+    return list(
+        RunEvent.objects.filter(id__gt=last_id)
+        .order_by("id")
+        .values_list("id", "run_id", "run__owner_id", "kind")[:1000]
+    )
+
+
+def status_and_events(request_id, cursor: int) -> tuple[str | None, list[RunEvent]]:
+    """The run's status (None once it is gone), then its events after `cursor`, a page at most.
+
+    The status first: a run read as terminal has committed its last event with that status, so
+    the events read next include it. Read the other way round, a run ending between the reads
+    looked terminal with its last events unread, and a stream ended without them."""
+    status = Run.objects.filter(pk=request_id).values_list("status", flat=True).first()
+    events = list(RunEvent.objects.filter(run_id=request_id, seq__gt=cursor).order_by("seq")[:EVENT_PAGE_LIMIT])
+    return status, events
 
 
 def _changed_groups(rows: list[tuple[int, object, int, str]]) -> list[str]:
@@ -78,22 +91,50 @@ def _close_database_connection() -> None:
     db_connection.close()  # the connection of the thread this runs in
 
 
-def _in_thread(function):
-    return sync_to_async(function, thread_sensitive=False, executor=_WATCHER_THREAD)
+T = TypeVar("T")
+
+
+def _in_thread(function: Callable[..., T]) -> Callable[..., Any]:
+    def call(*args: Any, **kwargs: Any) -> T:
+        try:
+            return function(*args, **kwargs)
+        except Exception:
+            db_connection.close()  # reconnect on the next call, after the database comes back
+            raise
+
+    return sync_to_async(call, thread_sensitive=False, executor=_WATCHER_THREAD)
+
+
+def _retrieve(future: asyncio.Future) -> None:
+    """A shared read's error reaches every listener still waiting; with none left, it is dropped
+    here instead of logged as never retrieved."""
+    if not future.cancelled():
+        future.exception()
 
 
 class ProcessWatcher:
-    """The listeners of one event loop of a web process, and the task that watches for them."""
+    """The listeners of one event loop of a web process, and the tasks that watch for them.
+
+    Listeners are woken here, in memory. With a cross-process layer the loop has one channel of its
+    own, in each group that one of its listeners follows; a message to a group (it names the group)
+    wakes the loop's listeners of that group. Each listener used to have a channel of its own in
+    the layer: a run event was one message per listener, and with Redis each took a round trip."""
 
     # By the loop itself: a new loop may reuse a closed one's id (tests run several in turn).
     _by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ProcessWatcher] = weakref.WeakKeyDictionary()
 
     def __init__(self, layer):
         self.layer = layer
-        self.listeners: defaultdict[str, set[str]] = defaultdict(set)  # group -> channels
-        self.connections: dict[UUID, str] = {}  # live connection -> its listener's channel
+        self.cross_process = cross_process(layer)
+        self.listeners: defaultdict[str, set[ChangeWaiter]] = defaultdict(set)  # by group
+        self.connections: dict[UUID, ChangeWaiter] = {}  # by the live connection it serves
         self.task: asyncio.Task | None = None
         self.starting = asyncio.Lock()
+        self.channel = ""  # with a cross-process layer: this loop's, once it has had a listener
+        self.joined: dict[str, float] = {}  # group -> when the channel joined it (time.monotonic())
+        self.membership = asyncio.Lock()
+        self.reads: dict[Hashable, asyncio.Future] = {}  # reads not started yet, by what they read
+        self.reading: set[asyncio.Task] = set()
 
     @classmethod
     def of_this_loop(cls, layer) -> ProcessWatcher:
@@ -103,29 +144,82 @@ class ProcessWatcher:
             watcher = cls._by_loop[loop] = cls(layer)
         return watcher
 
-    async def add(self, channel: str, groups: list[str], connection_id: UUID | None) -> None:
-        """Returns once the watcher runs: events committed from then on wake `channel`."""
-        for group in groups:
-            self.listeners[group].add(channel)
-        if connection_id is not None:
-            self.connections[connection_id] = channel
+    async def add(self, waiter: ChangeWaiter) -> None:
+        """Returns once the watcher runs and this loop follows the waiter's groups: events
+        committed from then on wake `waiter`."""
+        for group in waiter.groups:
+            self.listeners[group].add(waiter)
+        if waiter.connection_id is not None:
+            self.connections[waiter.connection_id] = waiter
         async with self.starting:
+            if self.cross_process and not self.channel:
+                self.channel = await self.layer.new_channel()
             if self.task is None or self.task.done():
                 last_id = await _in_thread(_latest_event_id)()
                 self.task = asyncio.get_running_loop().create_task(self._watch(last_id))
+        await self._follow(waiter.groups)
 
-    def discard(self, channel: str, groups: list[str], connection_id: UUID | None) -> None:
-        for group in groups:
-            self.listeners[group].discard(channel)
+    async def discard(self, waiter: ChangeWaiter) -> None:
+        for group in waiter.groups:
+            self.listeners[group].discard(waiter)
             if not self.listeners[group]:
                 del self.listeners[group]
-        self.connections.pop(connection_id, None)  # type: ignore[arg-type]
+        if waiter.connection_id is not None and self.connections.get(waiter.connection_id) is waiter:
+            del self.connections[waiter.connection_id]
+        await self._follow(waiter.groups)
+
+    async def _follow(self, groups: list[str]) -> None:
+        """Join or leave each of `groups` as this loop's listeners now need (cross-process only).
+        Decided under one lock from the listeners of the moment, so a group left by its last
+        listener while a new one arrives ends up joined."""
+        if not self.cross_process:
+            return
+        async with self.membership:
+            for group in groups:
+                if group in self.listeners and group not in self.joined:
+                    await self.layer.group_add(group, self.channel)
+                    self.joined[group] = time.monotonic()
+                elif group not in self.listeners and group in self.joined:
+                    del self.joined[group]
+                    await self.layer.group_discard(group, self.channel)
+
+    async def _rejoin_old_groups(self) -> None:
+        """The layer drops a membership after its group_expiry (a day by default): join again
+        halfway through."""
+        expiry = getattr(self.layer, "group_expiry", 86400)
+        async with self.membership:
+            for group, joined_at in list(self.joined.items()):
+                if time.monotonic() - joined_at > expiry / 2:
+                    await self.layer.group_add(group, self.channel)
+                    self.joined[group] = time.monotonic()
+
+    async def read(self, key: Hashable, read: Callable[[], T]) -> T:
+        """`read()` on the watcher's thread, made once for all of this loop's callers asking for
+        the same `key` before it starts. The listeners of a run wake together; each reading the
+        table for itself, one event cost a query per listener. The read starts after this call,
+        so it sees whatever woke the caller."""
+        future = self.reads.get(key)
+        if future is None:
+            loop = asyncio.get_running_loop()
+            future = self.reads[key] = loop.create_future()
+            future.add_done_callback(_retrieve)
+            task = loop.create_task(self._read(key, read, future))  # runs after the callers woken with this one
+            self.reading.add(task)
+            task.add_done_callback(self.reading.discard)
+        return await asyncio.shield(future)
+
+    async def _read(self, key: Hashable, read: Callable[[], T], future: asyncio.Future) -> None:
+        del self.reads[key]  # a caller from now on may have been woken by what this read misses
+        try:
+            future.set_result(await _in_thread(read)())
+        except Exception as error:
+            future.set_exception(error)
 
     async def _watch(self, last_id: int) -> None:
-        local_only = not cross_process(self.layer)
-        interval = WATCH_INTERVAL_SECONDS if local_only else SAFETY_POLL_SECONDS
-        check_every = CONNECTION_CHECK_SECONDS if local_only else RENEW_SECONDS
+        interval = SAFETY_POLL_SECONDS if self.cross_process else WATCH_INTERVAL_SECONDS
+        check_every = RENEW_SECONDS if self.cross_process else CONNECTION_CHECK_SECONDS
         next_check = next_renewal = time.monotonic() + check_every
+        pump = asyncio.get_running_loop().create_task(self._pump()) if self.cross_process else None
         try:
             while self.listeners:
                 try:
@@ -134,31 +228,47 @@ class ProcessWatcher:
                     if rows:
                         last_id = rows[-1][0]
                         for group in _changed_groups(rows):
-                            await self._tell(self.listeners.get(group, ()), CHANGED)
+                            self._tell(self.listeners.get(group, ()), CHANGED)
                     now = time.monotonic()
                     if now >= next_check and self.connections:
                         renew = now >= next_renewal
                         held = list(self.connections)
                         alive = await _in_thread(keep_connections)(held, renew=renew)
-                        ended = [self.connections[id] for id in held if id not in alive and id in self.connections]
-                        await self._tell(ended, ENDED)
+                        self._tell(
+                            [self.connections[id] for id in held if id not in alive and id in self.connections], ENDED
+                        )
                         next_check = now + check_every
                         if renew:
                             next_renewal = now + RENEW_SECONDS
+                            await self._rejoin_old_groups()
                 except Exception:  # the database may be briefly away; listeners wait meanwhile
                     logger.warning("the live connection watcher could not read the database", exc_info=True)
                     await asyncio.sleep(SAFETY_POLL_SECONDS)
             self.task = None  # before the await below: a listener arriving meanwhile starts a new watcher
         finally:
+            if pump is not None:
+                pump.cancel()
             # Not awaited: this also runs when the loop shuts down and cancels the watcher.
             _WATCHER_THREAD.submit(_close_database_connection)
 
-    async def _tell(self, channels, kind: str) -> None:
-        for channel in list(channels):
+    async def _pump(self) -> None:
+        """Wake-ups from other processes (skillrunner.group_messages names the group in each)."""
+        while True:
             try:
-                await self.layer.send(channel, {"type": kind})
-            except Exception:  # a full channel has wake-ups pending already
-                logger.debug("could not wake %s", channel, exc_info=True)
+                message = await self.layer.receive(self.channel)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the layer may be briefly away: the safety poll covers meanwhile
+                logger.warning("the live connection watcher could not read the channel layer", exc_info=True)
+                await asyncio.sleep(SAFETY_POLL_SECONDS)
+                continue
+            if message.get("type") in (CHANGED, ENDED):
+                self._tell(self.listeners.get(message.get("group", ""), ()), message["type"])
+
+    @staticmethod
+    def _tell(waiters, kind: str) -> None:
+        for waiter in list(waiters):
+            waiter.notify(kind)
 
 
 class ChangeWaiter:
@@ -169,39 +279,54 @@ class ChangeWaiter:
         credential = credential_group(connection) if connection is not None else None
         self.groups = [group] + ([credential] if credential else [])
         self.connection_id = connection.pk if connection is not None else None
-        self.layer = get_channel_layer()
-        self.channel = ""
+        self.pending: set[str] = set()  # notifications since the last wait
+        self.woken = asyncio.Event()
 
-    async def __aenter__(self) -> ChangeWaiter:
-        self.channel = await self.layer.new_channel()
-        for group in self.groups:
-            await self.layer.group_add(group, self.channel)
-        self.watcher = ProcessWatcher.of_this_loop(self.layer)
+    async def __aenter__(self) -> Self:
+        self.watcher = ProcessWatcher.of_this_loop(get_channel_layer())
         try:
-            await self.watcher.add(self.channel, self.groups, self.connection_id)
+            await self.watcher.add(self)
         except BaseException:
             await self.__aexit__()
             raise
         return self
 
     async def __aexit__(self, *exc) -> None:
-        self.watcher.discard(self.channel, self.groups, self.connection_id)
-        for group in self.groups:
-            await self.layer.group_discard(group, self.channel)
+        await self.watcher.discard(self)
+
+    def notify(self, kind: str) -> None:
+        self.pending.add(kind)
+        self.woken.set()
+
+    async def read(self, key: Hashable, read: Callable[[], T]) -> T:
+        """`read()`, shared with the other listeners of this process asking for `key` at the same
+        moment (ProcessWatcher.read)."""
+        return await self.watcher.read(key, read)
 
     async def wait(self, timeout: float | None = None) -> str | None:
         """The next notification: CHANGED, or ENDED once the connection's credential ended; None
-        after `timeout` seconds without one."""
-        try:
-            message = await asyncio.wait_for(self.layer.receive(self.channel), timeout=timeout)
-        except TimeoutError:
-            return None
-        return message["type"]
+        after `timeout` seconds without one. Notifications that came meanwhile count as one."""
+        if not self.pending:
+            try:
+                await asyncio.wait_for(self.woken.wait(), timeout=timeout)
+            except TimeoutError:
+                return None
+        kind = ENDED if ENDED in self.pending else CHANGED
+        self.pending.clear()
+        self.woken.clear()
+        return kind
 
 
 class RunChangeWaiter(ChangeWaiter):
     def __init__(self, request_id, connection: LiveConnection | None = None):
         super().__init__(group_name(request_id), connection)
+        self.request_id = request_id
+
+    async def status_and_events(self, cursor: int) -> tuple[str | None, list[RunEvent]]:
+        """status_and_events of this run, read once for its listeners asking with the same cursor."""
+        return await self.read(
+            ("run", str(self.request_id), cursor), partial(status_and_events, self.request_id, cursor)
+        )
 
 
 class UserChangeWaiter(ChangeWaiter):

@@ -21,7 +21,7 @@ from accounts.models import ApiToken, LiveConnection
 
 from .consumers import credential_ended
 from .live import RunChangeWaiter
-from .models import TERMINAL_STATUSES, Run, RunEvent
+from .models import TERMINAL_STATUSES, RunEvent
 
 HEARTBEAT_SECONDS = 15.0
 
@@ -47,15 +47,6 @@ class Framing(Protocol):
     def credential_ended(self, detail: dict[str, Any]) -> str: ...
 
 
-def _next_batch(request_id, cursor: int) -> tuple[list[RunEvent], str | None]:
-    # The status first: a run read as terminal has committed its last event with that status, so
-    # the events read next include it. Read the other way round, a run ending between the reads
-    # looked terminal with its last events unread, and the stream ended without them.
-    status = Run.objects.filter(pk=request_id).values_list("status", flat=True).first()
-    events = list(RunEvent.objects.filter(run_id=request_id, seq__gt=cursor).order_by("seq")[:200])
-    return events, status
-
-
 async def follow_log(request_id, cursor: int, connection: LiveConnection, framing: Framing) -> AsyncIterator[str]:
     """Every event after `cursor`, then live ones, as `framing` writes them; ends once the run
     rests (`framing.rests`, or gone) with every event sent."""
@@ -64,7 +55,7 @@ async def follow_log(request_id, cursor: int, connection: LiveConnection, framin
             if opening := await sync_to_async(framing.opening)():
                 yield opening
             while True:
-                events, status = await sync_to_async(_next_batch)(request_id, cursor)
+                status, events = await waiter.status_and_events(cursor)
                 for frame in framing.frames(events):
                     yield frame
                 if events:

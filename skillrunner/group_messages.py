@@ -78,8 +78,9 @@ atexit.register(lambda: _sender.drain(DRAIN_AT_EXIT_SECONDS))
 
 
 def send_to_groups(messages: Iterable[tuple[str, dict[str, Any]]]) -> None:
-    """Send each (group, message) through the cross-process channel layer, if there is one."""
+    """Send each (group, message) through the cross-process channel layer, if there is one. The
+    message names its group: a web process listens with one channel in many groups (runs.live)."""
     layer = get_channel_layer()
     if layer is None or isinstance(layer, InMemoryChannelLayer):
         return
-    _sender.send(messages)
+    _sender.send((group, {**message, "group": group}) for group, message in messages)

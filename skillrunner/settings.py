@@ -168,7 +168,13 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": SKILLRUNNER_QUEUE_NAME},
+            "CONFIG": {
+                # redis-py stops reading after 5 s by default, and channels-redis waits up to 5 s
+                # for a message in one blocking pop: an idle web process's receive failed every
+                # 5 s or so, and with it whichever socket had started it.
+                "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
+                "prefix": SKILLRUNNER_QUEUE_NAME,
+            },
         }
     }
     CACHES = {

@@ -18,6 +18,7 @@ class RecordingLayer:
 
     def __init__(self, hold_first: threading.Event | None = None):
         self.sent: list[tuple[str, str]] = []
+        self.named: list[str] = []  # the group each message names (a web process's channel is in many)
         self.hold_first = hold_first
         self.first_started = threading.Event()
         self.all_sent = threading.Event()
@@ -28,6 +29,7 @@ class RecordingLayer:
             self.first_started.set()
             assert self.hold_first.wait(WAIT_SECONDS)  # blocks the loop: later messages pile up
         self.sent.append((group, message["type"]))
+        self.named.append(message["group"])
         if len(self.sent) >= self.expected:
             self.all_sent.set()
 
@@ -55,6 +57,7 @@ def test_messages_handed_over_while_the_loop_is_busy_go_out_once_each(layer):
     assert recording.all_sent.wait(WAIT_SECONDS)
     group_messages._sender.drain(WAIT_SECONDS)
     assert recording.sent == [("run-1", "run.changed"), ("run-2", "run.changed"), ("user-7", "run.changed")]
+    assert recording.named == ["run-1", "run-2", "user-7"]
 
 
 def test_a_failing_layer_never_fails_the_caller(monkeypatch, caplog):

@@ -230,3 +230,13 @@ def test_changepassword_closes_the_users_browser_sockets_and_streams(service):
     error = json.loads(lines[lines.index("event: error") + 1].removeprefix("data: "))
     assert error["code"] == "NOT_AUTHENTICATED"
     assert still_open(kept)
+
+
+def test_an_idle_socket_stays_open_and_the_web_process_reads_its_wake_ups_without_errors(service):
+    """With Redis: redis-py stops reading after 5 s by default, and channels-redis blocks up to 5 s
+    waiting for a message, so every few seconds an idle web process's read of the layer failed, and
+    the socket that had started that read closed (1011)."""
+    socket = opened(service.socket(token_header(service.token)))
+    assert still_open(socket, quiet_seconds=12)
+    web_log = service.live.log("web")
+    assert "Timeout reading" not in web_log and "could not read the channel layer" not in web_log

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import io
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
+from unittest import mock
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -17,14 +20,17 @@ from django.conf import settings
 from django.contrib.auth.management.commands import changepassword
 from django.contrib.sessions.models import Session
 from django.core.management import call_command
+from django.db import transaction
+from django.db.backends.utils import CursorWrapper
 from django.test import Client
 from django.utils import timezone
 
 from accounts.connections import open_connection
 from accounts.models import ApiToken, LiveConnection
 from accounts.services import revoke_tokens
-from runs import inbox, live, selectors
-from runs.models import RunEvent
+from runs import inbox, live
+from runs.events import append_event
+from runs.models import Run, RunEvent
 from skillrunner.errors import ApplicationError
 from tests.support.live_service import wait_until
 
@@ -119,17 +125,17 @@ def test_idle_connections_read_nothing_however_many(api, trip_run, monkeypatch):
     """N idle sockets on a waiting run cost no read each: the tails read only when woken."""
     request_id = trip_run()
     reads = {"events": 0, "inbox": 0}
-    events_after, inbox_message = selectors.events_after, inbox.inbox_message
+    status_and_events, inbox_message = live.status_and_events, inbox.inbox_message
 
     def counted_events_after(*args, **kwargs):
         reads["events"] += 1
-        return events_after(*args, **kwargs)
+        return status_and_events(*args, **kwargs)
 
     def counted_inbox_message(*args, **kwargs):
         reads["inbox"] += 1
         return inbox_message(*args, **kwargs)
 
-    monkeypatch.setattr(selectors, "events_after", counted_events_after)
+    monkeypatch.setattr(live, "status_and_events", counted_events_after)
     monkeypatch.setattr(inbox, "inbox_message", counted_inbox_message)
     # Were idle listeners polling, it would show many times within the idle second below.
     monkeypatch.setattr(live, "SAFETY_POLL_SECONDS", 0.05)
@@ -158,6 +164,82 @@ def test_idle_connections_read_nothing_however_many(api, trip_run, monkeypatch):
     idle, ends = run_async(scenario)
     assert idle == {"events": 0, "inbox": 0}
     assert all(code == 1000 and messages[-1]["payload"]["to"] == "succeeded" for messages, code in ends)
+    assert reads["events"] and reads["inbox"]  # what was counted is what the tails read
+
+
+@contextmanager
+def reads_of_run_events() -> Iterator[list[str]]:
+    """Every statement that any thread of this process runs to read a run's events after a seq
+    (what sockets and streams read; the watcher's own poll reads by id)."""
+    seen: list[str] = []
+    execute = CursorWrapper.execute
+
+    def recording(self, sql, params=None):
+        if '"runs_runevent"."seq" >' in sql:
+            seen.append(sql)
+        return execute(self, sql, params)
+
+    with mock.patch.object(CursorWrapper, "execute", recording):
+        yield seen
+
+
+def add_warning(request_id: str) -> None:
+    with transaction.atomic():
+        append_event(Run.objects.select_for_update().get(pk=request_id), "warning", {"code": "TEST", "message": "hi"})
+
+
+async def settled(count: Callable[[], int], quiet: float = 0.3, timeout: float = 10.0) -> int:
+    """`count()` once it has not changed for `quiet` seconds."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    last = count()
+    while asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(quiet)
+        if count() == last:
+            return last
+        last = count()
+    raise AssertionError(f"still changing after {timeout}s")
+
+
+def test_the_listeners_of_a_run_read_its_new_events_together(api, trip_run):
+    """R-SC2: an event wakes every socket and stream of its run in this process together, and one
+    read of the event table serves them all; each used to read for itself, so one event cost a
+    query per listener."""
+    request_id = trip_run()
+    listeners = 10  # sockets, and as many streams
+
+    async def scenario():
+        sockets = [await open_run_socket(request_id, token_headers(api)) for _ in range(listeners)]
+        for socket in sockets:
+            assert [m["seq"] for m in await receive_messages(socket, 5)] == [1, 2, 3, 4, 5]
+        streams = []
+        for _ in range(listeners):
+            response = await sync_to_async(api.get)(f"/v1/jobs/{request_id}/events", {"after_seq": 4})
+            streams.append(aiter(response.streaming_content))
+            assert (await anext(streams[-1])).startswith(b"id: 5\n")  # its listener is in place
+        with reads_of_run_events() as reads:
+            next_frames = [asyncio.ensure_future(anext(stream)) for stream in streams]
+            before = await settled(lambda: len(reads))  # each stream read once more, and now waits
+            await sync_to_async(add_warning)(request_id)
+            received = [await socket.receive_json_from(5) for socket in sockets]
+            frames = await asyncio.wait_for(asyncio.gather(*next_frames), 5)
+            woken = len(reads) - before
+        await sync_to_async(api.post)(
+            f"/v1/jobs/{request_id}/interaction/reply", {"interaction_id": 1, "response": "Oslo"}, format="json"
+        )
+        ends = [await receive_until_closed(socket) for socket in sockets]
+        rest = await asyncio.wait_for(asyncio.gather(*(drain(stream) for stream in streams)), 10)
+        return received, frames, woken, ends, rest
+
+    received, frames, woken, ends, rest = run_async(scenario)
+    assert [m["seq"] for m in received] == [6] * listeners
+    assert all(frame.startswith(b"id: 6\nevent: warning\n") for frame in frames)
+    assert 1 <= woken <= 2, woken  # one read, or two if the wake-ups straddled one
+    assert all(code == 1000 for _, code in ends)
+    assert all(frames_left[-1] == b"event: end\ndata: {}\n\n" for frames_left in rest)
+
+
+async def drain(stream) -> list[bytes]:
+    return [chunk async for chunk in stream]
 
 
 def test_revoking_a_token_closes_its_sockets(api, staff_api, admin_user, trip_run):
