@@ -13,7 +13,7 @@ import json
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, Protocol
 
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from django.http import StreamingHttpResponse
 
 from accounts.connections import ENDED, close_connection, open_connection
@@ -52,7 +52,10 @@ async def follow_log(request_id, cursor: int, connection: LiveConnection, framin
     rests (`framing.rests`, or gone) with every event sent."""
     try:
         async with RunChangeWaiter(request_id, connection) as waiter:
-            if opening := await sync_to_async(framing.opening)():
+            # database_sync_to_async gives back the database connection the view took, as the
+            # request's end would: a stream lasts, and on PostgreSQL each held one of the web
+            # process's pooled connections, which the pool's size (16) then capped.
+            if opening := await database_sync_to_async(framing.opening)():
                 yield opening
             while True:
                 status, events = await waiter.status_and_events(cursor)
@@ -71,7 +74,7 @@ async def follow_log(request_id, cursor: int, connection: LiveConnection, framin
                     yield framing.credential_ended(credential_ended().as_detail())
                     return
     finally:
-        await sync_to_async(close_connection)(connection.pk)
+        await database_sync_to_async(close_connection)(connection.pk)
 
 
 class EventFraming:

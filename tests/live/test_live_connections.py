@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import http.cookiejar
 import json
+import os
 import re
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from socket import create_connection
 
 import httpx
 import pytest
@@ -240,3 +242,41 @@ def test_an_idle_socket_stays_open_and_the_web_process_reads_its_wake_ups_withou
     assert still_open(socket, quiet_seconds=12)
     web_log = service.live.log("web")
     assert "Timeout reading" not in web_log and "could not read the channel layer" not in web_log
+
+
+def test_open_streams_leave_the_database_pool_to_requests(tmp_path):
+    """An open event stream holds none of the web process's pooled PostgreSQL connections: with a
+    pool of three, six streams stay open and a status GET is answered beside them. Each stream held
+    the connection its view had used until it ended, so the pool's size capped the open streams
+    (503 past it)."""
+    if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
+        pytest.skip("the web's connection pool is PostgreSQL's")
+    (tmp_path / "engine").mkdir()
+    engine = FakeCodex(tmp_path / "engine", tmp_path / "data")
+    engine.script({"message": "Where to?"})
+    live = LiveService(
+        tmp_path / "data",
+        env={"SKILLRUNNER_CODEX_BIN": str(engine.binary), "SKILLRUNNER_WEB_DB_CONNECTIONS": "3"},
+    )
+    streams = []
+    try:
+        live.start()
+        token = live.token("alice")
+        run = live.start_trip(token)
+        live.wait_for_status(token, run, {"waiting_user"})
+        for _ in range(6):
+            stream = create_connection(("127.0.0.1", live.port), timeout=10)
+            streams.append(stream)
+            stream.sendall(f"GET /v1/jobs/{run}/events HTTP/1.0\r\nAuthorization: Token {token}\r\n\r\n".encode())
+            received = b""
+            while b"\n\n" not in received.partition(b"\r\n\r\n")[2]:
+                chunk = stream.recv(65536)
+                assert chunk, received
+                received += chunk
+            assert received.startswith(b"HTTP/1.0 200"), received
+        status, body = live.request("GET", f"/v1/jobs/{run}", token)
+        assert status == 200 and body["status"] == "waiting_user"
+    finally:
+        for stream in streams:
+            stream.close()
+        live.stop()

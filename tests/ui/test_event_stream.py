@@ -8,6 +8,7 @@ import re
 import pytest
 from django.db import connection
 
+from runs import live
 from runs.models import Run, RunEvent
 from runs.services import cancel_run
 from tests.support.clients import read_event_stream
@@ -23,17 +24,25 @@ def test_a_run_ending_between_the_streams_reads_is_streamed_to_its_last_event(ap
     canceled = False
 
     def cancel_after_the_first_read(execute, sql, params, many, context):
-        """The run ends right after the stream's first read of the run or its events, before the next."""
+        """The run ends right after the stream's first read of the run's status, before it reads
+        the events."""
         nonlocal canceled
         result = execute(sql, params, many, context)
-        if not canceled and sql.startswith("SELECT") and re.search(r'FROM "runs_run(event)?"', sql):
+        if not canceled and sql.startswith('SELECT "runs_run"."status"'):
             canceled = True
             cancel_run(Run.objects.get(pk=request_id))
         return result
 
-    # The stream's reads run in this thread: async_to_sync hands sync_to_async calls back to it.
-    with connection.execute_wrapper(cancel_after_the_first_read):
+    # The stream's reads run on the live watcher's thread (runs.live.ProcessWatcher.read).
+    def watch_reads(install: bool) -> None:
+        wrappers = connection.execute_wrappers
+        wrappers.append(cancel_after_the_first_read) if install else wrappers.remove(cancel_after_the_first_read)
+
+    live._WATCHER_THREAD.submit(watch_reads, True).result(10)
+    try:
         text = read_event_stream(response)
+    finally:
+        live._WATCHER_THREAD.submit(watch_reads, False).result(10)
 
     assert canceled
     ids = [int(i) for i in re.findall(r"^id: (\d+)$", text, re.MULTILINE)]
