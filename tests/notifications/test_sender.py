@@ -46,6 +46,9 @@ def test_a_hanging_receiver_does_not_hold_the_task_or_other_deliveries(alice, th
         assert threaded.submit(stuck.pk) and threaded.submit(other.pk)
         assert time.monotonic() - started < 0.5  # the task returned at once
         wait_until(lambda: WebhookDelivery.objects.get(pk=other.pk).state == "delivered", 10, "the other delivery")
+        # The hanging attempt may reach its receiver after the other was delivered (its thread
+        # connects in its own time); it hangs until released, so the other never waited for it.
+        wait_until(lambda: slow.received, 10, "the hanging attempt to reach its receiver")
         assert len(slow.received) == 1 and WebhookDelivery.objects.get(pk=stuck.pk).state == "pending"
         slow.release()
         wait_until(lambda: WebhookDelivery.objects.get(pk=stuck.pk).state == "delivered", 10, "the released one")
