@@ -345,7 +345,7 @@ class Crowd:
     async def idle(self, seconds: float) -> dict[str, Any]:
         """CPU of each web process and the database's work over `seconds` of nothing happening."""
         tracers = []
-        if self.sqlite is not None:
+        if self.sqlite is not None and shutil.which("strace"):  # without it, that row shows "-"
             files = [str(self.sqlite) + suffix for suffix in ("", "-wal", "-shm")]
             for pid in self.pids:
                 out = self.service.data_dir / f"strace-{pid}-{time.monotonic_ns()}.txt"

@@ -3,12 +3,12 @@
 
 A listener waits to be woken and reads the event table only then, so an idle socket or stream
 costs no query at all. With a cross-process channel layer (Redis) the committing process wakes
-listeners through the layer, one message per web process and run (ProcessWatcher). Besides, each web process runs one watcher
-per event loop while anyone listens, one query per interval however many listen: it tails the
-event table and wakes its own listeners of the runs that changed (every WATCH_INTERVAL_SECONDS on
-the embedded default, whose in-memory layer a worker process cannot reach; every
-SAFETY_POLL_SECONDS with Redis, so a lost wake-up costs that much at most), renews this process's
-live connections and ends those whose credential was revoked (accounts.connections).
+listeners through the layer, one message per web process and run (ProcessWatcher). Besides, each
+web process runs one watcher per event loop while anyone listens, one query per interval however
+many listen: it tails the event table and wakes its own listeners of the runs that changed (every
+WATCH_INTERVAL_SECONDS on the embedded default, whose in-memory layer a worker process cannot
+reach; every SAFETY_POLL_SECONDS with Redis, so a lost wake-up costs that much at most), renews
+this process's live connections and ends those whose credential was revoked (accounts.connections).
 The event table stays the only source of what is sent. Listeners woken together read it together:
 one query per run serves every listener of that run in the process (ProcessWatcher.read), so an
 event costs the same few queries whether one or a thousand follow the run (R-SC2).
