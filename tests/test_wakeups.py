@@ -44,6 +44,9 @@ def test_another_process_wakes_the_waiter(name, settings):
     """The waker is a process of its own, as a web process answering a worker's run is."""
     code = "import django, sys; django.setup(); from skillrunner import wakeups; wakeups.wake(sys.argv[1])"
     environment = {**os.environ, "SKILLRUNNER_DATA_DIR": str(settings.DATA_DIR)}
+    # Its REDIS_URL is this process's already: without the xdist worker's name, tests.settings
+    # does not move it to another database a second time.
+    environment.pop("PYTEST_XDIST_WORKER", None)
     with wakeups.Listener(name) as listener:
         subprocess.run([sys.executable, "-c", code, name], check=True, timeout=60, env=environment)
         assert listener.wait(timeout=10) is True
