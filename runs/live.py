@@ -3,12 +3,13 @@
 
 A listener waits to be woken and reads the event table only then, so an idle socket or stream
 costs no query at all. With a cross-process channel layer (Redis) the committing process wakes
-listeners through the layer, one message per web process and run (ProcessWatcher). Besides, each
-web process runs one watcher per event loop while anyone listens, one query per interval however
-many listen: it tails the event table and wakes its own listeners of the runs that changed (every
-WATCH_INTERVAL_SECONDS on the embedded default, whose in-memory layer a worker process cannot
-reach; every SAFETY_POLL_SECONDS with Redis, so a lost wake-up costs that much at most), renews
-this process's live connections and ends those whose credential was revoked (accounts.connections).
+listeners through the layer, one message per web process and run (ProcessWatcher). On the embedded
+default, whose in-memory layer another process cannot reach, it sends a datagram to each event loop
+on the host that follows runs (skillrunner.group_messages). Besides, each web process runs one
+watcher per event loop while anyone listens: woken so, it tails the event table, one query however
+many listen, and wakes its own listeners of the runs that changed; it also looks every
+SAFETY_POLL_SECONDS, so a lost wake-up costs that much at most. It renews this process's live
+connections and ends those whose credential was revoked (accounts.connections).
 The event table stays the only source of what is sent. Listeners woken together read it together:
 one query per run serves every listener of that run in the process (ProcessWatcher.read), so an
 event costs the same few queries whether one or a thousand follow the run (R-SC2).
@@ -17,7 +18,10 @@ event costs the same few queries whether one or a thousand follow the run (R-SC2
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
+import socket
 import time
 import weakref
 from collections import defaultdict
@@ -34,6 +38,8 @@ from django.db.models import Max
 
 from accounts.connections import ENDED, RENEW_SECONDS, credential_group, keep_connections
 from accounts.models import LiveConnection
+from skillrunner.group_messages import LIVE_TOPIC
+from skillrunner.wakeups import listen_on_host, stop_listening_on_host
 
 from .events import group_name, user_group_name
 from .models import Run, RunEvent
@@ -42,10 +48,9 @@ from .selectors import EVENT_PAGE_LIMIT
 logger = logging.getLogger(__name__)
 
 CHANGED = "run.changed"
-WATCH_INTERVAL_SECONDS = 0.02
 SAFETY_POLL_SECONDS = 2.0
-# Without a cross-process layer nobody tells this process that a credential ended: it looks this often.
-CONNECTION_CHECK_SECONDS = 1.0
+# Without a socket to be woken on (the embedded default, a data dir it cannot write to) it looks this often.
+BLIND_WATCH_SECONDS = 0.02
 
 
 def cross_process(layer) -> bool:
@@ -155,8 +160,15 @@ class ProcessWatcher:
             if self.cross_process and not self.channel:
                 self.channel = await self.layer.new_channel()
             if self.task is None or self.task.done():
-                last_id = await _in_thread(_latest_event_id)()
-                self.task = asyncio.get_running_loop().create_task(self._watch(last_id))
+                # Listening before reading where the table ends: nothing committed after is missed.
+                host_wakeups = None if self.cross_process else HostWakeups()
+                try:
+                    last_id = await _in_thread(_latest_event_id)()
+                except BaseException:
+                    if host_wakeups is not None:
+                        host_wakeups.close()
+                    raise
+                self.task = asyncio.get_running_loop().create_task(self._watch(last_id, host_wakeups))
         await self._follow(waiter.groups)
 
     async def discard(self, waiter: ChangeWaiter) -> None:
@@ -215,32 +227,33 @@ class ProcessWatcher:
         except Exception as error:
             future.set_exception(error)
 
-    async def _watch(self, last_id: int) -> None:
-        interval = SAFETY_POLL_SECONDS if self.cross_process else WATCH_INTERVAL_SECONDS
-        check_every = RENEW_SECONDS if self.cross_process else CONNECTION_CHECK_SECONDS
-        next_check = next_renewal = time.monotonic() + check_every
+    async def _watch(self, last_id: int, host_wakeups: HostWakeups | None) -> None:
+        next_renewal = time.monotonic() + RENEW_SECONDS
         pump = asyncio.get_running_loop().create_task(self._pump()) if self.cross_process else None
         try:
             while self.listeners:
                 try:
-                    await asyncio.sleep(interval)
+                    if host_wakeups is None:
+                        await asyncio.sleep(SAFETY_POLL_SECONDS)
+                        kinds: set[str] = set()
+                    else:
+                        kinds = await host_wakeups.wait(SAFETY_POLL_SECONDS)
                     rows = await _in_thread(_events_since)(last_id)
                     if rows:
                         last_id = rows[-1][0]
                         for group in _changed_groups(rows):
                             self._tell(self.listeners.get(group, ()), CHANGED)
                     now = time.monotonic()
-                    if now >= next_check and self.connections:
-                        renew = now >= next_renewal
+                    renew = now >= next_renewal
+                    if self.connections and (renew or ENDED in kinds):
                         held = list(self.connections)
                         alive = await _in_thread(keep_connections)(held, renew=renew)
                         self._tell(
                             [self.connections[id] for id in held if id not in alive and id in self.connections], ENDED
                         )
-                        next_check = now + check_every
-                        if renew:
-                            next_renewal = now + RENEW_SECONDS
-                            await self._rejoin_old_groups()
+                    if renew:
+                        next_renewal = now + RENEW_SECONDS
+                        await self._rejoin_old_groups()
                 except Exception:  # the database may be briefly away; listeners wait meanwhile
                     logger.warning("the live connection watcher could not read the database", exc_info=True)
                     await asyncio.sleep(SAFETY_POLL_SECONDS)
@@ -248,6 +261,8 @@ class ProcessWatcher:
         finally:
             if pump is not None:
                 pump.cancel()
+            if host_wakeups is not None:
+                host_wakeups.close()
             # Not awaited: this also runs when the loop shuts down and cancels the watcher.
             _WATCHER_THREAD.submit(_close_database_connection)
 
@@ -269,6 +284,42 @@ class ProcessWatcher:
     def _tell(waiters, kind: str) -> None:
         for waiter in list(waiters):
             waiter.notify(kind)
+
+
+class HostWakeups:
+    """The wake-ups of one watcher on the embedded default: a datagram socket that every process
+    on the host sends the type of each group message to (skillrunner.group_messages)."""
+
+    def __init__(self) -> None:
+        self.name = f"{os.getpid()}-{id(self)}"
+        self.socket: socket.socket | None = None
+        self.next_blind_check = 0.0
+        try:
+            self.socket = listen_on_host(LIVE_TOPIC, self.name)
+            self.socket.setblocking(False)
+        except OSError:
+            logger.warning("no wake-up socket: the live watcher looks every %.2fs", BLIND_WATCH_SECONDS, exc_info=True)
+
+    async def wait(self, timeout: float) -> set[str]:
+        """The kinds of message that came within `timeout` seconds, each one used up."""
+        if self.socket is None:  # nothing says that a credential ended either: look once a second
+            await asyncio.sleep(BLIND_WATCH_SECONDS)
+            if time.monotonic() < self.next_blind_check:
+                return set()
+            self.next_blind_check = time.monotonic() + 1.0
+            return {ENDED}
+        try:
+            received = [await asyncio.wait_for(asyncio.get_running_loop().sock_recv(self.socket, 64), timeout)]
+        except TimeoutError:
+            return set()
+        with contextlib.suppress(BlockingIOError):
+            while True:  # drain: the read that follows covers every wake-up before it
+                received.append(self.socket.recv(64))
+        return {kind.decode(errors="replace") for kind in received}
+
+    def close(self) -> None:
+        if self.socket is not None:
+            stop_listening_on_host(LIVE_TOPIC, self.name, self.socket)
 
 
 class ChangeWaiter:

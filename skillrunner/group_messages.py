@@ -6,6 +6,10 @@ caller's time each, four times per engine turn. Here each process keeps one loop
 thread; a message is handed to it and the caller goes on. Messages handed over before the loop
 got to them are sent once each (a turn's events wake a run's listeners once, not four times).
 Listeners never depend on a message arriving: they re-read the database now and then anyway.
+
+On the embedded default there is no cross-process layer, and every process runs on one host: a
+message is one datagram of its type to each event loop listening there (runs.live), which reads
+the event table to learn what changed.
 """
 
 from __future__ import annotations
@@ -21,9 +25,13 @@ from typing import Any
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
+from .wakeups import broadcast
+
 logger = logging.getLogger(__name__)
 
 DRAIN_AT_EXIT_SECONDS = 1.0
+# The wake-up topic of the processes that follow runs on this host (skillrunner.wakeups.broadcast).
+LIVE_TOPIC = "live"
 
 
 class _Sender:
@@ -78,9 +86,12 @@ atexit.register(lambda: _sender.drain(DRAIN_AT_EXIT_SECONDS))
 
 
 def send_to_groups(messages: Iterable[tuple[str, dict[str, Any]]]) -> None:
-    """Send each (group, message) through the cross-process channel layer, if there is one. The
-    message names its group: a web process listens with one channel in many groups (runs.live)."""
+    """Send each (group, message) through the cross-process channel layer. The message names its
+    group: a web process listens with one channel in many groups (runs.live). Without that layer,
+    each listening loop on this host gets the message's type only."""
     layer = get_channel_layer()
     if layer is None or isinstance(layer, InMemoryChannelLayer):
+        for kind in dict.fromkeys(message["type"] for _, message in messages):
+            broadcast(LIVE_TOPIC, kind.encode())
         return
     _sender.send((group, {**message, "group": group}) for group, message in messages)

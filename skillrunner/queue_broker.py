@@ -1,8 +1,8 @@
 """The embedded default's task broker: django-q2's ORM broker, woken instead of polled.
 
 django-q2's ORM broker sleeps a fixed `poll` between empty queries, which costs CPU all day
-while idle (issue #16). Here the waiting pusher sleeps on a Unix datagram socket of its own
-under the data dir, with a timeout that backs off while the queue stays empty; `enqueue` (in any
+while idle (issue #16). Here the waiting pusher sleeps on a Unix datagram socket of its own,
+announced under the data dir (skillrunner.wakeups.listen_on_host), with a timeout that backs off while the queue stays empty; `enqueue` (in any
 process: web, worker) sends every such socket a byte after writing the row, so new work is
 seen at once. The back-off cap bounds what a missed wake-up (a row committed after its
 datagram) can cost.
@@ -14,15 +14,13 @@ import contextlib
 import os
 import socket
 import time
-from pathlib import Path
 
-from django.conf import settings
 from django.db import close_old_connections, connections
 from django_q.brokers.orm import ORM
 from django_q.conf import Conf
 from django_q.models import OrmQ
 
-from .wakeups import bind_datagram_socket, send_datagrams
+from .wakeups import broadcast, listen_on_host, wake_on_host
 
 # Settings set django-q2's own `poll` to 0: the wait below replaces its fixed sleep. Work is
 # enqueued after its transaction commits, so a wake-up is not missed in practice and the waits
@@ -35,13 +33,12 @@ LONGEST_WAIT_SECONDS = 5.0
 LONGEST_BLIND_WAIT_SECONDS = 1.0
 
 
-def _wakeup_dir() -> Path:
-    return Path(settings.DATA_DIR) / "queue-wakeup"
+QUEUE_TOPIC = "queue"
 
 
 class WakeableORM(ORM):
     _socket: socket.socket | None = None
-    _socket_path: Path | None = None
+    _socket_pid: int | None = None
     _wait: float = 0.0
 
     @staticmethod
@@ -67,7 +64,7 @@ class WakeableORM(ORM):
         self._wait = min(max(self._wait * 2, FIRST_WAIT_SECONDS), LONGEST_WAIT_SECONDS)
         try:
             sock = self._listening_socket()
-        except OSError:  # e.g. a data dir path too long for a socket: back-off polling only
+        except OSError:  # e.g. a data dir it cannot write to: back-off polling only
             time.sleep(min(self._wait, LONGEST_BLIND_WAIT_SECONDS))
             return None
         with contextlib.suppress(TimeoutError, BlockingIOError):
@@ -79,21 +76,16 @@ class WakeableORM(ORM):
 
     def _listening_socket(self) -> socket.socket:
         """This process's socket (a forked pusher makes its own: the pid names it)."""
-        path = _wakeup_dir() / f"{os.getpid()}.sock"
-        if self._socket is None or self._socket_path != path:
-            self._socket = bind_datagram_socket(path)
-            self._socket_path = path
+        if self._socket is None or self._socket_pid != os.getpid():
+            self._socket = listen_on_host(QUEUE_TOPIC, str(os.getpid()))
+            self._socket_pid = os.getpid()
         return self._socket
 
 
 def _wake_waiting_pushers() -> None:
-    try:
-        paths = list(_wakeup_dir().glob("*.sock"))
-    except OSError:
-        return
-    send_datagrams(paths)
+    broadcast(QUEUE_TOPIC)
 
 
 def wake_pusher(pid: int) -> None:
     """Wake one pusher (a stopping cluster's: it sees the stop at once, not after its wait)."""
-    send_datagrams([_wakeup_dir() / f"{pid}.sock"])
+    wake_on_host(QUEUE_TOPIC, [str(pid)])

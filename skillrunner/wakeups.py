@@ -3,8 +3,9 @@
 A waiter listens under a name; `wake(name)`, called once the change committed, ends its wait at
 once. On the embedded default every process runs on one host, so a waiter binds a Unix datagram
 socket in the abstract namespace, named after the data dir and the name: no file to clean up, and
-no limit on the data dir's path length (the task broker's pushers use socket files, which it can
-list: skillrunner.queue_broker). With Redis,
+no limit on the data dir's path length. Listeners a sender cannot name (the task broker's pushers,
+the web processes' live watchers) announce themselves with a file each in a directory of their
+topic, which senders list (broadcast). With Redis,
 web and workers may run on different hosts: the waiter blocks on a Redis list; a wake-up nobody
 waited for expires in a minute. Either way a waiter reads what it waits for
 after it starts listening and whenever its wait times out, so a wake-up lost (a full buffer, the
@@ -18,6 +19,7 @@ import hashlib
 import logging
 import socket
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
 
@@ -34,44 +36,71 @@ BLIND_WAIT_SECONDS = 0.25
 _client: redis.Redis | None = None
 
 
-def bind_datagram_socket(path: Path | str) -> socket.socket:
-    """A socket listening at `path` (a file, replacing one a process that died left there), or
-    at an abstract address (a str starting with NUL)."""
-    if isinstance(path, Path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+def bind_datagram_socket(address: str) -> socket.socket:
+    """A socket listening at an abstract address (a str starting with NUL)."""
     listening = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     try:
-        listening.bind(str(path))
+        listening.bind(address)
     except OSError:
         listening.close()
         raise
     return listening
 
 
-def send_datagrams(paths: list[Path] | list[str]) -> None:
-    """One byte to each socket; a socket file whose listener is gone is removed."""
-    if not paths:
-        return
+def _send(message: bytes, addresses: Iterable[tuple[str, Path | None]]) -> None:
+    """`message` to each address; the announcement of one nobody listens at any more is removed."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
         sender.setblocking(False)
-        for path in paths:
+        for address, announcement in addresses:
             try:
-                sender.sendto(b"!", str(path))
-            except (ConnectionRefusedError, FileNotFoundError):
-                if isinstance(path, Path):
-                    with contextlib.suppress(FileNotFoundError):
-                        path.unlink()
+                sender.sendto(message, address)
+            except ConnectionRefusedError:
+                if announcement is not None:
+                    announcement.unlink(missing_ok=True)
             except BlockingIOError:
                 pass  # its buffer is full of wake-ups already
-            except OSError:  # a path too long for a socket: its waiter never bound it either
-                logger.debug("cannot wake %s", path, exc_info=True)
 
 
 def _abstract_address(name: str) -> str:
     installation = hashlib.sha256(str(settings.DATA_DIR).encode()).hexdigest()[:16]
     return f"\0skillrunner-{installation}-{name}"
+
+
+def _announcements(topic: str) -> Path:
+    return Path(settings.DATA_DIR) / f"{topic}-wakeup"
+
+
+def listen_on_host(topic: str, name: str) -> socket.socket:
+    """A socket that broadcast(topic) and wake_on_host(topic, [name]) reach. Its address is
+    abstract, and a file of its name in the topic's directory announces it (the senders list them;
+    the first to find nobody listening removes it, so a process that died leaves nothing behind)."""
+    listening = bind_datagram_socket(_abstract_address(f"{topic}-{name}"))
+    try:
+        _announcements(topic).mkdir(parents=True, exist_ok=True)
+        (_announcements(topic) / name).touch()
+    except OSError:
+        listening.close()
+        raise
+    return listening
+
+
+def stop_listening_on_host(topic: str, name: str, listening: socket.socket) -> None:
+    listening.close()
+    (_announcements(topic) / name).unlink(missing_ok=True)
+
+
+def wake_on_host(topic: str, names: Iterable[str], message: bytes = b"!") -> None:
+    directory = _announcements(topic)
+    _send(message, ((_abstract_address(f"{topic}-{name}"), directory / name) for name in names))
+
+
+def broadcast(topic: str, message: bytes = b"!") -> None:
+    """`message` to every listener of `topic` on this host (the embedded default runs on one)."""
+    try:
+        names = [announcement.name for announcement in _announcements(topic).iterdir()]
+    except OSError:  # nobody listened yet
+        return
+    wake_on_host(topic, names, message)
 
 
 def _redis() -> redis.Redis:
@@ -96,7 +125,7 @@ def wake(name: str) -> None:
         except redis.RedisError:
             logger.warning("could not wake %s; it looks again after its timeout", name, exc_info=True)
         return
-    send_datagrams([_abstract_address(name)])
+    _send(b"!", [(_abstract_address(name), None)])
 
 
 class Listener:

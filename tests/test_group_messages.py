@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import os
 import threading
+from unittest import mock
 
 import pytest
+from channels.layers import InMemoryChannelLayer
 
 from skillrunner import group_messages
+from skillrunner.wakeups import listen_on_host
 
 WAIT_SECONDS = 10
 
@@ -94,3 +97,30 @@ def test_a_forked_child_sends_through_a_loop_of_its_own(layer):
     assert os.read(read_end, 2) == b"ok"
     os.waitpid(child, 0)
     os.close(read_end)
+
+
+def test_without_a_cross_process_layer_each_loop_listening_on_the_host_gets_each_kind_once(settings, tmp_path):
+    """The embedded default: the worker's commit reaches the web process's watchers (runs.live)
+    as one datagram per kind of message, whatever the groups."""
+    settings.DATA_DIR = tmp_path
+    layer = InMemoryChannelLayer()
+    sockets = [listen_on_host(group_messages.LIVE_TOPIC, name) for name in ("a", "b")]
+    try:
+        for listening in sockets:
+            listening.settimeout(WAIT_SECONDS)
+        with mock.patch.object(group_messages, "get_channel_layer", lambda: layer):
+            group_messages.send_to_groups(
+                [
+                    ("run-1", {"type": "run.changed"}),
+                    ("user-7", {"type": "run.changed"}),
+                    ("token-3", {"type": "connection.ended"}),
+                ]
+            )
+        for listening in sockets:
+            assert [listening.recv(64), listening.recv(64)] == [b"run.changed", b"connection.ended"]
+            listening.setblocking(False)
+            with pytest.raises(BlockingIOError):
+                listening.recv(64)
+    finally:
+        for listening in sockets:
+            listening.close()

@@ -3,13 +3,15 @@ waiting pusher's socket, and a socket whose pusher is gone is cleared away."""
 
 from __future__ import annotations
 
-import socket
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from django.conf import settings
 from django.db import connection
 
-from skillrunner.queue_broker import WakeableORM, _wakeup_dir
+from skillrunner.queue_broker import QUEUE_TOPIC, WakeableORM
+from skillrunner.wakeups import listen_on_host
 
 pytestmark = pytest.mark.django_db
 
@@ -22,9 +24,9 @@ def test_enqueue_wakes_the_waiting_pusher_and_clears_dead_sockets():
     with pytest.raises(BlockingIOError):
         listening.recv(1)
 
-    dead = _wakeup_dir() / "999999999.sock"
-    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as gone:
-        gone.bind(str(dead))  # bound, then closed: nobody receives there any more
+    listen_on_host(QUEUE_TOPIC, "999999999").close()  # as a process that died: announced, nobody listening
+    dead = Path(settings.DATA_DIR) / "queue-wakeup" / "999999999"
+    assert dead.exists()
 
     WakeableORM(list_key="wake-test").enqueue("payload")
     assert listening.recv(1) == b"!"

@@ -238,6 +238,36 @@ def test_the_listeners_of_a_run_read_its_new_events_together(api, trip_run):
     assert all(frames_left[-1] == b"event: end\ndata: {}\n\n" for frames_left in rest)
 
 
+def test_the_watcher_reads_the_event_table_only_when_woken(api, trip_run, monkeypatch):
+    """On the embedded default a commit in any process on the host wakes the watcher through its
+    socket (skillrunner.group_messages); it used to read the event table every 20 ms while anyone
+    listened, 9 % of a core for one open page."""
+    monkeypatch.setattr(live, "SAFETY_POLL_SECONDS", 60.0)  # far beyond the waits below
+    request_id = trip_run()
+    reads: list[int] = []
+    events_since = live._events_since
+
+    def counted(last_id: int):
+        reads.append(last_id)
+        return events_since(last_id)
+
+    monkeypatch.setattr(live, "_events_since", counted)
+
+    async def scenario():
+        socket = await open_run_socket(request_id, token_headers(api))
+        assert [m["seq"] for m in await receive_messages(socket, 5)] == [1, 2, 3, 4, 5]
+        await asyncio.sleep(1.0)
+        idle = len(reads)
+        await sync_to_async(add_warning)(request_id)
+        warning = await socket.receive_json_from(5)
+        await socket.disconnect()
+        return idle, warning, len(reads) - idle
+
+    idle, warning, woken = run_async(scenario)
+    assert idle == 0
+    assert (warning["seq"], woken) == (6, 1)
+
+
 async def drain(stream) -> list[bytes]:
     return [chunk async for chunk in stream]
 
@@ -313,7 +343,6 @@ def test_logging_out_closes_that_sessions_sockets(alice, api, trip_run):
 
 def test_a_process_renews_the_leases_of_its_open_connections(api, trip_run, monkeypatch):
     """What keeps a live connection counted (and a dead process's not): its process renews it."""
-    monkeypatch.setattr(live, "CONNECTION_CHECK_SECONDS", 0.05)
     monkeypatch.setattr(live, "RENEW_SECONDS", 0.05)
     request_id = trip_run()
 
@@ -345,7 +374,6 @@ def test_a_token_revoked_while_its_connection_opens_is_refused(api):
 def test_credentials_ended_by_any_path_close_their_sockets(api, trip_run, monkeypatch, ended_by):
     """Not only revoke_tokens and sign-out: a token revoked by an update of its own (the admin's
     change form) or a deactivated user ends the sockets at the process's next check."""
-    monkeypatch.setattr(live, "CONNECTION_CHECK_SECONDS", 0.05)
     monkeypatch.setattr(live, "RENEW_SECONDS", 0.05)
     request_id = trip_run()
 
@@ -366,7 +394,6 @@ def test_credentials_ended_by_any_path_close_their_sockets(api, trip_run, monkey
 
 
 def test_an_expired_browser_session_closes_its_sockets(alice, trip_run, monkeypatch):
-    monkeypatch.setattr(live, "CONNECTION_CHECK_SECONDS", 0.05)
     monkeypatch.setattr(live, "RENEW_SECONDS", 0.05)
     request_id = trip_run()
     browser = Client()
