@@ -182,6 +182,8 @@ class EngineAdapter(ABC):
     # Where the engine appears in engine lists (the default effective engines, GET /v1/engines).
     listing_order: ClassVar[int] = 100
     model_flag: ClassVar[str] = "-m"
+    # The file of a skill package holding its defaults for this CLI when runner.json names none (R-SK9).
+    skill_defaults_file: ClassVar[str | None] = None
     known_models: ClassVar[tuple[str, ...]] = ()
     provider_id: ClassVar[str] = ""  # whose models these are, as upstream's clients name them
     # The reasoning efforts a run may ask for (R-UP4), each carried by effort_settings.

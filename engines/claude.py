@@ -50,6 +50,7 @@ class ClaudeActivity(StreamJsonActivity):
 
 class ClaudeAdapter(EngineAdapter):
     name = "claude"
+    skill_defaults_file = "assets/claude_settings.json"
     interactive_profile = "sticky_process"
     skill_root = ".claude"
     extra_control_names = (".mcp.json",)  # project MCP servers

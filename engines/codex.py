@@ -110,6 +110,7 @@ class CodexActivity(ActivityParser):
 
 class CodexAdapter(EngineAdapter):
     name = "codex"
+    skill_defaults_file = "assets/codex_config.toml"
     skill_root = ".codex"
     listing_order = 10
     known_models = ("gpt-5.5", "gpt-5.1-codex-mini")

@@ -69,6 +69,7 @@ class GeminiActivity(ActivityParser):
 
 class GeminiAdapter(GeminiFamilyAdapter):
     name = "gemini"
+    skill_defaults_file = "assets/gemini_settings.json"
     skill_root = ".gemini"
     extra_control_names = (".env",)  # Gemini CLI loads the .env it finds in its working directory
     listing_order = 20

@@ -52,6 +52,7 @@ def _usage(info_blocks: list[str]) -> dict[str, object] | None:
 
 class IFlowAdapter(EngineAdapter):
     name = "iflow"
+    skill_defaults_file = "assets/iflow_settings.json"
     skill_root = ".iflow"
     listing_order = 30
     known_models = ("glm-4.6", "qwen3-coder-plus", "kimi-k2")

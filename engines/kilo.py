@@ -8,6 +8,7 @@ from .types import EngineConfig
 
 class KiloAdapter(OpenCodeFamilyAdapter):
     name = "kilo"
+    skill_defaults_file = "assets/kilo_config.json"
     skill_root = ".kilo"
     extra_control_names = (".kilocode",)  # Kilo's older name for its project folder
     listing_order = 55

@@ -8,6 +8,7 @@ from .types import EngineConfig
 
 class OpenCodeAdapter(OpenCodeFamilyAdapter):
     name = "opencode"
+    skill_defaults_file = "assets/opencode_config.json"
     skill_root = ".opencode"
     listing_order = 45
     env_prefix = "OPENCODE"

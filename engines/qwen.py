@@ -63,6 +63,7 @@ def _usage(events: list[dict[str, Any]], result: dict[str, Any]) -> dict[str, An
 
 class QwenAdapter(GeminiFamilyAdapter):
     name = "qwen"
+    skill_defaults_file = "assets/qwen_config.json"  # upstream's name for it
     skill_root = ".qwen"
     # It loads the .env of its working directory, and finds project skills in .agents/skills too.
     extra_control_names = (".env", ".agents")

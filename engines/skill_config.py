@@ -18,17 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# Conventional file per engine when runner.json names none.
-DEFAULT_FILES = {
-    "codex": "assets/codex_config.toml",
-    "gemini": "assets/gemini_settings.json",
-    "iflow": "assets/iflow_settings.json",
-    "claude": "assets/claude_settings.json",
-    "qwen": "assets/qwen_config.json",  # upstream's name for it
-    "opencode": "assets/opencode_config.json",
-    "kilo": "assets/kilo_config.json",
-}
-
 # A key is the operator's when any word of its name is one of these.
 FORBIDDEN_WORDS = frozenset(
     {
@@ -131,17 +120,20 @@ def _warning(message: str) -> dict[str, str]:
     return {"code": "SKILL_ENGINE_CONFIG_IGNORED", "message": message}
 
 
-def load_skill_engine_defaults(skill_dir: Path, engine: str, declared: Any = None) -> SkillEngineDefaults:
+def load_skill_engine_defaults(
+    skill_dir: Path, engine: str, declared: Any = None, conventional: str | None = None
+) -> SkillEngineDefaults:
     """The skill's defaults for `engine`: `declared` (runner.json engine_configs.<engine>) first,
-    else the conventional file; unreadable or operator-only parts become warnings."""
+    else the `conventional` file (the adapter's skill_defaults_file); unreadable or operator-only
+    parts become warnings."""
     result = SkillEngineDefaults()
     candidates = []
     if isinstance(declared, str) and declared.strip():
         candidates.append(declared.strip())
     elif declared is not None:
         result.warnings.append(_warning(f"engine_configs.{engine} must be a path inside the package; ignored"))
-    if engine in DEFAULT_FILES and DEFAULT_FILES[engine] not in candidates:
-        candidates.append(DEFAULT_FILES[engine])
+    if conventional and conventional not in candidates:
+        candidates.append(conventional)
     for index, relative in enumerate(candidates):
         path = _inside(Path(skill_dir), relative)
         if path is None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from engines.prompt import prompt_template, render_prompt_template
+from engines.registry import get_adapter
 from engines.skill_config import SkillEngineDefaults, load_skill_engine_defaults
 from engines.types import EngineConfig
 from skills.models import SkillVersion
@@ -28,7 +29,10 @@ def skill_engine_defaults(version: SkillVersion, engine: str) -> SkillEngineDefa
     """`runner.json.engine_configs.<engine>`, else the engine's conventional file (R-SK9)."""
     declared = version.manifest.get("engine_configs")
     return load_skill_engine_defaults(
-        version.path, engine, declared.get(engine) if isinstance(declared, dict) else None
+        version.path,
+        engine,
+        declared.get(engine) if isinstance(declared, dict) else None,
+        get_adapter(engine).skill_defaults_file,
     )
 
 

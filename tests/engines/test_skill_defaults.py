@@ -14,6 +14,12 @@ from engines.skill_config import deep_merge, is_forbidden, load_skill_engine_def
 
 from .fakes import make_config, make_request
 
+
+def skill_defaults(skill_dir, engine: str, declared=None):
+    """As a run reads them: the adapter names the conventional file."""
+    return load_skill_engine_defaults(skill_dir, engine, declared, get_adapter(engine).skill_defaults_file)
+
+
 REPO = Path(__file__).resolve().parents[2]
 FIELD_NOTES = REPO / "tests" / "support" / "skills" / "field-notes"
 
@@ -43,7 +49,7 @@ def test_stripping_works_at_any_depth() -> None:
 
 def test_conventional_file_is_read_and_stripped_with_a_warning() -> None:
     """R-SK9: assets/codex_config.toml of a package; sandbox, approvals and providers dropped."""
-    defaults = load_skill_engine_defaults(FIELD_NOTES, "codex")
+    defaults = skill_defaults(FIELD_NOTES, "codex")
     assert defaults.source == "assets/codex_config.toml"
     assert defaults.settings == {"model": "gpt-5.1-codex-mini", "model_reasoning_effort": "high"}
     assert [w["code"] for w in defaults.warnings] == ["SKILL_ENGINE_CONFIG_IGNORED"]
@@ -56,8 +62,8 @@ def test_declared_engine_config_wins_and_a_bad_one_falls_back(tmp_path: Path) ->
     (tmp_path / "assets" / "codex_config.toml").write_text('model = "conventional"\n')
     (tmp_path / "config").mkdir()
     (tmp_path / "config" / "codex.toml").write_text('model = "declared"\n')
-    assert load_skill_engine_defaults(tmp_path, "codex", "config/codex.toml").settings == {"model": "declared"}
-    fallback = load_skill_engine_defaults(tmp_path, "codex", "../outside.toml")
+    assert skill_defaults(tmp_path, "codex", "config/codex.toml").settings == {"model": "declared"}
+    fallback = skill_defaults(tmp_path, "codex", "../outside.toml")
     assert fallback.settings == {"model": "conventional"}
     assert "outside.toml" in fallback.warnings[0]["message"]
 
@@ -65,7 +71,7 @@ def test_declared_engine_config_wins_and_a_bad_one_falls_back(tmp_path: Path) ->
 def test_unreadable_config_is_a_warning(tmp_path: Path) -> None:
     (tmp_path / "assets").mkdir()
     (tmp_path / "assets" / "gemini_settings.json").write_text("{not json")
-    defaults = load_skill_engine_defaults(tmp_path, "gemini")
+    defaults = skill_defaults(tmp_path, "gemini")
     assert defaults.settings == {} and defaults.warnings[0]["code"] == "SKILL_ENGINE_CONFIG_IGNORED"
 
 
@@ -106,7 +112,7 @@ def test_qwen_reads_the_file_upstream_names(tmp_path: Path) -> None:
     (tmp_path / "assets").mkdir()
     config = {"model": {"name": "qwen3.6-plus"}, "skills": {"directories": ["/elsewhere"]}}
     (tmp_path / "assets" / "qwen_config.json").write_text(json.dumps(config))
-    defaults = load_skill_engine_defaults(tmp_path, "qwen")
+    defaults = skill_defaults(tmp_path, "qwen")
     assert defaults.source == "assets/qwen_config.json"
     assert defaults.settings == {"model": {"name": "qwen3.6-plus"}}
     assert "skills.directories" in defaults.warnings[0]["message"]
@@ -132,7 +138,7 @@ def test_opencode_config_carries_skill_defaults_beneath_the_operator(tmp_path: P
             }
         )
     )
-    defaults = load_skill_engine_defaults(package, engine)
+    defaults = skill_defaults(package, engine)
     assert defaults.source == f"assets/{engine}_config.json"
     assert "permission" in defaults.warnings[0]["message"] and "provider" in defaults.warnings[0]["message"]
     adapter = get_adapter(engine)
