@@ -32,8 +32,10 @@ SCALEOUT_TESTS := tests/api tests/interactive tests/ui/test_pages.py tests/upstr
 # Of the real CLIs there, Codex stands for the resumable engines and Claude Code for sticky_process
 # (engines/base.py: the only profile runs/ tells apart; nothing under runs/ looks at which engine
 # it is, and engines/ never reaches the database): their turns take every path the others take
-# to PostgreSQL and Redis. Gemini CLI, Qwen Code, OpenCode and Kilo run in the first pass.
-SCALEOUT_SELECT := not (test_service_real_engines or test_real_engines_interactive) or codex or claude
+# to PostgreSQL and Redis. Every other CLI runs its ask, reply and resume through the job API here
+# too, so each engine is proven on both configurations; the rest of theirs run in the first pass.
+SCALEOUT_SELECT := not test_service_real_engines or codex or claude \
+	or test_interactive_run_asks_waits_resumes_and_finishes_with_done_marker
 # Not again: tests/sandbox. On PostgreSQL they probe less than on SQLite (no database file is in
 # reach), and their runs take the lifecycle tests/api covers there.
 
