@@ -52,7 +52,8 @@ def engine_config(engine: str, home_name: str) -> EngineConfig:
 
 def detected_versions(engines: Iterable[str]) -> dict[str, str | None]:
     """Each engine's CLI version (None: not installed), the probes side by side. Answers are
-    cached per binary (EngineAdapter.probe), so only the first call after a start waits."""
+    cached per binary (EngineAdapter.probe: in the process and under DATA_DIR), so only the first
+    call of an installation waits."""
     names = list(dict.fromkeys(engines))
 
     def detect(engine: str) -> str | None:
