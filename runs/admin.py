@@ -176,8 +176,8 @@ class RunAdmin(ReadOnlyAdmin):
         "tokens",
         "cost",
         "engine",
-        "execution_mode",
-        "interaction_count",
+        "mode",
+        "questions",
         "created_at",
     )
     list_display_links = ("run",)
@@ -230,6 +230,14 @@ class RunAdmin(ReadOnlyAdmin):
     def cost(self, run: Run) -> str:
         total = run.total_cost  # type: ignore[attr-defined]  # annotated by get_queryset
         return "—" if total is None else f"{total:.4f}"
+
+    @admin.display(description="mode", ordering="execution_mode")
+    def mode(self, run: Run) -> str:
+        return run.get_execution_mode_display()
+
+    @admin.display(description="questions", ordering="interaction_count")
+    def questions(self, run: Run) -> int:
+        return run.interaction_count
 
     def get_readonly_fields(self, request, obj=None) -> list[str]:
         return [*super().get_readonly_fields(request, obj), "events"]

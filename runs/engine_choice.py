@@ -12,7 +12,7 @@ from django.conf import settings
 from engines.registry import get_adapter
 from skills.models import SkillVersion
 
-from .engine_settings import PROBE_HOME, engine_config, sandbox_status
+from .engine_settings import PROBE_HOME, detected_versions, engine_config, sandbox_status
 from .skill_runtime import run_engine_config, skill_engine_defaults
 
 # What configures an engine (SKILLRUNNER_<ENGINE>_<NAME>): a provider key or endpoint, or a CLI
@@ -49,7 +49,9 @@ def engine_choice(engine: str, version: SkillVersion | None = None) -> EngineCho
 
 def engine_choices(version: SkillVersion) -> list[EngineChoice]:
     """The skill's engines, in its order, each with whether it can run here."""
-    return [engine_choice(engine, version) for engine in version.effective_engines]
+    engines = version.effective_engines
+    detected_versions(engines)  # their CLIs probed side by side; engine_choice reads the cached answers
+    return [engine_choice(engine, version) for engine in engines]
 
 
 def run_model(run) -> str | None:

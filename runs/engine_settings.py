@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from django.conf import settings
 
+from engines.registry import get_adapter
 from engines.sandbox import sandbox_problem
 from engines.types import EngineConfig, SandboxSettings
 
 # The engine home of version and model probes, shared by every probe (no run's).
 PROBE_HOME = "_probe"
+# How many CLIs answer `--version` at once: most are Node programs that each take seconds of CPU
+# to start, so one after another a form with seven engines waited for all of them in turn.
+VERSION_PROBE_THREADS = 4
 
 
 def engine_binary(engine: str) -> str:
@@ -42,6 +48,21 @@ def engine_config(engine: str, home_name: str) -> EngineConfig:
         sandbox=sandbox_settings(),
         probe_dir=settings.DATA_DIR / "engine-probes",
     )
+
+
+def detected_versions(engines: Iterable[str]) -> dict[str, str | None]:
+    """Each engine's CLI version (None: not installed), the probes side by side. Answers are
+    cached per binary (EngineAdapter.probe: in the process and under DATA_DIR), so only the first
+    call of an installation waits."""
+    names = list(dict.fromkeys(engines))
+
+    def detect(engine: str) -> str | None:
+        return get_adapter(engine).detect_version(engine_config(engine, PROBE_HOME))
+
+    if not names:
+        return {}
+    with ThreadPoolExecutor(max_workers=min(VERSION_PROBE_THREADS, len(names))) as pool:
+        return dict(zip(names, pool.map(detect, names), strict=True))
 
 
 def sandbox_settings() -> SandboxSettings:

@@ -10,13 +10,12 @@ from rest_framework.views import APIView
 from engines.registry import ENGINE_NAMES, get_adapter
 from skillrunner.errors import NotFound
 
-from .engine_settings import PROBE_HOME, engine_config, sandbox_status
+from .engine_settings import PROBE_HOME, detected_versions, engine_config, sandbox_status
 
 
-def _engine_entry(name: str, sandbox: dict, *, staff: bool) -> dict:
+def _engine_entry(name: str, version: str | None, sandbox: dict, *, staff: bool) -> dict:
     adapter = get_adapter(name)
     config = engine_config(name, PROBE_HOME)
-    version = adapter.detect_version(config)
     entry = {
         "engine": name,
         "cli_version_detected": version,
@@ -34,7 +33,8 @@ class EngineListView(APIView):
     def get(self, request):
         staff = request.user.is_staff
         sandbox = sandbox_status()  # R-SB6: an engine without a working sandbox is not available
-        engines = [_engine_entry(name, sandbox, staff=staff) for name in ENGINE_NAMES]
+        versions = detected_versions(ENGINE_NAMES)
+        engines = [_engine_entry(name, versions[name], sandbox, staff=staff) for name in ENGINE_NAMES]
         return Response({"engines": engines, "sandbox": sandbox})
 
 

@@ -6,6 +6,7 @@ browser reaches it only over HTTP and websockets, as a person would.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,6 +39,14 @@ CREATE_USERS = (
 )
 
 
+# The installed engine CLIs' versions, as the new-run form asks them (runs.engine_choice).
+ASK_ENGINE_VERSIONS = (
+    "from engines.registry import ENGINE_NAMES\n"
+    "from runs.engine_settings import detected_versions\n"
+    "detected_versions(ENGINE_NAMES)\n"
+)
+
+
 class Live:
     """The running service, the scripted engine it uses, and API tokens per user."""
 
@@ -59,8 +68,22 @@ class Live:
         return self.service.request("GET", f"/v1/jobs/{request_id}", self.token(username))[1]["status"]
 
 
+@pytest.fixture(scope="session")
+def engine_probes(tmp_path_factory) -> Path:
+    """The engine CLIs' answers to `--version`, asked once in the session and given to each
+    module's service, as a long-running installation keeps them (DATA_DIR/engine-probes).
+    Otherwise each module's first new-run form asked the Node CLIs: seconds of CPU each, so on
+    a loaded machine the page outlasted the browser's 15 s."""
+    asker = LiveService(tmp_path_factory.mktemp("engine-probes"))
+    try:
+        asker.manage("shell", "-c", ASK_ENGINE_VERSIONS)
+    finally:
+        asker.stop()
+    return asker.data_dir / "engine-probes"
+
+
 @pytest.fixture(scope="module")
-def live(tmp_path_factory) -> Iterator[Live]:
+def live(tmp_path_factory, engine_probes) -> Iterator[Live]:
     root = tmp_path_factory.mktemp("browser-live")
     (root / "engine").mkdir()
     engine = FakeCodex(root / "engine", root / "data")
@@ -71,6 +94,7 @@ def live(tmp_path_factory) -> Iterator[Live]:
         "SKILLRUNNER_WEBHOOK_ALLOW_PRIVATE": "true",
     }
     service = LiveService(root / "data", env=env)
+    shutil.copytree(engine_probes, service.data_dir / "engine-probes")
     try:
         service.start()
         service.manage("shell", "-c", CREATE_USERS.format(passwords=PASSWORDS, staff=STAFF))

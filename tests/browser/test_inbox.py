@@ -186,6 +186,7 @@ def test_cards_tell_runs_apart_confirm_answers_and_lead_to_the_answer_box(live, 
     first.get_by_role("link", name="Open the run").click()
     expect(page).to_have_url(f"{live.url}/runs/{alices}/#reply")
     expect(page.get_by_label("Your answer")).to_be_focused()
+    screenshot(page, "62-reply-focused-from-inbox.png")
 
     # Cancel from the card, after saying yes.
     page.goto("/inbox/")
@@ -213,6 +214,7 @@ def test_the_emailed_link_puts_the_cursor_in_the_answer_box(live, new_page):
     page.goto(f"/runs/{request_id}/#reply")  # as question.txt links it
     expect(page.locator(".entry.question")).to_contain_text("Sea or mountains?")
     expect(page.get_by_label("Your answer")).to_be_focused()
+    screenshot(page, "63-reply-focused-from-email.png")
     page.goto(f"/runs/{request_id}/")  # without it, the page leaves focus alone
     expect(page.locator(".entry.question")).to_contain_text("Sea or mountains?")
     expect(page.get_by_label("Your answer")).not_to_be_focused()

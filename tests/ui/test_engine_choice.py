@@ -5,11 +5,15 @@ required text of spaces alone refused."""
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import pytest
 from django.urls import reverse
 
-from runs.engine_choice import engine_choice
+from engines.registry import ENGINE_NAMES
+from runs.engine_choice import engine_choice, engine_choices
+from runs.engine_settings import VERSION_PROBE_THREADS
 from runs.models import Run
 
 from .conftest import write_skill
@@ -35,6 +39,56 @@ def install_cli(folder, engine: str) -> None:
     script = folder / engine
     script.write_text("#!/bin/sh\necho '1.2.3'\n")
     script.chmod(0o755)
+
+
+def install_meeting_cli(folder, engine: str, meeting: Path, together: int) -> None:
+    """A CLI whose `--version` notes when it starts and waits (10 s at most) until `together`
+    probes have started: run one after another, each would meet only itself. It notes when it
+    ends and how many it met."""
+    script = folder / engine
+    script.write_text(
+        f"#!{sys.executable} -I\n"
+        "import pathlib, time\n"
+        f"meeting, name = pathlib.Path({str(meeting)!r}), {engine!r}\n"
+        "(meeting / f'{name}.started').write_text(repr(time.time()))\n"
+        "deadline = time.monotonic() + 10\n"
+        f"while len(list(meeting.glob('*.started'))) < {together} and time.monotonic() < deadline:\n"
+        "    time.sleep(0.02)\n"
+        "met = len(list(meeting.glob('*.started')))\n"
+        "(meeting / f'{name}.ended').write_text(f'{time.time()!r} {met}')\n"
+        "print('1.2.3')\n"
+    )
+    script.chmod(0o755)
+
+
+def most_at_once(intervals: list[tuple[float, float]]) -> int:
+    return max(sum(start <= moment < end for start, end in intervals) for moment, _ in intervals)
+
+
+def test_the_forms_engine_clis_answer_their_version_side_by_side_once(cli_dir, install_skill, tmp_path):
+    """The first form after a start asked seven Node CLIs for their version one after another
+    (over 15 s on a loaded machine); now a few at a time, and the answers are kept."""
+    meeting = tmp_path / "meeting"
+    meeting.mkdir()
+    for engine in ENGINE_NAMES:
+        install_meeting_cli(cli_dir, engine, meeting, together=VERSION_PROBE_THREADS)
+    root = tmp_path / "skills-src"
+    write_skill(root, "every-engine", input_schema={}, parameter_schema={}, engines=ENGINE_NAMES)
+    version = install_skill("every-engine", root)
+
+    choices = engine_choices(version)
+
+    assert [choice.engine for choice in choices] == list(ENGINE_NAMES)
+    assert all(choice.reason.startswith("not configured") for choice in choices)  # installed: each answered
+    ended = {engine: (meeting / f"{engine}.ended").read_text().split() for engine in ENGINE_NAMES}
+    met_fewer = [engine for engine, (_, met) in ended.items() if int(met) < VERSION_PROBE_THREADS]
+    assert met_fewer == []  # a full pool of probes ran together
+    intervals = [
+        (float((meeting / f"{engine}.started").read_text()), float(ended[engine][0])) for engine in ENGINE_NAMES
+    ]
+    assert most_at_once(intervals) <= VERSION_PROBE_THREADS  # bounded: never all seven Node CLIs at once
+    engine_choices(version)
+    assert len(list(meeting.glob("*.started"))) == len(ENGINE_NAMES)  # the second form asks none of them
 
 
 def test_an_engine_without_its_cli_is_not_installed(cli_dir, monkeypatch):
