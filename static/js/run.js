@@ -111,9 +111,23 @@
     return Boolean(value && (value.ask_user || value.outcome === "ask_user"));
   }
 
+  // The prose before the ask_user envelope that ends an agent's message (the inbox shows the same).
+  function proseBeforeEnvelope(text) {
+    const cut = text.indexOf("\n{");
+    return cut > 0 && isAskUserEnvelope(text.slice(cut + 1)) ? text.slice(0, cut).trim() : "";
+  }
+
   function showQuestion(event) {
     const prompt = event.payload.prompt;
     const last = conversation.lastElementChild;
+    const prose = last && last.classList.contains("assistant") ? proseBeforeEnvelope(last.dataset.text || "") : "";
+    if (prose) {
+      // The message keeps what the agent said; its envelope becomes the question below it.
+      last.dataset.text = prose;
+      last.replaceChild(node("p", "text", prose), last.lastChild);
+      addEntry(event.seq, "assistant question", "Question", node("p", "text", prompt), event.ts);
+      return;
+    }
     // The question is usually the agent's last message (as text or as an ask_user envelope):
     // that message becomes the question instead of being shown twice.
     if (last && last.classList.contains("assistant") && (last.dataset.text === prompt || isAskUserEnvelope(last.dataset.text))) {

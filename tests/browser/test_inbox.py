@@ -186,6 +186,9 @@ def test_cards_tell_runs_apart_confirm_answers_and_lead_to_the_answer_box(live, 
     first.get_by_role("link", name="Open the run").click()
     expect(page).to_have_url(f"{live.url}/runs/{alices}/#reply")
     expect(page.get_by_label("Your answer")).to_be_focused()
+    # What the agent said stays its message; the envelope that ended it is the question, once.
+    expect(page.locator("#conversation .entry.assistant:not(.question) .text")).to_have_text([prose])
+    expect(page.locator("#conversation .entry.question .text")).to_have_text(["Where this weekend?"])
     screenshot(page, "62-reply-focused-from-inbox.png")
 
     # Cancel from the card, after saying yes.
