@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "accounts",
     "skills",
     "runs",
+    "live",
     "upstream",
 ]
 
