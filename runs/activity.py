@@ -23,9 +23,9 @@ from typing import Any
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 
+from enginehost.config import configured_secrets
 from skillrunner.logging import redact_values
 
-from .engine_settings import configured_secrets
 from .events import append_events
 from .models import Run, RunStatus
 

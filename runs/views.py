@@ -18,6 +18,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
 from rest_framework.exceptions import Throttled, ValidationError
 
+from enginehost.choice import run_model
 from skillrunner.api_errors import exception_handler
 from skillrunner.errors import ApplicationError, NotFound
 from skillrunner.throttles import RUN_CREATE_SCOPE, check_rate, form_over_rate
@@ -25,7 +26,6 @@ from skills.models import SkillVersion
 from skills.selectors import current_version, installed_skills
 
 from . import questions, runfiles, selectors, services
-from .engine_choice import run_model
 from .forms import INPUT, PARAMETER, NewRunForm, RunFilterForm, field_label
 from .models import Run, RunStatus
 from .preview import previewable, render_preview

@@ -62,6 +62,7 @@ INSTALLED_APPS = [
     "django_q",
     "accounts",
     "skills",
+    "enginehost",
     "runs",
     "live",
     "upstream",
