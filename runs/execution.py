@@ -36,12 +36,12 @@ from skillrunner.forking import Flag
 from skillrunner.logging import redact, redact_stream, redact_values
 
 from . import services
-from .activity import ActivitySink
 from .artifacts import collect_artifacts
 from .inputs import resolve_file_inputs
 from .models import InteractiveProfile, Run, RunStatus
 from .outcome import TurnDecision, decide, list_artifacts
 from .repair import RepairBudget, review
+from .turn_activity import ActivitySink
 
 logger = logging.getLogger(__name__)
 
