@@ -12,6 +12,7 @@ Modules:
   server-sent-event framing run by the core's stream loop (live.sse).
 - `api.py` — the views: the handshake, management runs, `/ui`; `/chat`, `/chat/history`, and
   `/events`, `/events/history` answering in either form by their parameters.
+- `reply_files.py` — reading a file reply (R-UP6): multipart `metadata` plus `files` parts.
 - `serializers.py` — the shapes of the stream answers for the OpenAPI document.
 - `urls.py` — the paths only upstream's clients use.
 """
