@@ -1,0 +1,14 @@
+"""Who is asking: API tokens and credentials, local mode, login, the account settings page, and the
+caps on a user's live connections.
+
+| module | role |
+|---|---|
+| `models.py` | `ApiToken` (stored hashed), `LiveConnection` (one open socket or stream) |
+| `authentication.py` | Token, Bearer and Basic credentials for the API |
+| `local_mode.py` | single-user local mode: a request without credentials acts as the local user |
+| `login.py` | login with throttled failures |
+| `connections.py` | the per-user cap on live connections, and ending them with their credential |
+| `services.py`, `views.py`, `forms.py` | the settings page: notifications, webhooks, API tokens |
+| `schema.py` | token authentication in the OpenAPI document |
+| `admin.py` | API tokens in the admin |
+"""

@@ -2,7 +2,7 @@
 when the credential they were opened with is revoked or its session ends (R-FS3).
 
 One LiveConnection row per open connection. The web process holding connections renews their
-rows in one query per interval (runs.live), whatever their number; a process that dies stops
+rows in one query per interval (live.watcher), whatever their number; a process that dies stops
 renewing, and its rows stop counting after LEASE_SECONDS. Ending a credential deletes its rows
 and, with a cross-process channel layer, wakes the connections at once; without one each web
 process notices its rows are gone at its next check.
@@ -163,5 +163,5 @@ def end_session_connections(sender, request, **kwargs) -> None:
 
 def _tell(groups: Iterable[str]) -> None:
     """Best effort: without a cross-process layer, or if this message is lost, each web process
-    finds its ended connections at its next check (runs.live)."""
+    finds its ended connections at its next check (live.watcher)."""
     send_to_groups((group, {"type": ENDED}) for group in groups)

@@ -62,12 +62,12 @@ def _seed(backlog: int, owners: int) -> None:
     from django.contrib.auth import get_user_model
     from django.db import connection
 
-    import runs.dispatch
+    import runs.task_queue
     from runs.models import OwnerQueue, Run, RunStatus
     from tests.support.backlog import bulk_runs
 
-    runs.dispatch.enqueue_turn = lambda request_id, attempt: None
-    runs.dispatch.runs_tasks_inline = lambda: True  # offers are not written: each call sees the same queue
+    runs.task_queue.enqueue_turn = lambda request_id, attempt: None
+    runs.task_queue.runs_tasks_inline = lambda: True  # offers are not written: each call sees the same queue
     User = get_user_model()
     Run.objects.all().delete()
     OwnerQueue.objects.all().delete()

@@ -46,13 +46,13 @@ def main(argv: list[str] | None = None) -> int:
     with throwaway_service("turnprofile", args.database_url, env) as database_url:
         from django.contrib.auth import get_user_model
 
-        import runs.dispatch
         import runs.services as services
+        import runs.task_queue
         from runs.execution import run_claimed_turn
         from runs.models import Run
 
         owner = get_user_model().objects.create(username="turnprofile")
-        runs.dispatch.enqueue_turn = lambda request_id, attempt: None  # the profile drives the turns itself
+        runs.task_queue.enqueue_turn = lambda request_id, attempt: None  # the profile drives the turns itself
 
         def create() -> str:
             run = services.create_run(

@@ -45,7 +45,6 @@ from .serializers import (
     UsageQuery,
     status_payload,
 )
-from .streaming import event_stream, sse_response
 from .usage import aggregate
 
 
@@ -391,7 +390,8 @@ class LogsView(APIView):
         return Response(LogsOutput(answer).data)
 
 
-def _after_seq(request) -> int:
+def requested_after_seq(request) -> int:
+    """The cursor of a request for a run's events: `after_seq`, else an EventSource's `Last-Event-ID`."""
     raw = request.query_params.get("after_seq") or request.headers.get("Last-Event-ID") or "0"
     if not (raw.isascii() and raw.isdigit()):
         raise ApplicationError("INVALID_CURSOR", "after_seq must be a non-negative integer")
@@ -408,28 +408,14 @@ class EventHistoryView(APIView):
     @extend_schema(parameters=[OpenApiParameter("after_seq", int)], responses=EventHistory)
     def get(self, request, request_id):
         run = selectors.run_for(request.user, request_id)
-        events = selectors.events_after(run, _after_seq(request))
+        events = selectors.events_after(run, requested_after_seq(request))
         return Response(
             {
                 "request_id": str(run.pk),
                 "events": EventRecord(events, many=True).data,
-                "last_seq": events[-1].seq if events else _after_seq(request),
+                "last_seq": events[-1].seq if events else requested_after_seq(request),
             }
         )
-
-
-class EventStreamView(APIView):
-    # The stream is a plain StreamingHttpResponse; DRF only renders this view's errors, always as
-    # JSON, so clients that accept only text/event-stream (EventSource) are not refused (R-OP8).
-    content_negotiation_class = JsonWhateverTheClientAccepts
-
-    @extend_schema(
-        parameters=[OpenApiParameter("after_seq", int)], responses={(200, "text/event-stream"): OpenApiTypes.STR}
-    )
-    def get(self, request, request_id):
-        run = selectors.run_for(request.user, request_id)
-        after_seq = _after_seq(request)
-        return sse_response(request, lambda connection: event_stream(run.pk, after_seq, connection))
 
 
 class UsageView(APIView):

@@ -21,11 +21,11 @@ from typing import Any
 
 from django.conf import settings
 
+from enginehost.config import engine_config
 from engines.registry import get_adapter
 from skills.models import SkillVersion
 
 from . import runfiles
-from .engine_settings import engine_config
 from .models import Run, RunStatus
 
 logger = logging.getLogger(__name__)

@@ -58,7 +58,7 @@ def notify_run_changed(request_id, owner_id=None) -> None:
     """Wake listeners in other processes. Best effort: they also re-read the table now and then.
 
     `owner_id` is given for a status change, which also wakes the owner's user-level listeners.
-    Without a cross-process layer each web process watches the event table itself (runs.live).
+    Without a cross-process layer each web process watches the event table itself (live.watcher).
     """
     messages = [(group_name(request_id), {"type": "run.changed"})]
     if owner_id is not None:

@@ -18,6 +18,8 @@ from typing import BinaryIO
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connection
 
+from enginehost.config import configured_secrets
+from enginehost.skill_runtime import dependency_environment, run_engine_config, template_body
 from engines.prompt import PromptTemplateError, first_turn_prompt
 from engines.registry import get_adapter
 from engines.types import (
@@ -34,14 +36,12 @@ from skillrunner.forking import Flag
 from skillrunner.logging import redact, redact_stream, redact_values
 
 from . import services
-from .activity import ActivitySink
 from .artifacts import collect_artifacts
-from .engine_settings import configured_secrets
 from .inputs import resolve_file_inputs
 from .models import InteractiveProfile, Run, RunStatus
 from .outcome import TurnDecision, decide, list_artifacts
 from .repair import RepairBudget, review
-from .skill_runtime import dependency_environment, run_engine_config, template_body
+from .turn_activity import ActivitySink
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import UploadedFile
 from django.utils.html import escape
 
-from runs.engine_choice import EngineChoice, engine_choices
+from enginehost.choice import EngineChoice, engine_choices
 from runs.inputs import file_fields, zipped_files
 from runs.models import RunStatus
 from skillrunner.forms import PlainLabelForm

@@ -19,7 +19,8 @@ from django.conf import settings
 from django.utils import timezone
 from django_q.models import Schedule
 
-from .engine_settings import engine_home
+from enginehost.config import engine_home
+
 from .models import TERMINAL_STATUSES, Run
 
 logger = logging.getLogger(__name__)

@@ -18,14 +18,14 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
 from rest_framework.exceptions import Throttled, ValidationError
 
+from enginehost.choice import run_model
 from skillrunner.api_errors import exception_handler
 from skillrunner.errors import ApplicationError, NotFound
 from skillrunner.throttles import RUN_CREATE_SCOPE, check_rate, form_over_rate
 from skills.models import SkillVersion
 from skills.selectors import current_version, installed_skills
 
-from . import inbox, runfiles, selectors, services
-from .engine_choice import run_model
+from . import questions, runfiles, selectors, services
 from .forms import INPUT, PARAMETER, NewRunForm, RunFilterForm, field_label
 from .models import Run, RunStatus
 from .preview import previewable, render_preview
@@ -196,7 +196,7 @@ def inbox_page(request: HttpRequest) -> HttpResponse:
         wants_json = "application/json" in request.headers.get("Accept", "")
         # A quick-reply button sends its option's index as `option`; the text box sends `response`.
         try:
-            run = inbox.answer(
+            run = questions.answer(
                 request.user,
                 request.POST.get("request_id", ""),
                 request.POST.get("interaction_id"),
@@ -213,11 +213,15 @@ def inbox_page(request: HttpRequest) -> HttpResponse:
                 return JsonResponse({"request_id": str(run.pk), "status": run.status, "accepted": True})
             messages.success(request, f"Answer sent to {run.version.name} {str(run.pk)[:8]}; the run goes on.")
         return redirect("ui:inbox")
-    questions = [
-        {"summary": inbox.question_summary(item), "asked_at": item.asked_at, "deadline_at": item.run.wait_deadline_at}
+    waiting = [
+        {
+            "summary": questions.question_summary(item),
+            "asked_at": item.asked_at,
+            "deadline_at": item.run.wait_deadline_at,
+        }
         for item in selectors.waiting_questions(request.user)
     ]
-    return render(request, "runs/inbox.html", {"questions": questions})
+    return render(request, "runs/inbox.html", {"questions": waiting})
 
 
 @login_required

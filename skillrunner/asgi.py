@@ -55,7 +55,7 @@ django_asgi = ReusedThreadsASGIHandler()
 
 from channels.routing import ProtocolTypeRouter  # noqa: E402  (needs Django set up)
 
-from runs.routing import websocket_application  # noqa: E402
+from live.routing import websocket_application  # noqa: E402
 
 application = ProtocolTypeRouter({"http": django_asgi, "websocket": websocket_application})
 

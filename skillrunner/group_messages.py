@@ -8,7 +8,7 @@ got to them are sent once each (a turn's events wake a run's listeners once, not
 Listeners never depend on a message arriving: they re-read the database now and then anyway.
 
 On the embedded default there is no cross-process layer, and every process runs on one host: a
-message is one datagram of its type to each event loop listening there (runs.live), which reads
+message is one datagram of its type to each event loop listening there (live.watcher), which reads
 the event table to learn what changed.
 """
 
@@ -87,7 +87,7 @@ atexit.register(lambda: _sender.drain(DRAIN_AT_EXIT_SECONDS))
 
 def send_to_groups(messages: Iterable[tuple[str, dict[str, Any]]]) -> None:
     """Send each (group, message) through the cross-process channel layer. The message names its
-    group: a web process listens with one channel in many groups (runs.live). Without that layer,
+    group: a web process listens with one channel in many groups (live.watcher). Without that layer,
     each listening loop on this host gets the message's type only."""
     layer = get_channel_layer()
     if layer is None or isinstance(layer, InMemoryChannelLayer):

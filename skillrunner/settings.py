@@ -62,7 +62,9 @@ INSTALLED_APPS = [
     "django_q",
     "accounts",
     "skills",
+    "enginehost",
     "runs",
+    "live",
     "upstream",
 ]
 

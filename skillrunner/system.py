@@ -6,7 +6,7 @@ from django.db import connection
 from django.http import HttpResponse, JsonResponse
 from django.views.decorators.http import require_safe
 
-from runs.engine_settings import SANDBOX_OFF, sandbox_check
+from enginehost.config import SANDBOX_OFF, sandbox_check
 from runs.supervision import a_recovered_worker_is_alive
 
 

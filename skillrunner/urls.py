@@ -7,8 +7,8 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from accounts import login
 from accounts import views as account_views
+from enginehost import api as engines
 from runs import api as jobs
-from runs import engine_views as engines
 from runs.notifications import api as webhooks
 from skills import api as skills
 from upstream import api as upstream

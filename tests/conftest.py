@@ -203,7 +203,7 @@ class ManualDispatch:
 def manual_dispatch(monkeypatch):
     """Runs created through the API stay queued until the test runs their turn itself."""
     dispatch = ManualDispatch()
-    monkeypatch.setattr("runs.dispatch.enqueue_turn", dispatch)
+    monkeypatch.setattr("runs.task_queue.enqueue_turn", dispatch)
     yield dispatch
     for thread in dispatch.threads:
         thread.join(timeout=15)

@@ -100,7 +100,7 @@ def test_a_forked_child_sends_through_a_loop_of_its_own(layer):
 
 
 def test_without_a_cross_process_layer_each_loop_listening_on_the_host_gets_each_kind_once(settings, tmp_path):
-    """The embedded default: the worker's commit reaches the web process's watchers (runs.live)
+    """The embedded default: the worker's commit reaches the web process's watchers (live.watcher)
     as one datagram per kind of message, whatever the groups."""
     settings.DATA_DIR = tmp_path
     layer = InMemoryChannelLayer()

@@ -9,9 +9,10 @@ Modules:
 - `fcmp.py` — pure translation of a run's event log into upstream's FCMP envelopes and chat
   items (R-UP5), and how their seqs and attempts relate to the log's.
 - `streams.py` — reading the log for those: cursor and range parameters, the histories, the
-  server-sent-event framing run by the core's stream loop (runs.streaming).
+  server-sent-event framing run by the core's stream loop (live.sse).
 - `api.py` — the views: the handshake, management runs, `/ui`; `/chat`, `/chat/history`, and
   `/events`, `/events/history` answering in either form by their parameters.
+- `reply_files.py` — reading a file reply (R-UP6): multipart `metadata` plus `files` parts.
 - `serializers.py` — the shapes of the stream answers for the OpenAPI document.
 - `urls.py` — the paths only upstream's clients use.
 """

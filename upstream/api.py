@@ -17,11 +17,12 @@ from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from accounts.authentication import BasicChallenge
+from live.sse import EventStreamView as RunEventStreamView
+from live.sse import follow_log, sse_response
 from runs import api as jobs
 from runs import selectors, services
 from runs.models import Run
 from runs.serializers import StateChangeOutput
-from runs.streaming import follow_log, sse_response
 from skillrunner.errors import ApplicationError
 from skillrunner.negotiation import JsonWhateverTheClientAccepts
 from skillrunner.throttles import REPLY_SCOPE
@@ -209,7 +210,7 @@ class ChatHistoryView(APIView):
         return _history(request, request_id, chat_items)
 
 
-class EventStreamView(jobs.EventStreamView):
+class EventStreamView(RunEventStreamView):
     @extend_schema(
         parameters=[AFTER_SEQ, CURSOR],
         responses=SSE,

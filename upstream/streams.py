@@ -1,7 +1,7 @@
 """Upstream's conversation streams read from the run's one event log (SPEC R-UP5): the cursor
 and range parameters, the histories, and the server-sent-event framing of `/events?cursor=` and
 `/chat`. The translation itself is upstream.fcmp's; the loop that follows the log is the core's
-(runs.streaming.follow_log), so these streams count as live connections, wake on the run's
+(live.sse.follow_log), so these streams count as live connections, wake on the run's
 changes without polling, and end when their credential does, exactly like the core's.
 
 Cursors are event seqs (see upstream.fcmp): `cursor=N` streams what follows event N, and a range
@@ -173,7 +173,7 @@ def _frame(name: str, data: dict[str, Any]) -> str:
 
 
 class ConversationFraming:
-    """Upstream's framing (runs.streaming.Framing): a `snapshot` first, then one `chat_event` per
+    """Upstream's framing (live.sse.Framing): a `snapshot` first, then one `chat_event` per
     item of `reading`, a `heartbeat` every HEARTBEAT_SECONDS of silence, and the end once the run
     waits for its user or has ended — upstream's clients reconnect from the last seq they saw."""
 

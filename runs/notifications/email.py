@@ -16,8 +16,8 @@ from django.utils import timezone
 
 from skillrunner.links import public_url, run_page_url
 
-from ..dispatch import enqueue_question_email
 from ..models import Interaction, RunStatus
+from ..task_queue import enqueue_question_email
 
 logger = logging.getLogger(__name__)
 

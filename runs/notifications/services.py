@@ -23,8 +23,8 @@ from skillrunner.errors import NotFound, OverUserLimit
 from skillrunner.links import run_page_url
 from skillrunner.lookups import with_id
 
-from ..dispatch import enqueue_delivery
 from ..models import Run, RunStatus
+from ..task_queue import enqueue_delivery
 from . import destinations, transport
 from .models import ALL_EVENTS, WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
 from .signing import DELIVERY_HEADER, EVENT_HEADER, SIGNATURE_HEADER, new_secret, signature

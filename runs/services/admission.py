@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from enginehost.skill_runtime import ENGINE_DEFAULTS_KEY, skill_engine_defaults
 from engines.registry import ENGINE_NAMES, get_adapter
 from engines.skill_config import deep_merge
 from skillrunner.archives import ArchiveError, extract_zip
@@ -32,7 +33,6 @@ from ..models import Run, RunStatus
 from ..notifications.destinations import check as check_destination
 from ..notifications.services import register_callback
 from ..options import DEFAULT_EFFORT, EffectiveOptions, resolve_options
-from ..skill_runtime import ENGINE_DEFAULTS_KEY, skill_engine_defaults
 from .dispatching import ready_queue_length, run_became_ready
 from .lifecycle import cancel_run, end_without_output, locked, transition
 

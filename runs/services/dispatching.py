@@ -18,7 +18,7 @@ from django.db import transaction
 from django.db.models import Count, Min, Sum
 from django.utils import timezone
 
-from .. import dispatch
+from .. import task_queue
 from ..models import OwnerQueue, Run, RunStatus
 
 logger = logging.getLogger(__name__)
@@ -151,11 +151,11 @@ def dispatch_queued_runs() -> int:
         return 0
     enqueued = 0
     for turn in next_turns(free, held):
-        if not dispatch.runs_tasks_inline() and not _take_offer(turn.request_id, turn.offered_at):
+        if not task_queue.runs_tasks_inline() and not _take_offer(turn.request_id, turn.offered_at):
             continue
         try:
             # Looked up on the module at call time, so tests can stand in for the task queue.
-            dispatch.enqueue_turn(turn.request_id, turn.attempt_number)
+            task_queue.enqueue_turn(turn.request_id, turn.attempt_number)
         except Exception:  # broker away: the run stays queued and the supervisor dispatches it later
             logger.warning("could not enqueue run %s; the supervisor will retry", turn.request_id, exc_info=True)
             return enqueued

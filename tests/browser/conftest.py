@@ -39,10 +39,10 @@ CREATE_USERS = (
 )
 
 
-# The installed engine CLIs' versions, as the new-run form asks them (runs.engine_choice).
+# The installed engine CLIs' versions, as the new-run form asks them (enginehost.choice).
 ASK_ENGINE_VERSIONS = (
     "from engines.registry import ENGINE_NAMES\n"
-    "from runs.engine_settings import detected_versions\n"
+    "from enginehost.config import detected_versions\n"
     "detected_versions(ENGINE_NAMES)\n"
 )
 

@@ -33,7 +33,7 @@ class BrokerDown:
 def broker(monkeypatch, api):
     api.raise_request_exception = False  # answer as the server would, with a status code
     down = BrokerDown()
-    monkeypatch.setattr("runs.dispatch.enqueue_turn", down)
+    monkeypatch.setattr("runs.task_queue.enqueue_turn", down)
     return down
 
 

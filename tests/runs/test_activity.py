@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from runs import activity
-from runs.activity import ActivitySink, cap_payload
+from runs import turn_activity
 from runs.models import RunEvent
+from runs.turn_activity import ActivitySink, cap_payload
 from tests.api.helpers import create_job, haiku_step, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -119,7 +119,7 @@ def test_text_is_coalesced(monkeypatch, settings):
     """R-AC2: a burst of reasoning chunks becomes a few events, in order, the merged text capped."""
     written: list[list] = []
     monkeypatch.setattr(
-        activity, "append_activity", lambda rid, attempt, worker, payloads: written.append(payloads) or True
+        turn_activity, "append_activity", lambda rid, attempt, worker, payloads: written.append(payloads) or True
     )
     sink = ActivitySink("r", 1, "w")
     for index in range(300):

@@ -12,8 +12,8 @@ import threading
 
 import pytest
 
-from runs import dependencies
-from runs.dependencies import DependencyBuildError, environment_key, prepare_environment
+from enginehost import dependencies
+from enginehost.dependencies import DependencyBuildError, environment_key, prepare_environment
 
 TINY = "pyjokes==0.8.3"
 MISSING = "skillrunner-no-such-package-7f3c"

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def queued_tasks(monkeypatch, install_skill, manual_dispatch, settings):
     """The task queue of a real cluster: tasks wait (recorded by manual_dispatch) until run."""
     install_skill("haiku-writer")
-    monkeypatch.setattr("runs.dispatch.runs_tasks_inline", lambda: False)
+    monkeypatch.setattr("runs.task_queue.runs_tasks_inline", lambda: False)
     settings.SKILLRUNNER_MAX_CONCURRENT_TURNS = 4
     settings.SKILLRUNNER_USER_MAX_RUNNING = 4
     return manual_dispatch.enqueued

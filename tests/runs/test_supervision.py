@@ -36,7 +36,7 @@ def setup(install_skill, monkeypatch, settings):
     install_skill("haiku-writer")
     settings.SKILLRUNNER_KILL_GRACE_SECONDS = 0.5
     enqueued: list[tuple[str, int]] = []
-    monkeypatch.setattr("runs.dispatch.enqueue_turn", lambda rid, attempt: enqueued.append((str(rid), attempt)))
+    monkeypatch.setattr("runs.task_queue.enqueue_turn", lambda rid, attempt: enqueued.append((str(rid), attempt)))
     return enqueued
 
 

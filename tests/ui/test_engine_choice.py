@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 
+from enginehost.choice import engine_choice, engine_choices
+from enginehost.config import VERSION_PROBE_THREADS
 from engines.registry import ENGINE_NAMES
-from runs.engine_choice import engine_choice, engine_choices
-from runs.engine_settings import VERSION_PROBE_THREADS
 from runs.models import Run
 
 from .conftest import write_skill
@@ -119,7 +119,7 @@ def test_an_engine_the_sandbox_cannot_confine_is_not_offered(cli_dir, configure_
     """Installed and configured, but bubblewrap does not work here: its runs would fail at once."""
     install_cli(cli_dir, "gemini")
     configure_engine("gemini", api_key="k-123")
-    monkeypatch.setattr("runs.engine_choice.sandbox_status", lambda: {"available": False, "detail": "no userns"})
+    monkeypatch.setattr("enginehost.choice.sandbox_status", lambda: {"available": False, "detail": "no userns"})
     choice = engine_choice("gemini")
     assert (choice.usable, choice.reason) == (False, "the agent sandbox does not work here: no userns")
 
@@ -187,7 +187,7 @@ def test_the_cache_switch_decides_whether_an_earlier_result_may_answer(alice, in
 
 
 def test_the_run_page_names_the_model_a_run_without_one_used(alice, api, install_skill, fake_codex, configure_engine):
-    from runs.engine_choice import run_model
+    from enginehost.choice import run_model
 
     install_skill("haiku-writer")
     configure_engine("codex", model="operator-model")

@@ -8,7 +8,7 @@ import re
 import pytest
 from django.db import connection
 
-from runs import live
+from live import watcher as live
 from runs.models import Run, RunEvent
 from runs.services import cancel_run
 from tests.support.clients import read_event_stream
@@ -33,7 +33,7 @@ def test_a_run_ending_between_the_streams_reads_is_streamed_to_its_last_event(ap
             cancel_run(Run.objects.get(pk=request_id))
         return result
 
-    # The stream's reads run on the live watcher's thread (runs.live.ProcessWatcher.read).
+    # The stream's reads run on the live watcher's thread (live.watcher.ProcessWatcher.read).
     def watch_reads(install: bool) -> None:
         wrappers = connection.execute_wrappers
         wrappers.append(cancel_after_the_first_read) if install else wrappers.remove(cancel_after_the_first_read)

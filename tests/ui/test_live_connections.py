@@ -28,7 +28,8 @@ from django.utils import timezone
 from accounts.connections import open_connection
 from accounts.models import ApiToken, LiveConnection
 from accounts.services import revoke_tokens
-from runs import inbox, live
+from live import inbox
+from live import watcher as live
 from runs.events import append_event
 from runs.models import Run, RunEvent
 from skillrunner.errors import ApplicationError

@@ -11,9 +11,9 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections, connections
 
+from enginehost.config import sandbox_check
 from engines.sandbox import remove_orphaned_state
 from runs.cluster import TaskCluster, stop_grace_seconds
-from runs.engine_settings import sandbox_check
 from runs.execution import CLUSTER_TOKEN_ENV, retry_while_database_away, share_stop_flag
 from runs.retention import sync_schedule as sync_retention_schedule
 from runs.supervision import (

@@ -18,8 +18,8 @@ from engines.types import EngineConfig
 from skills.models import SkillVersion
 from skills.packages import SkillPackageError
 
+from .config import engine_config
 from .dependencies import DependencyBuildError, DependencyEnvironment, dependency_warning, prepare_environment
-from .engine_settings import engine_config
 
 # Where a run's effective options keep the skill's engine defaults.
 ENGINE_DEFAULTS_KEY = "engine_config"

@@ -1,4 +1,5 @@
-"""Handing engine turns and webhook deliveries to the django-q2 cluster."""
+"""The task queue: engine turns, webhook deliveries and question emails handed to the django-q2
+cluster. Which queued run gets a free slot is decided before, by `services.dispatching`."""
 
 from __future__ import annotations
 

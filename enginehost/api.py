@@ -10,7 +10,7 @@ from rest_framework.views import APIView
 from engines.registry import ENGINE_NAMES, get_adapter
 from skillrunner.errors import NotFound
 
-from .engine_settings import PROBE_HOME, detected_versions, engine_config, sandbox_status
+from .config import PROBE_HOME, detected_versions, engine_config, sandbox_status
 
 
 def _engine_entry(name: str, version: str | None, sandbox: dict, *, staff: bool) -> dict:

@@ -12,7 +12,7 @@ from django.conf import settings
 from engines.registry import get_adapter
 from skills.models import SkillVersion
 
-from .engine_settings import PROBE_HOME, detected_versions, engine_config, sandbox_status
+from .config import PROBE_HOME, detected_versions, engine_config, sandbox_status
 from .skill_runtime import run_engine_config, skill_engine_defaults
 
 # What configures an engine (SKILLRUNNER_<ENGINE>_<NAME>): a provider key or endpoint, or a CLI

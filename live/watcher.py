@@ -38,12 +38,11 @@ from django.db.models import Max
 
 from accounts.connections import ENDED, RENEW_SECONDS, credential_group, keep_connections
 from accounts.models import LiveConnection
+from runs.events import group_name, user_group_name
+from runs.models import Run, RunEvent
+from runs.selectors import EVENT_PAGE_LIMIT
 from skillrunner.group_messages import LIVE_TOPIC
 from skillrunner.wakeups import listen_on_host, stop_listening_on_host
-
-from .events import group_name, user_group_name
-from .models import Run, RunEvent
-from .selectors import EVENT_PAGE_LIMIT
 
 logger = logging.getLogger(__name__)
 

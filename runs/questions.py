@@ -1,34 +1,22 @@
-"""The inbox (R-NT4): every question waiting for the current user, answerable in place, and the
-user-level socket `/ws/inbox/` that keeps its count live on every page.
-
-Answers go through the same service and reply rate limit as the REST endpoint and run socket.
+"""The questions waiting for a user as the inbox shows and answers them (R-NT4): a card's
+summary of its run, and an answer given there, through the same service and reply rate limit as
+the REST endpoint and the run socket. The inbox page (`views.inbox_page`) and its socket
+(`live.inbox`) both use them.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import logging
-from functools import partial
 from typing import Any
 
 from django.urls import reverse
 from rest_framework.exceptions import ValidationError
 
-from accounts.connections import ENDED
 from skillrunner.throttles import REPLY_SCOPE, check_rate
 
 from . import selectors, services
-from .consumers import CLOSE_INTERNAL_ERROR, LiveConnectionConsumer, current_user
-from .live import UserChangeWaiter
 from .models import Interaction
 from .serializers import ReplyInput
-
-logger = logging.getLogger(__name__)
-
-# The socket lists at most this many questions (the count is always exact).
-LISTED_QUESTIONS = 100
-
 
 # Values of a run's input and parameters shown on its inbox card, and their length at most.
 SHOWN_VALUES = 4
@@ -70,15 +58,6 @@ def run_values(run) -> list[str]:
     return shown
 
 
-def inbox_message(user) -> dict[str, Any]:
-    questions = selectors.waiting_questions(current_user(user))
-    return {
-        "type": "inbox",
-        "count": questions.count(),
-        "questions": [question_summary(item) for item in questions[:LISTED_QUESTIONS]],
-    }
-
-
 def answer(user, request_id: str, interaction_id: Any, response: Any, option: str | None = None):
     """One inbox answer, exactly as POST /v1/jobs/{id}/interaction/reply would take it. A quick
     reply names its option by index and sends that option's value (R-FS4)."""
@@ -112,33 +91,3 @@ def _int_or_none(text: Any) -> int | None:
         return int(text)
     except (TypeError, ValueError):
         return None
-
-
-class InboxConsumer(LiveConnectionConsumer):
-    """Server → client only: `{"type": "inbox", "count", "questions"}` now and after each change."""
-
-    async def connect(self) -> None:
-        if await self.open_live_connection():
-            self.tail_task = asyncio.create_task(self.tail(self.scope["user"]))
-
-    async def tail(self, user) -> None:
-        last: dict[str, Any] | None = None
-        try:
-            async with UserChangeWaiter(user.pk, self.connection) as waiter:
-                while True:
-                    # Subscribed before this read, so a change committed meanwhile wakes the next wait.
-                    message = await waiter.read(("inbox", user.pk), partial(inbox_message, user))
-                    if message != last:
-                        await self.send_json(message)
-                        last = message
-                    if await waiter.wait() == ENDED:
-                        await self.end_for_credential()
-                        return
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            logger.exception("inbox socket of user %s stopped", user.pk)
-            await self.close(code=CLOSE_INTERNAL_ERROR)
-
-    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
-        pass  # answers go over HTTP (the inbox form); nothing a client sends here means anything

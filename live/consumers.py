@@ -19,15 +19,15 @@ from rest_framework.exceptions import Throttled, ValidationError
 
 from accounts.connections import ENDED, TooManyStreams, close_connection, open_connection
 from accounts.models import LiveConnection
+from runs import selectors, services
+from runs.models import TERMINAL_STATUSES, Run, RunEvent
+from runs.selectors import EVENT_PAGE_LIMIT
+from runs.serializers import ReplyInput, RunStatusOutput
 from skillrunner.api_errors import exception_handler
 from skillrunner.errors import ApplicationError, NotFound
 from skillrunner.throttles import REPLY_SCOPE, check_rate
 
-from . import selectors, services
-from .live import RunChangeWaiter
-from .models import TERMINAL_STATUSES, Run, RunEvent
-from .selectors import EVENT_PAGE_LIMIT
-from .serializers import ReplyInput, RunStatusOutput
+from .watcher import RunChangeWaiter
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ class LiveConnectionConsumer(AsyncJsonWebsocketConsumer):
 
     connection: LiveConnection | None = None
     tail_task: asyncio.Task | None = None
-    # No channel of its own in the channel layer: runs.live wakes it. An alias naming no layer gets
+    # No channel of its own in the channel layer: live.watcher wakes it. An alias naming no layer gets
     # none (channels.layers.get_channel_layer); with one, every socket kept a receive of its own
     # waiting on the layer, for messages nothing sends to it.
     channel_layer_alias = "none"

@@ -15,13 +15,19 @@ from typing import Any, Protocol
 
 from channels.db import database_sync_to_async
 from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.views import APIView
 
 from accounts.connections import ENDED, close_connection, open_connection
 from accounts.models import ApiToken, LiveConnection
+from runs.api import requested_after_seq
+from runs.models import TERMINAL_STATUSES, RunEvent
+from runs.selectors import run_for
+from skillrunner.negotiation import JsonWhateverTheClientAccepts
 
 from .consumers import credential_ended
-from .live import RunChangeWaiter
-from .models import TERMINAL_STATUSES, RunEvent
+from .watcher import RunChangeWaiter
 
 HEARTBEAT_SECONDS = 15.0
 
@@ -117,3 +123,17 @@ def sse_response(request, stream: Callable[[LiveConnection], AsyncIterator[str]]
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response
+
+
+class EventStreamView(APIView):
+    # The stream is a plain StreamingHttpResponse; DRF only renders this view's errors, always as
+    # JSON, so clients that accept only text/event-stream (EventSource) are not refused (R-OP8).
+    content_negotiation_class = JsonWhateverTheClientAccepts
+
+    @extend_schema(
+        parameters=[OpenApiParameter("after_seq", int)], responses={(200, "text/event-stream"): OpenApiTypes.STR}
+    )
+    def get(self, request, request_id):
+        run = run_for(request.user, request_id)
+        after_seq = requested_after_seq(request)
+        return sse_response(request, lambda connection: event_stream(run.pk, after_seq, connection))

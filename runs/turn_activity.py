@@ -1,4 +1,5 @@
-"""Live agent activity (R-AC1, R-AC2): items read from engine output become `activity` events.
+"""A turn's agent activity as run events (R-AC1, R-AC2): the items `engines.activity` reads from
+engine output become `activity` events.
 
 The engine's output reader thread hands items to an ActivitySink, which never blocks it; the
 sink's own thread appends them through the events service (runs.events.append_events), so they
@@ -23,9 +24,9 @@ from typing import Any
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 
+from enginehost.config import configured_secrets
 from skillrunner.logging import redact_values
 
-from .engine_settings import configured_secrets
 from .events import append_events
 from .models import Run, RunStatus
 
