@@ -8,6 +8,7 @@ Runs on the embedded default and, with the rest of tests/live, on PostgreSQL + R
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -51,6 +52,16 @@ LEFT_AFTER_SECONDS = 10
 
 def _status(live, token, request_id) -> dict:
     return live.request("GET", f"/v1/jobs/{request_id}", token)[1]
+
+
+def stacks_of(pids: list[int], log, kind: str) -> str:
+    """What the processes left behind were doing: SIGABRT makes each write its threads' stacks
+    (PYTHONFAULTHANDLER) to the log, whose end this returns."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGABRT)
+    time.sleep(1)
+    return log(kind)[-8000:]
 
 
 def _open_event_stream(live, token, request_id):
@@ -113,7 +124,9 @@ def test_every_stop_leaves_no_process_and_every_run_in_place(tmp_path, kind, sto
                 time.sleep(SECOND_SIGNAL_AFTER)
             tree.signal(sig, to)
         left = tree.wait(LEFT_AFTER_SECONDS)
-        assert not left, f"{len(left)} processes left {LEFT_AFTER_SECONDS} s after the stop:\n{describe(left)}"
+        assert not left, f"{len(left)} processes left {LEFT_AFTER_SECONDS} s after the stop:\n{describe(left)}\n" + (
+            stacks_of(left, live.log, kind)
+        )
         assert "Traceback" not in live.log(kind), live.log(kind)[-3000:]
 
         release.touch()

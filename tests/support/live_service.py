@@ -164,6 +164,7 @@ class LiveService:
             SKILLRUNNER_DATA_DIR=str(self.data_dir),
             SECRET_KEY="live-test-secret-key",
             PYTHONUNBUFFERED="1",
+            PYTHONFAULTHANDLER="1",  # a process sent SIGABRT writes every thread's stack to its log
             **(env or {}),
         )
         # The database is there, migrated, from the start: a copy of this process's template.
