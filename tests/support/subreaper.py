@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import signal
 import sys
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -23,6 +24,10 @@ def main(argv: list[str]) -> int:
     leader = os.fork()
     if leader == 0:
         os.setsid()
+        # As a terminal or a service manager starts it: a launcher in the background (make test
+        # run with `&`) ignores SIGINT and SIGQUIT, and daphne would inherit that and ignore Ctrl-C.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
         os.execvp(argv[0], argv)
     code = 1
     while True:
