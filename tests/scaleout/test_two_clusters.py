@@ -126,7 +126,9 @@ def test_two_webs_and_two_worker_clusters_share_runs_without_double_turns_or_ext
     # The socket on web 0 saw the reply posted to web 1 and the worker's events, each once, in order.
     events = [m for m in streamed if m["type"] == "event"]
     assert_event_log_sound(events, watched)
-    assert [(e["seq"], e["kind"]) for e in events] == [(e["seq"], e["kind"]) for e in d.events("ops", watched)]
+    assert [(e["seq"], e["kind"]) for e in events] == [(e["seq"], e["kind"]) for e in d.events("ops", watched)], (
+        f"the socket closed with {socket.close_code}"
+    )
     kinds = [e["kind"] for e in events]
     assert "interaction_reply" in kinds and events[-1]["payload"].get("to") == "succeeded", kinds
 

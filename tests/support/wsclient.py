@@ -24,6 +24,8 @@ class Closed(Exception):
 
 
 class WebSocket:
+    close_code: int | None = None
+
     def __init__(
         self,
         port: int,
@@ -57,11 +59,13 @@ class WebSocket:
             raise Closed(closed.rcvd.code if closed.rcvd else None) from closed
 
     def recv_until_closed(self, timeout: float = 10.0, limit: int = 1000) -> list[dict[str, Any]]:
+        """Every message until the server closes; its close code is kept in `close_code`."""
         messages = []
         for _ in range(limit):
             try:
                 messages.append(self.recv(timeout))
-            except Closed:
+            except Closed as closed:
+                self.close_code = closed.code
                 return messages
         raise AssertionError(f"the server sent more than {limit} messages without closing")
 
