@@ -53,7 +53,7 @@ class WakeableORM(ORM):
 
     def enqueue(self, task):
         pk = super().enqueue(task)
-        _wake_waiting_pushers()
+        broadcast(QUEUE_TOPIC)  # every waiting pusher, in any process of the host
         return pk
 
     def dequeue(self):
@@ -80,10 +80,6 @@ class WakeableORM(ORM):
             self._socket = listen_on_host(QUEUE_TOPIC, str(os.getpid()))
             self._socket_pid = os.getpid()
         return self._socket
-
-
-def _wake_waiting_pushers() -> None:
-    broadcast(QUEUE_TOPIC)
 
 
 def wake_pusher(pid: int) -> None:

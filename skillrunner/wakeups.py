@@ -75,9 +75,10 @@ def listen_on_host(topic: str, name: str) -> socket.socket:
     abstract, and a file of its name in the topic's directory announces it (the senders list them;
     the first to find nobody listening removes it, so a process that died leaves nothing behind)."""
     listening = bind_datagram_socket(_abstract_address(f"{topic}-{name}"))
+    directory = _announcements(topic)
     try:
-        _announcements(topic).mkdir(parents=True, exist_ok=True)
-        (_announcements(topic) / name).touch()
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / name).touch()
     except OSError:
         listening.close()
         raise
