@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django import forms
 
-from runs.notifications.models import ALL_EVENTS
+from notifications.models import ALL_EVENTS
 from skillrunner.forms import PlainLabelForm
 
 

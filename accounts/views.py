@@ -17,7 +17,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 from rest_framework.exceptions import Throttled
 
-from runs.notifications import services as webhooks
+from notifications import services as webhooks
 from skillrunner.api_errors import exception_handler
 from skillrunner.errors import ApplicationError, NotFound
 from skillrunner.throttles import SETTINGS_SCOPE, check_rate, form_over_rate

@@ -1,5 +1,6 @@
 """The run: its models, every change to it, the worker side of a turn, and the REST API and pages
-that show it. The live connections are `live/`, the engines' Django side `enginehost/`.
+that show it. The live connections are `live/`, the engines' Django side `enginehost/`, webhooks
+and question emails `notifications/`, which plugs into a run's life through `hooks.py`.
 
 | module | role |
 |---|---|
@@ -7,7 +8,8 @@ that show it. The live connections are `live/`, the engines' Django side `engine
 | `services/` | the only writer of a run's state, one transaction per change with its event: `admission`, `dispatching`, `claims`, `interactions`, `lifecycle.transition` (the state machine) |
 | `selectors.py` | reads of runs through the caller's visibility |
 | `events.py` | appending numbered run events and waking listeners after commit |
-| `task_queue.py` | turns, webhook deliveries and question emails handed to the django-q2 cluster |
+| `hooks.py` | what other apps add without runs importing them: signals at a status change and at admission with a callback URL, jobs for the supervisor's tick |
+| `task_queue.py` | turns handed to the django-q2 cluster |
 | `tasks.py` | the django-q2 entry points |
 | `cluster.py` | the worker's django-q2 cluster, started and stopped by the worker |
 | `execution.py` | the worker side of a turn: claim, drive the engine adapter, finish |
@@ -17,7 +19,7 @@ that show it. The live connections are `live/`, the engines' Django side `engine
 | `repair.py` | output repair rounds in the same engine session |
 | `runfiles.py` | reading an agent's run directory without trusting its shape |
 | `usage.py` | token usage, cost and duration per turn, run and aggregate |
-| `supervision.py` | recovery at worker start and the once-a-second tick: deadlines, dead claims, re-dispatch, due webhooks and emails |
+| `supervision.py` | recovery at worker start and the once-a-second tick: deadlines, dead claims, re-dispatch, the jobs other apps registered |
 | `retention.py` | removing the folders of old finished runs |
 | `cache.py` | reusing an identical earlier auto run's result |
 | `options.py`, `inputs.py` | a run's runtime options and its input against the skill's schemas |
@@ -25,5 +27,4 @@ that show it. The live connections are `live/`, the engines' Django side `engine
 | `views.py`, `forms.py`, `urls_ui.py`, `preview.py`, `questions.py`, `context_processors.py` | the run pages, the new-run form, artifact previews, the inbox's questions and answers |
 | `bundles.py` | a finished run's downloadable bundle |
 | `admin.py` | the read-only admin audit of runs |
-| `notifications/` | webhooks and question emails |
 """

@@ -292,6 +292,3 @@ class RunEventAdmin(ReadOnlyAdmin):
     paginator = CappedCountPaginator
     show_full_result_count = False
     show_facets = admin.ShowFacets.NEVER  # a count per kind would scan every event
-
-
-from .notifications import admin as notifications_admin  # noqa: E402,F401  (registers the webhook admin)

@@ -111,8 +111,8 @@ class JobListCreateView(APIView):
             "cache_hit": run.cache_hit,
             "status": None if run.awaiting_upload else run.status,
         }
-        if callback := run.callback_endpoints.first():
-            answer["callback_secret"] = callback.secret
+        if run.callback_secret:
+            answer["callback_secret"] = run.callback_secret
         return Response(answer)
 
 

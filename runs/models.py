@@ -113,6 +113,10 @@ class Run(models.Model):
         null=True, blank=True, help_text="when retention removed the run's folders (SKILLRUNNER_RUN_RETENTION_DAYS)"
     )
 
+    # Not a column: set at admission when a callback URL was registered (hooks.callback_requested),
+    # for the one answer that shows its signing secret.
+    callback_secret = ""
+
     class Meta:
         ordering = ["-created_at"]
         indexes = [
@@ -352,7 +356,3 @@ class TurnUsage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id} turn {self.attempt_number}"
-
-
-# Registered with the runs app from their own module, next to the code that sends them.
-from .notifications.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint  # noqa: E402,F401

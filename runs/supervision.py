@@ -1,5 +1,6 @@
 """Keeping runs honest when processes die (R-LC9, R-LC13): recovery at worker start, and a
-once-a-second tick that fires wait and upload deadlines, reaps dead claims and re-dispatches queued runs."""
+once-a-second tick that fires wait and upload deadlines, reaps dead claims, re-dispatches queued
+runs and runs the jobs other apps registered (hooks.supervisor_jobs: due webhooks and emails)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,9 @@ from django.utils import timezone
 
 from engines.process import kill_process_groups, pid_alive
 
-from . import services
+from . import hooks, services
 from .execution import OUTCOME_RETRY_SECONDS, stale_claim_seconds
 from .models import InteractiveProfile, RecoveryState, Run, RunStatus, WorkerCluster
-from .notifications.email import claim_due_questions
-from .notifications.models import WebhookDelivery
-from .notifications.services import offer_due_deliveries
 
 logger = logging.getLogger(__name__)
 
@@ -169,16 +167,16 @@ def supervise_once() -> None:
     expire_uploads()
     reap_dead_claims()
     services.dispatch_queued_runs()
-    offer_due_deliveries()
-    claim_due_questions()
+    for job in hooks.supervisor_jobs:
+        job.tick()
 
 
 def has_pending_work() -> bool:
-    """Whether a tick may find something due soon: a run not ended yet, or a webhook to send."""
+    """Whether a tick may find something due soon: a run not ended yet, or what a registered job
+    says is pending (a webhook to send)."""
     unfinished = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING_USER)
-    return (
-        Run.objects.filter(status__in=unfinished).exists()
-        or WebhookDelivery.objects.filter(state=WebhookDelivery.State.PENDING).exists()
+    return Run.objects.filter(status__in=unfinished).exists() or any(
+        job.pending() for job in hooks.supervisor_jobs if job.pending is not None
     )
 
 
@@ -187,7 +185,7 @@ def start_supervisor(stop: threading.Event, interval: float = 1.0, idle_interval
     there is none: an idle service costs two queries every few seconds, not six a second (#16).
     New work is dispatched on commit by whoever made it; the tick is the safety net. A tick
     with nothing pending has nothing to supervise: every step of supervise_once looks at
-    unfinished runs or pending deliveries only."""
+    unfinished runs, or at what its job says is pending."""
 
     def loop() -> None:
         wait = interval

@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "skills",
     "enginehost",
     "runs",
+    "notifications",
     "live",
     "upstream",
 ]

@@ -8,8 +8,8 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from accounts import login
 from accounts import views as account_views
 from enginehost import api as engines
+from notifications import api as webhooks
 from runs import api as jobs
-from runs.notifications import api as webhooks
 from skills import api as skills
 from upstream import api as upstream
 

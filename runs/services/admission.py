@@ -19,7 +19,7 @@ from skills.models import SkillVersion
 from skills.selectors import current_version
 from skills.services import archive_limits, remove_snapshot, temporary_version, zipped_package
 
-from .. import runfiles
+from .. import hooks, runfiles
 from ..cache import cache_key, cached_run, copy_cached_result, is_cacheable, uploads_digest
 from ..events import append_event
 from ..inputs import (
@@ -30,8 +30,6 @@ from ..inputs import (
     zipped_files,
 )
 from ..models import Run, RunStatus
-from ..notifications.destinations import check as check_destination
-from ..notifications.services import register_callback
 from ..options import DEFAULT_EFFORT, EffectiveOptions, resolve_options
 from .dispatching import ready_queue_length, run_became_ready
 from .lifecycle import cancel_run, end_without_output, locked, transition
@@ -66,7 +64,7 @@ def create_run(
     if skill_id is None:
         options, _ = resolve_options(runtime_options, {})  # refused now if bad; warned of with the skill
         if callback_url:
-            check_destination(callback_url)
+            hooks.checking_callback.send(sender=Run, url=callback_url)
         _check_queue_room(owner)
         run = Run(
             owner=owner,
@@ -87,7 +85,7 @@ def create_run(
         raise NotFound("SKILL_NOT_FOUND", f"no installed skill {skill_id!r}")
     admitted = _admit(version, engine, input, parameter, requested)
     if callback_url:
-        check_destination(callback_url)  # R-NT2, before anything is created
+        hooks.checking_callback.send(sender=Run, url=callback_url)  # R-NT2, before anything is created
     _check_queue_room(owner)
 
     input_schema = version.schemas["input"]
@@ -171,7 +169,8 @@ def _save_new_run(run: Run, *, callback_url: str | None, cached_from: Run | None
             else:
                 transition(run, RunStatus.QUEUED, new=True)
             if callback_url:
-                register_callback(run, callback_url)
+                answers = hooks.callback_requested.send(sender=Run, run=run, url=callback_url)
+                run.callback_secret = next((secret for _, secret in answers if secret), "")
             for warning in run.warnings:
                 append_event(run, "warning", warning)
     except BaseException:

@@ -15,9 +15,9 @@ from skillrunner.errors import Conflict
 from skills.models import SkillVersion
 from skills.services import remove_snapshot
 
+from .. import hooks
 from ..events import Events, append_event, insert_events, number_events
 from ..models import TERMINAL_STATUSES, InteractiveProfile, Run, RunStatus
-from ..notifications.services import record_status_change
 from ..outcome import result_envelope
 from .dispatching import dispatch_queued_runs, owner_queue_changed
 
@@ -98,7 +98,7 @@ def transition(
         # The run joins or leaves the ready queue; leaving it to run, it took a slot (claims).
         owner_queue_changed(run.owner_id, served=to == RunStatus.RUNNING)
     insert_events(run, events)
-    record_status_change(run)  # webhook deliveries, sent once this commits (R-NT1)
+    hooks.status_changed.send(sender=Run, run=run)  # written with the change: webhook deliveries (R-NT1)
     if to in TERMINAL_STATUSES and run.admission_request and run.skill_version_id is not None:
         _remove_temporary_skill_files(run.skill_version_id)  # only a run created without its skill has that request
     if previous == RunStatus.WAITING_USER and run.interactive_profile == InteractiveProfile.STICKY_PROCESS:

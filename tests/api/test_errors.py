@@ -258,7 +258,7 @@ def test_junk_skill_and_engine_ids_are_never_500(raw, runs):
 
 
 def test_junk_to_webhook_create_is_never_500(raw, runs):
-    from runs.notifications.models import WebhookEndpoint
+    from notifications.models import WebhookEndpoint
 
     assert _sweep(raw, "/v1/webhooks") == {}
     assert not WebhookEndpoint.objects.filter(run__isnull=True).exists()

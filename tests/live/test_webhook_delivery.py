@@ -23,7 +23,7 @@ TIMEOUT_SECONDS = "3"
 
 DELIVERIES = (
     "import json\n"
-    "from runs.notifications.models import WebhookDelivery\n"
+    "from notifications.models import WebhookDelivery\n"
     "print(json.dumps([{'event': d.event, 'state': d.state, 'delivery_id': str(d.delivery_id),\n"
     "  'attempts': [[a.status_code, a.error] for a in d.attempts.order_by('number')]}\n"
     "  for d in WebhookDelivery.objects.order_by('created_at')]))\n"

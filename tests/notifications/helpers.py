@@ -22,5 +22,5 @@ def fake_dns(monkeypatch, answers: dict[str, list[str] | None]) -> list[str]:
             for ip in answers[host]
         ]
 
-    monkeypatch.setattr("runs.notifications.destinations.socket.getaddrinfo", getaddrinfo)
+    monkeypatch.setattr("notifications.destinations.socket.getaddrinfo", getaddrinfo)
     return asked

@@ -18,21 +18,24 @@ def staff_client(client, admin_user):
 
 
 def test_endpoint_pages_never_show_the_secret(staff_client, alice, allow_private):
-    from runs.notifications import services
+    from notifications import services
 
     endpoint = services.register_endpoint(owner=alice, url="http://127.0.0.1:9/hook", events=["run.failed"])
-    listing = staff_client.get("/admin/runs/webhookendpoint/")
-    page = staff_client.get(f"/admin/runs/webhookendpoint/{endpoint.pk}/change/")
+    listing = staff_client.get("/admin/notifications/webhookendpoint/")
+    page = staff_client.get(f"/admin/notifications/webhookendpoint/{endpoint.pk}/change/")
     assert listing.status_code == page.status_code == 200
     assert "127.0.0.1:9/hook" in listing.content.decode()
     assert endpoint.secret not in listing.content.decode() + page.content.decode()
-    assert staff_client.post(f"/admin/runs/webhookendpoint/{endpoint.pk}/delete/", {"post": "yes"}).status_code == 302
+    assert (
+        staff_client.post(f"/admin/notifications/webhookendpoint/{endpoint.pk}/delete/", {"post": "yes"}).status_code
+        == 302
+    )
     assert not type(endpoint).objects.exists()
 
 
 def test_delivery_log_filters_attempts_and_redeliver(staff_client, alice, receiver):
-    from runs.notifications import services
-    from runs.notifications.models import WebhookDelivery
+    from notifications import services
+    from notifications.models import WebhookDelivery
 
     receiver.answers = [500, 200]
     endpoint = services.register_endpoint(owner=alice, url=receiver.url, events=["run.failed"])
@@ -40,18 +43,18 @@ def test_delivery_log_filters_attempts_and_redeliver(staff_client, alice, receiv
         endpoint=endpoint, event="run.failed", payload={"event": "run.failed"}, next_attempt_at=timezone.now()
     )
     services.attempt_delivery(delivery.pk)
-    pending = staff_client.get("/admin/runs/webhookdelivery/?state__exact=pending&last_status_code=500")
+    pending = staff_client.get("/admin/notifications/webhookdelivery/?state__exact=pending&last_status_code=500")
     assert str(delivery.delivery_id) in pending.content.decode()
     assert (
         str(delivery.delivery_id)
-        not in staff_client.get("/admin/runs/webhookdelivery/?state__exact=delivered").content.decode()
+        not in staff_client.get("/admin/notifications/webhookdelivery/?state__exact=delivered").content.decode()
     )
-    detail = staff_client.get(f"/admin/runs/webhookdelivery/{delivery.pk}/change/").content.decode()
+    detail = staff_client.get(f"/admin/notifications/webhookdelivery/{delivery.pk}/change/").content.decode()
     assert 'id="attempts-heading"' in detail
     assert re.search(r'class="field-status_code">\s*<p>500</p>', detail), "the attempt's status code is listed"
 
     answer = staff_client.post(
-        "/admin/runs/webhookdelivery/", {"action": "redeliver", "_selected_action": [delivery.pk]}, follow=True
+        "/admin/notifications/webhookdelivery/", {"action": "redeliver", "_selected_action": [delivery.pk]}, follow=True
     )
     assert answer.status_code == 200
     delivery.refresh_from_db()

@@ -108,8 +108,8 @@ def test_callback_url_receives_all_four_events_of_its_run_only(api, trip, fake_c
 def test_failing_receiver_is_retried_with_the_same_delivery_id(api, trip, fake_codex, receiver, settings):
     """R-NT1: 5xx and network errors are retried on the schedule (scaled down here by its base
     setting), each attempt recorded, the delivery_id stable; a 2xx ends it."""
-    from runs.notifications.models import WebhookDelivery
-    from runs.notifications.services import offer_due_deliveries
+    from notifications.models import WebhookDelivery
+    from notifications.services import offer_due_deliveries
 
     settings.SKILLRUNNER_WEBHOOK_RETRY_BASE_SECONDS = 0.05
     receiver.answers = [503, 500, 200]
@@ -133,7 +133,7 @@ def test_failing_receiver_is_retried_with_the_same_delivery_id(api, trip, fake_c
 
 
 def test_dead_receiver_is_recorded_as_a_network_error_and_4xx_is_final(alice, settings, allow_private):
-    from runs.notifications import services
+    from notifications import services
 
     settings.SKILLRUNNER_WEBHOOK_TIMEOUT_SECONDS = 1.0
     dead = services.register_endpoint(owner=alice, url="http://127.0.0.1:9/hook", events=["run.failed"])
@@ -147,7 +147,7 @@ def test_dead_receiver_is_recorded_as_a_network_error_and_4xx_is_final(alice, se
 
 def test_retry_schedule_is_about_a_day():
     """First retry within 30 s, then doubling (capped), giving up about a day after the event."""
-    from runs.notifications.services import retry_delay
+    from notifications.services import retry_delay
 
     waits = []
     attempts = 1
@@ -161,8 +161,8 @@ def test_retry_schedule_is_about_a_day():
 
 
 def test_redeliver_sends_again_with_the_same_id(alice, receiver):
-    from runs.models import WebhookDelivery
-    from runs.notifications import services
+    from notifications import services
+    from notifications.models import WebhookDelivery
 
     endpoint = services.register_endpoint(owner=alice, url=receiver.url, events=["run.failed"])
     delivery = _delivery(endpoint)
@@ -176,10 +176,29 @@ def test_redeliver_sends_again_with_the_same_id(alice, receiver):
     assert delivery.attempt_count == 2 and delivery.state == "delivered"
 
 
+def test_a_delivery_task_queued_under_its_old_name_only_delays_the_delivery(alice, receiver):
+    """Tasks queued before the webhooks left `runs` name a function that is gone: such a task
+    fails without touching the delivery, which is still pending and due, so the supervisor's
+    offer sends it under the new name."""
+    from django_q.tasks import async_task
+
+    from notifications import services
+
+    endpoint = services.register_endpoint(owner=alice, url=receiver.url, events=["run.failed"])
+    delivery = _delivery(endpoint)
+    with pytest.raises(ValueError, match="runs.tasks.send_webhook is not defined"):
+        async_task("runs.tasks.send_webhook", delivery.pk)  # the sync cluster raises what a worker records
+    delivery.refresh_from_db()
+    assert delivery.state == "pending" and delivery.attempt_count == 0 and receiver.received == []
+    assert services.offer_due_deliveries() == 1
+    delivery.refresh_from_db()
+    assert delivery.state == "delivered" and len(receiver.received) == 1
+
+
 def _delivery(endpoint):
     from django.utils import timezone
 
-    from runs.notifications.models import WebhookDelivery
+    from notifications.models import WebhookDelivery
 
     return WebhookDelivery.objects.create(
         endpoint=endpoint, event="run.failed", payload={"event": "run.failed"}, next_attempt_at=timezone.now()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.core import mail
 
-from runs.notifications.email import claim_due_questions
+from notifications.email import claim_due_questions
 from tests.interactive.helpers import ask_envelope, plan_done, reply, start
 from tests.support.live_service import free_port
 

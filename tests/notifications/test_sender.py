@@ -15,12 +15,11 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 
 
 @pytest.fixture
-def threaded(monkeypatch, settings, allow_private):
+def threaded(settings, allow_private):
     """The sender as a live cluster runs it (not inline), with a short attempt timeout."""
-    from runs.notifications import sender as module
+    from notifications import sender as module
 
     settings.SKILLRUNNER_WEBHOOK_TIMEOUT_SECONDS = 5.0
-    monkeypatch.setattr(module.Conf, "SYNC", False)
     fresh = module._Sender()
     yield fresh
     if fresh._pool is not None:
@@ -28,8 +27,8 @@ def threaded(monkeypatch, settings, allow_private):
 
 
 def _delivery(owner, url):
-    from runs.notifications import services
-    from runs.notifications.models import WebhookDelivery
+    from notifications import services
+    from notifications.models import WebhookDelivery
 
     endpoint = services.register_endpoint(owner=owner, url=url, events=["run.failed"])
     return WebhookDelivery.objects.create(
@@ -38,7 +37,7 @@ def _delivery(owner, url):
 
 
 def test_a_hanging_receiver_does_not_hold_the_task_or_other_deliveries(alice, threaded):
-    from runs.notifications.models import WebhookDelivery
+    from notifications.models import WebhookDelivery
 
     with WebhookReceiver(answers=["hang"]) as slow, WebhookReceiver(answers=[200]) as fast:
         stuck, other = _delivery(alice, slow.url), _delivery(alice, fast.url)
@@ -55,8 +54,8 @@ def test_a_hanging_receiver_does_not_hold_the_task_or_other_deliveries(alice, th
 
 
 def test_a_saturated_sender_leaves_the_delivery_due(alice, threaded, monkeypatch):
-    from runs.notifications import sender as module
-    from runs.notifications.models import WebhookDelivery
+    from notifications import sender as module
+    from notifications.models import WebhookDelivery
 
     monkeypatch.setattr(module, "SENDER_THREADS", 1)
     with WebhookReceiver(answers=["hang", 200]) as receiver:

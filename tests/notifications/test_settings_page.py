@@ -9,7 +9,7 @@ from rest_framework.test import APIClient
 from rest_framework.throttling import SimpleRateThrottle
 
 from accounts.models import ApiToken
-from runs.notifications.models import WebhookDelivery, WebhookEndpoint
+from notifications.models import WebhookDelivery, WebhookEndpoint
 from tests.interactive.helpers import ask_envelope, plan_done, start
 from tests.security.helpers import forget_throttling
 from tests.support.live_service import wait_until

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from runs.notifications import destinations
-from runs.notifications.destinations import DestinationError
+from notifications import destinations
+from notifications.destinations import DestinationError
 
 from .helpers import fake_dns
 
@@ -82,8 +82,8 @@ def test_allow_private_lifts_the_guard(settings):
 def test_guard_applies_again_at_delivery_after_dns_changes(settings, monkeypatch, alice, receiver):
     """Registered while the name was public; at delivery it resolves to a private address
     (DNS rebinding): the attempt is refused, recorded, and nothing reaches the private host."""
-    from runs.notifications import services
-    from runs.notifications.models import WebhookDelivery
+    from notifications import services
+    from notifications.models import WebhookDelivery
 
     port = receiver.server.server_address[1]
     settings.SKILLRUNNER_WEBHOOK_ALLOW_PRIVATE = False
@@ -105,7 +105,7 @@ def test_guard_applies_again_at_delivery_after_dns_changes(settings, monkeypatch
 def test_delivery_connects_to_the_checked_address_with_the_original_host(settings, monkeypatch, alice, receiver):
     """The connection goes to the address the check saw (no second lookup to rebind), while the
     Host header still names the URL's host."""
-    from runs.notifications import services
+    from notifications import services
 
     port = receiver.server.server_address[1]
     asked = fake_dns(monkeypatch, {"hooks.internal.test": ["127.0.0.1"]})
@@ -122,8 +122,8 @@ def test_delivery_connects_to_the_checked_address_with_the_original_host(setting
 @pytest.mark.django_db
 def test_redirects_are_not_followed(alice, receiver):
     """A 3xx is an answer, not an instruction: not followed, not retried, recorded."""
-    from runs.notifications import services
-    from runs.notifications.models import WebhookDelivery
+    from notifications import services
+    from notifications.models import WebhookDelivery
 
     receiver.answers = [302]
     endpoint = services.register_endpoint(owner=alice, url=receiver.url, events=["run.failed"])
@@ -137,7 +137,7 @@ def test_redirects_are_not_followed(alice, receiver):
 def _pending_delivery(endpoint):
     from django.utils import timezone
 
-    from runs.notifications.models import WebhookDelivery
+    from notifications.models import WebhookDelivery
 
     return WebhookDelivery.objects.create(
         endpoint=endpoint, event="run.failed", payload={"event": "run.failed"}, next_attempt_at=timezone.now()

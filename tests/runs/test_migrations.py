@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
+from django.utils import timezone
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -15,6 +16,18 @@ def _migrate(target: tuple[str, str]):
     executor.migrate([target])
     executor.loader.build_graph()
     return executor.loader.project_state([target]).apps
+
+
+def _migrate_to_latest() -> None:
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+
+@pytest.fixture(autouse=True)
+def latest_afterwards(transactional_db):
+    """Whatever state a test goes back to, the tests after it find every app's latest."""
+    yield
+    _migrate_to_latest()
 
 
 def test_the_queue_length_is_counted_at_the_upgrade_R_SC1(django_user_model):
@@ -38,4 +51,67 @@ def test_the_queue_length_is_counted_at_the_upgrade_R_SC1(django_user_model):
     after = _migrate(("runs", "0014_owner_queue_length"))
     counts = dict(after.get_model("runs", "OwnerQueue").objects.values_list("owner__username", "ready_count"))
     assert counts == {"alice": 2, "bob": 1}
-    _migrate(("runs", MigrationExecutor(connection).loader.graph.leaf_nodes("runs")[0][1]))
+
+
+def test_the_webhook_rows_are_the_notifications_apps_after_the_move(django_user_model):
+    """The webhook models left `runs` for `notifications` (#27) with their tables: rows written
+    before the move are read through the new app's models, and a permission granted on them
+    still holds, under the new app's label."""
+    from django.contrib.contenttypes.models import ContentType
+
+    from notifications.models import WebhookAttempt, WebhookDelivery
+
+    before = _migrate(("runs", "0014_owner_queue_length"))
+    User, Permission, OldContentType = (
+        before.get_model(*name) for name in (("auth", "User"), ("auth", "Permission"), ("contenttypes", "ContentType"))
+    )
+    Run, Endpoint, Delivery, Attempt = (
+        before.get_model("runs", name) for name in ("Run", "WebhookEndpoint", "WebhookDelivery", "WebhookAttempt")
+    )
+    alice = User.objects.create(username="alice")
+    run = Run.objects.create(
+        owner=alice,
+        status="succeeded",
+        engine="codex",
+        execution_mode="auto",
+        interactive_profile="resumable",
+        input={},
+    )
+    endpoint = Endpoint.objects.create(
+        owner=alice, run=run, url="https://hooks.example/run", events=["run.succeeded"], secret="whsec_before"
+    )
+    sent_at = timezone.now()
+    delivery = Delivery.objects.create(
+        endpoint=endpoint,
+        run=run,
+        event="run.succeeded",
+        payload={"event": "run.succeeded"},
+        state="delivered",
+        attempt_count=1,
+        next_attempt_at=sent_at,
+        delivered_at=sent_at,
+        last_status_code=204,
+    )
+    Attempt.objects.create(delivery=delivery, number=1, started_at=sent_at, duration_ms=12, status_code=204)
+    content_type, _ = OldContentType.objects.get_or_create(app_label="runs", model="webhookdelivery")
+    permission, _ = Permission.objects.get_or_create(
+        content_type=content_type, codename="change_webhookdelivery", defaults={"name": "Can change webhook delivery"}
+    )
+    alice.user_permissions.add(permission)
+
+    _migrate_to_latest()
+    moved = WebhookDelivery.objects.select_related("endpoint", "run").get()
+    assert (moved.pk, moved.delivery_id, moved.state, moved.last_status_code) == (
+        delivery.pk,
+        delivery.delivery_id,
+        "delivered",
+        204,
+    )
+    assert (moved.endpoint.url, moved.endpoint.secret, moved.run.pk) == (endpoint.url, "whsec_before", run.pk)
+    assert [(a.number, a.status_code, a.duration_ms) for a in moved.attempts.all()] == [(1, 204, 12)]
+    later = WebhookAttempt.objects.create(delivery=moved, number=2, started_at=sent_at, duration_ms=1)
+    assert later.pk > moved.attempts.get(number=1).pk  # the table's own id sequence goes on
+    ContentType.objects.clear_cache()
+    assert ContentType.objects.get_for_model(WebhookDelivery).pk == content_type.pk
+    assert not ContentType.objects.filter(app_label="runs", model__startswith="webhook").exists()
+    assert django_user_model.objects.get(username="alice").has_perm("notifications.change_webhookdelivery")

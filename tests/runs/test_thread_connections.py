@@ -14,10 +14,10 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from notifications import sender as sender_module
+from notifications import services
+from notifications.models import WebhookDelivery
 from runs.management.commands.worker import keep_database_connections
-from runs.notifications import sender as sender_module
-from runs.notifications import services
-from runs.notifications.models import WebhookDelivery
 from runs.supervision import start_supervisor
 from tests.support.live_service import wait_until
 from tests.support.webhook_receiver import WebhookReceiver
@@ -60,11 +60,8 @@ def worker_connections(monkeypatch) -> Iterator[None]:
         connection.close()
 
 
-def test_a_webhook_sender_thread_closes_its_connection_after_each_attempt(
-    worker_connections, alice, monkeypatch, settings
-):
+def test_a_webhook_sender_thread_closes_its_connection_after_each_attempt(worker_connections, alice, settings):
     settings.SKILLRUNNER_WEBHOOK_ALLOW_PRIVATE = True
-    monkeypatch.setattr(sender_module.Conf, "SYNC", False)
     sender = sender_module._Sender()
     try:
         with WebhookReceiver() as receiver:

@@ -60,12 +60,12 @@ def offline_dns(monkeypatch):
         host.encode("idna")
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.215.14", port))]
 
-    monkeypatch.setattr("runs.notifications.destinations.socket.getaddrinfo", getaddrinfo)
+    monkeypatch.setattr("notifications.destinations.socket.getaddrinfo", getaddrinfo)
 
 
 @pytest.fixture
 def webhook(admin_user, offline_dns) -> str:
-    from runs.notifications.services import register_endpoint
+    from notifications.services import register_endpoint
 
     return str(register_endpoint(owner=admin_user, url="https://hooks.example.com/x", events=["run.failed"]).pk)
 

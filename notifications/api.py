@@ -1,4 +1,4 @@
-"""`/v1/webhooks` (R-NT1): thin views over runs.notifications.services."""
+"""`/v1/webhooks` (R-NT1): thin views over `services`."""
 
 from __future__ import annotations
 

@@ -14,10 +14,10 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 
+from runs.models import Interaction, RunStatus
 from skillrunner.links import public_url, run_page_url
 
-from ..models import Interaction, RunStatus
-from ..task_queue import enqueue_question_email
+from .task_queue import enqueue_question_email
 
 logger = logging.getLogger(__name__)
 

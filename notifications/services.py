@@ -19,15 +19,15 @@ from django.db.models import Q
 from django.utils import timezone
 
 from accounts.models import lock_user
+from runs.models import Run, RunStatus
 from skillrunner.errors import NotFound, OverUserLimit
 from skillrunner.links import run_page_url
 from skillrunner.lookups import with_id
 
-from ..models import Run, RunStatus
-from ..task_queue import enqueue_delivery
 from . import destinations, transport
 from .models import ALL_EVENTS, WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
 from .signing import DELIVERY_HEADER, EVENT_HEADER, SIGNATURE_HEADER, new_secret, signature
+from .task_queue import enqueue_delivery
 
 logger = logging.getLogger(__name__)
 
@@ -150,6 +150,11 @@ def offer(delivery_pk: int) -> None:
         enqueue_delivery(delivery_pk)
     except Exception:
         logger.warning("could not enqueue webhook delivery %s; the supervisor will retry", delivery_pk, exc_info=True)
+
+
+def deliveries_pending() -> bool:
+    """Whether a delivery waits to be sent: the supervisor keeps ticking for it."""
+    return WebhookDelivery.objects.filter(state=WebhookDelivery.State.PENDING).exists()
 
 
 def offer_due_deliveries(limit: int = 200) -> int:

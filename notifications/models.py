@@ -42,6 +42,7 @@ class WebhookEndpoint(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        db_table = "runs_webhookendpoint"  # created when this app was part of runs
         ordering = ["-created_at"]
 
     def __str__(self) -> str:
@@ -70,6 +71,7 @@ class WebhookDelivery(models.Model):
     delivered_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        db_table = "runs_webhookdelivery"
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["state", "next_attempt_at"])]
         verbose_name_plural = "webhook deliveries"
@@ -87,6 +89,7 @@ class WebhookAttempt(models.Model):
     error = models.TextField(blank=True)
 
     class Meta:
+        db_table = "runs_webhookattempt"
         ordering = ["delivery", "number"]
 
     def __str__(self) -> str:

@@ -25,7 +25,7 @@ class WebhookEndpointAdmin(ReadOnlyAdmin):
         return self.shown(ENDPOINT_FIELDS)  # not the secret: it signs, it is never displayed
 
     def has_delete_permission(self, request, obj=None) -> bool:
-        return request.user.has_perm("runs.delete_webhookendpoint")
+        return request.user.has_perm("notifications.delete_webhookendpoint")
 
 
 class WebhookAttemptInline(ReadOnlyInline):
@@ -56,7 +56,7 @@ class WebhookDeliveryAdmin(ReadOnlyAdmin):
     actions = ["redeliver"]
 
     def has_redeliver_permission(self, request) -> bool:
-        return request.user.has_perm("runs.change_webhookdelivery")
+        return request.user.has_perm("notifications.change_webhookdelivery")
 
     @admin.action(description="Redeliver selected deliveries (same delivery id)", permissions=["redeliver"])
     def redeliver(self, request, queryset):

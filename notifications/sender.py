@@ -13,7 +13,6 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from django.db import connections
-from django_q.conf import Conf
 
 from .services import attempt_delivery
 
@@ -31,9 +30,6 @@ class _Sender:
     def submit(self, delivery_pk: int) -> bool:
         """Start an attempt; False when every thread is busy (the delivery stays due and is
         offered again by the supervisor)."""
-        if Conf.SYNC:  # in-process tests: the task runs inline, so the attempt does too
-            attempt_delivery(delivery_pk)
-            return True
         with self._lock:
             if self._busy >= SENDER_THREADS:
                 return False

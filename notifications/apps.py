@@ -1,0 +1,10 @@
+from django.apps import AppConfig
+
+
+class NotificationsConfig(AppConfig):
+    name = "notifications"
+
+    def ready(self) -> None:
+        from .receivers import connect
+
+        connect()
