@@ -40,4 +40,5 @@ supervisor_jobs: list[SupervisorJob] = []
 
 
 def register_supervisor_job(job: SupervisorJob) -> None:
-    supervisor_jobs.append(job)
+    if job not in supervisor_jobs:  # ready() may run more than once (Django's warning)
+        supervisor_jobs.append(job)
