@@ -94,7 +94,6 @@ def test_every_stop_leaves_no_process_and_every_run_in_place(tmp_path, kind, sto
     )
     stream = None
     try:
-        live.manage("migrate", "--noinput")
         token = live.token("alice")
         if kind == "worker":
             live.start_web()
@@ -175,7 +174,6 @@ def test_a_worker_whose_cluster_hangs_still_stops_in_time(tmp_path):
     (SKILLRUNNER_KILL_GRACE_SECONDS + 3 s) is over."""
     live = LiveService(tmp_path / "data", env={"SKILLRUNNER_KILL_GRACE_SECONDS": "1"})
     try:
-        live.manage("migrate", "--noinput")
         tree = live.start_tree("worker")
         _wait_until_serving(live, "worker")
         (sentinel,) = children(tree.pid)
@@ -195,7 +193,6 @@ def test_serve_stops_everything_when_one_of_its_children_dies(tmp_path):
     manager to see."""
     live = LiveService(tmp_path / "data")
     try:
-        live.manage("migrate", "--noinput")
         serve = live.start_serve()
         live.wait_until(lambda: live._ping() == 204, 60, "the service to answer")
         cmdline = Path(f"/proc/{serve.pid}/cmdline")
@@ -223,7 +220,6 @@ def test_the_web_that_serve_forked_reconnects_when_the_database_drops_its_connec
 
     live = LiveService(tmp_path / "data")
     try:
-        live.manage("migrate", "--noinput")
         token = live.token("alice")
         live.start_serve()
         live.wait_until(lambda: live._ping() == 204, 60, "the service to answer")
@@ -248,7 +244,6 @@ def test_a_worker_whose_connection_drops_while_it_recovers_waits_for_the_databas
 
     live = LiveService(tmp_path / "data")
     try:
-        live.manage("migrate", "--noinput")
         token = live.token("alice")
         with psycopg.connect(live.database_url) as admin:
             admin.execute("LOCK TABLE runs_run IN ACCESS EXCLUSIVE MODE")

@@ -326,7 +326,10 @@ class Deployment:
             "User = get_user_model()\n"
             "out = {}\n"
             f"for name, is_staff in {[(u, False) for u in users] + [(s, True) for s in staff]!r}:\n"
-            "    user = User.objects.create_user(name, password=name + '-password-123', is_staff=is_staff)\n"
+            "    user, _ = User.objects.get_or_create(username=name)  # a template user (TEMPLATE_USERS) exists\n"
+            "    user.set_password(name + '-password-123')\n"
+            "    user.is_staff = is_staff\n"
+            "    user.save()\n"
             "    out[name] = ApiToken.issue(user)[1]\n"
             "print(json.dumps(out))\n"
         )

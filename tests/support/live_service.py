@@ -54,6 +54,21 @@ def fresh_postgres_url(base_url: str, template: str | None = None) -> str:
     return base_url.rsplit("/", 1)[0] + "/" + name
 
 
+# Users in every template, each with the token `manage.py create_api_token NAME` made there.
+TEMPLATE_USERS = ("alice",)
+TEMPLATE_USERS_SCRIPT = """
+import json
+from django.core.management import call_command
+from io import StringIO
+keys = {}
+for name in %r:
+    out = StringIO()
+    call_command("create_api_token", name, stdout=out, stderr=StringIO())
+    keys[name] = out.getvalue().strip()
+print(json.dumps(keys))
+"""
+
+
 class MigratedTemplates:
     """Databases migrated once per test process, that every live service and deployment starts
     from a copy of: the file copied on SQLite, `CREATE DATABASE … TEMPLATE` on PostgreSQL. Running
@@ -61,11 +76,14 @@ class MigratedTemplates:
 
     A template is migrated as a service would migrate it, by `manage.py migrate` (and
     `createcachetable`, which makes the cache's table when the cache lives in the database: on
-    PostgreSQL without Redis). Each is removed when the test process ends; on PostgreSQL its name
-    carries the pid, so scripts/test_services.py drops those of killed runs."""
+    PostgreSQL without Redis). It also holds the users most tests ask a token for (TEMPLATE_USERS,
+    each with a token whose key `token_of` gives), so that no service starts a `manage.py` process
+    for them. Each is removed when the test process ends; on PostgreSQL its name carries the pid,
+    so scripts/test_services.py drops those of killed runs."""
 
     def __init__(self) -> None:
         self._made: dict[tuple[str, bool], str] = {}
+        self._tokens: dict[str, dict[str, str]] = {}  # a template's users and their keys
         self._cleanups: list[Any] = []
         atexit.register(self.remove_all)
 
@@ -75,12 +93,13 @@ class MigratedTemplates:
         if key not in self._made:
             data_dir = Path(tempfile.mkdtemp(prefix="skillrunner-live-template-"))
             self._cleanups.append(lambda: shutil.rmtree(data_dir, ignore_errors=True))
-            self._migrate({"SKILLRUNNER_DATA_DIR": str(data_dir)}, redis)
+            tokens = self._migrate({"SKILLRUNNER_DATA_DIR": str(data_dir)}, redis)
             database = data_dir / SQLITE_NAME
             with sqlite3.connect(database) as conn:  # WAL mode stays with the file; its log does not
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             conn.close()
             self._made[key] = str(database)
+            self._tokens[str(database)] = tokens
         return Path(self._made[key])
 
     def postgres_name(self, base_url: str, redis: bool) -> str:
@@ -97,7 +116,7 @@ class MigratedTemplates:
             self._cleanups.append(lambda: drop_postgres_database(base_url.rsplit("/", 1)[0] + "/" + name))
             data_dir = Path(tempfile.mkdtemp(prefix="skillrunner-live-template-"))
             try:
-                self._migrate(
+                self._tokens[name] = self._migrate(
                     {"SKILLRUNNER_DATA_DIR": str(data_dir), "DATABASE_URL": base_url.rsplit("/", 1)[0] + "/" + name},
                     redis,
                 )
@@ -106,17 +125,23 @@ class MigratedTemplates:
             self._made[key] = name
         return self._made[key]
 
-    def _migrate(self, env: dict[str, str], redis: bool) -> None:
+    def _migrate(self, env: dict[str, str], redis: bool) -> dict[str, str]:
         full_env = {key: os.environ[key] for key in PASSED_ON if key in os.environ and key != "DATABASE_URL"}
         full_env.pop("REDIS_URL", None)  # the template's own processes need no Redis
         full_env.update(DJANGO_SETTINGS_MODULE="tests.settings", SECRET_KEY="live-test-secret-key", **env)
         commands = [["migrate", "--noinput"]] + ([] if redis else [["createcachetable"]])
+        commands.append(["shell", "-c", TEMPLATE_USERS_SCRIPT % (TEMPLATE_USERS,)])
         for command in commands:
             done = subprocess.run(
                 [PYTHON, "manage.py", *command], cwd=REPO, env=full_env, capture_output=True, text=True, timeout=120
             )
             if done.returncode != 0:
-                raise RuntimeError(f"manage.py {' '.join(command)} failed:\n{done.stdout}\n{done.stderr}")
+                raise RuntimeError(f"manage.py {' '.join(command[:1])} failed:\n{done.stdout}\n{done.stderr}")
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    def tokens_in(self, template: str) -> dict[str, str]:
+        """The template users of `template` (a file or database name made here) and their keys."""
+        return self._tokens[template]
 
     def remove_all(self) -> None:
         for cleanup in reversed(self._cleanups):
@@ -174,7 +199,9 @@ class LiveService:
             template = TEMPLATES.postgres_name(self.database_url, redis)
             self.database_url = self.env["DATABASE_URL"] = fresh_postgres_url(self.database_url, template)
         else:
-            shutil.copyfile(TEMPLATES.sqlite_file(redis), self.data_dir / SQLITE_NAME)
+            template = str(TEMPLATES.sqlite_file(redis))
+            shutil.copyfile(template, self.data_dir / SQLITE_NAME)
+        self._unused_tokens = dict(TEMPLATES.tokens_in(template))  # handed out once each by token()
         self.env["SKILLRUNNER_QUEUE_NAME"] = f"live-{uuid.uuid4().hex[:8]}"
         self.web: subprocess.Popen | None = None
         self.workers: list[subprocess.Popen] = []
@@ -225,11 +252,16 @@ class LiveService:
         return tree
 
     def start(self, workers: int = 1) -> LiveService:
-        self.manage("load_skills")  # migrated already (TEMPLATES)
+        """Migrated already (TEMPLATES); the skills are installed by the worker's start-up
+        recovery, which `start` waits for, or here when no worker starts."""
+        if not workers:
+            self.manage("load_skills")
         self.start_web()
         for _ in range(workers):
             self.start_worker()
         self.wait_until(lambda: self._ping() == 204, 30, "the web server to answer")
+        if workers:
+            self.wait_until(lambda: self._readiness().get("worker") == "ok", 60, "a worker to finish its recovery")
         return self
 
     def start_web(self) -> None:
@@ -278,6 +310,9 @@ class LiveService:
     # --- HTTP ------------------------------------------------------------------------------
 
     def token(self, username: str, staff: bool = False) -> str:
+        """A new token of `username` (created if missing), as `manage.py create_api_token` makes."""
+        if not staff and username in self._unused_tokens:
+            return self._unused_tokens.pop(username)
         return self.manage("create_api_token", username, *(["--staff"] if staff else [])).strip().splitlines()[-1]
 
     def _ping(self) -> int | None:
@@ -285,6 +320,17 @@ class LiveService:
 
     def readyz(self) -> int | None:
         return self._status_of("/v1/system/readyz", timeout=5)
+
+    def _readiness(self) -> dict[str, str]:
+        """The checks /readyz reports, or none while it does not answer with them."""
+        try:
+            with urllib.request.urlopen(self.url + "/v1/system/readyz", timeout=5) as response:
+                raw = response.read()
+        except urllib.error.HTTPError as error:
+            raw = error.read()
+        except OSError:
+            return {}
+        return json.loads(raw).get("checks", {})
 
     def _status_of(self, path: str, timeout: float) -> int | None:
         """The HTTP status of GET `path` (no token), or None while nothing answers."""
