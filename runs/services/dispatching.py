@@ -151,10 +151,9 @@ def dispatch_queued_runs() -> int:
         return 0
     enqueued = 0
     for turn in next_turns(free, held):
-        if not task_queue.runs_tasks_inline() and not _take_offer(turn.request_id, turn.offered_at):
+        if not _take_offer(turn.request_id, turn.offered_at):
             continue
         try:
-            # Looked up on the module at call time, so tests can stand in for the task queue.
             task_queue.enqueue_turn(turn.request_id, turn.attempt_number)
         except Exception:  # broker away: the run stays queued and the supervisor dispatches it later
             logger.warning("could not enqueue run %s; the supervisor will retry", turn.request_id, exc_info=True)

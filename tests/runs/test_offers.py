@@ -1,7 +1,7 @@
 """Offering queued turns to the task queue (runs.services.dispatching): with a real cluster every
 process dispatches, so a queued run is offered by one process at a time and not again within the
-window; a run queued anew is offered at once. (In-process tests run tasks inline, where nothing is
-ever pending; these tests switch that off.)"""
+window; a run queued anew is offered at once. (Here manual_dispatch holds the tasks back, as a
+cluster's queue does until a worker takes them.)"""
 
 from __future__ import annotations
 
@@ -15,10 +15,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def queued_tasks(monkeypatch, install_skill, manual_dispatch, settings):
+def queued_tasks(install_skill, manual_dispatch, settings):
     """The task queue of a real cluster: tasks wait (recorded by manual_dispatch) until run."""
     install_skill("haiku-writer")
-    monkeypatch.setattr("runs.task_queue.runs_tasks_inline", lambda: False)
     settings.SKILLRUNNER_MAX_CONCURRENT_TURNS = 4
     settings.SKILLRUNNER_USER_MAX_RUNNING = 4
     return manual_dispatch.enqueued
