@@ -61,6 +61,23 @@ def test_a_run_whose_task_was_lost_is_offered_again_after_the_window(api, queued
     assert Run.objects.get(pk=request_id).offered_at > offered
 
 
+def test_a_run_the_broker_refused_is_offered_again_at_the_next_dispatch(
+    api, queued_tasks, manual_dispatch, monkeypatch
+):
+    from runs.models import Run
+    from runs.services import dispatch_queued_runs
+
+    def refused(request_id, attempt_number):
+        raise ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    monkeypatch.setattr("runs.task_queue.enqueue_turn", refused)
+    request_id = create_job(api)["request_id"]
+    assert Run.objects.get(pk=request_id).offered_at is None
+    monkeypatch.setattr("runs.task_queue.enqueue_turn", manual_dispatch)  # the broker is back
+    assert dispatch_queued_runs() == 1  # the supervisor's next tick, well within the window
+    assert queued_tasks == [(request_id, 1)]
+
+
 def test_another_process_that_read_the_same_offer_does_not_offer_it_too(api, queued_tasks):
     from runs.models import Run
     from runs.services.dispatching import REOFFER_AFTER, _take_offer
