@@ -7,7 +7,7 @@ For each backlog, a throwaway database (a throwaway PostgreSQL database with --d
 gets that many queued runs of `--owners` users (bulk-created, then each owner's place in the
 dispatch order set through the service), while 15 of the 16 slots are held by 5 other users.
 Then it times `next_turns` for the free slot, `dispatch_queued_runs` (the task queue stubbed out,
-offers not written, as in a synchronous cluster) and `may_take_slot` for the run next in turn,
+offers not written, so each call sees the same queue) and `may_take_slot` for the run next in turn,
 and counts their statements. `--explain` prints the query plan of each statement a dispatch
 runs at the largest backlog.
 """
@@ -62,12 +62,14 @@ def _seed(backlog: int, owners: int) -> None:
     from django.contrib.auth import get_user_model
     from django.db import connection
 
+    import runs.services.dispatching
     import runs.task_queue
     from runs.models import OwnerQueue, Run, RunStatus
     from tests.support.backlog import bulk_runs
 
     runs.task_queue.enqueue_turn = lambda request_id, attempt: None
-    runs.task_queue.runs_tasks_inline = lambda: True  # offers are not written: each call sees the same queue
+    # Offers are not written: each call sees the same queue.
+    runs.services.dispatching._take_offer = lambda request_id, offered_at: True
     User = get_user_model()
     Run.objects.all().delete()
     OwnerQueue.objects.all().delete()

@@ -3,6 +3,8 @@ import logging
 from django.apps import AppConfig
 from django.conf import settings
 
+from skillrunner import readiness
+
 logger = logging.getLogger(__name__)
 
 
@@ -10,6 +12,10 @@ class RunsConfig(AppConfig):
     name = "runs"
 
     def ready(self) -> None:
+        from .supervision import worker_check
+
+        # Listed before the sandbox, where /readyz has always shown it.
+        readiness.register("worker", worker_check, before="sandbox")
         if settings.SKILLRUNNER_SANDBOX == "off":
             # R-SB6: never silently unconfined; said at every start of every process.
             logger.warning("SKILLRUNNER_SANDBOX=off: engine agents run UNCONFINED as the service user")

@@ -20,11 +20,13 @@ from django.db import DatabaseError, InterfaceError, OperationalError, close_old
 
 from enginehost.config import configured_secrets
 from enginehost.skill_runtime import dependency_environment, run_engine_config, template_body
+from engines.base import EngineAdapter
 from engines.prompt import PromptTemplateError, first_turn_prompt
 from engines.registry import get_adapter
 from engines.types import (
     FAILURE_ABORTED,
     ArtifactSpec,
+    EngineConfig,
     Interaction,
     LiveSession,
     SkillMaterial,
@@ -323,7 +325,9 @@ def _collected(decision: TurnDecision, run: Run) -> TurnDecision:
 
 
 def run_claimed_turn(request_id: str, attempt_number: int) -> None:
-    """django-q2 task body. A redelivered or superseded task finds nothing to claim and returns."""
+    """django-q2 task body: claim the turn, prepare its request, run it on the engine and record
+    its outcome (_finish_turn); a sticky run's resident process runs each of its turns so
+    (_drive_live_session). A redelivered or superseded task finds nothing to claim and returns."""
     if _stopping is not None and _stopping.is_set():
         return
     close_old_connections()
@@ -341,20 +345,12 @@ def run_claimed_turn(request_id: str, attempt_number: int) -> None:
             return
         if warning:
             retry_while_database_away(services.record_warning, run.pk, warning)
-        # A resident process serves every turn of its run: replies, and repair rounds in both modes.
         if run.interactive_profile == InteractiveProfile.STICKY_PROCESS:
-            _drive_live_session(
-                run,
-                adapter.open_live_session(
-                    request, config, ClaimControl(run.pk, attempt_number, worker, run.records_dir / "logs")
-                ),
-                request,
-                worker,
-            )
-            return
-        control = ClaimControl(run.pk, attempt_number, worker, run.records_dir / "logs")
-        turn = adapter.run_turn(request, config, control)
-        _finish_turn(run, worker, request.prompt, turn, control)
+            _drive_live_session(run, adapter, config, request, worker)
+        else:
+            control = ClaimControl(run.pk, attempt_number, worker, run.records_dir / "logs")
+            turn = adapter.run_turn(request, config, control)
+            _finish_turn(run, worker, request.prompt, turn, control)
     except Exception as exc:  # an orchestrator bug must still end the run with a cause
         logger.exception("turn %s/%s crashed", request_id, attempt_number)
         retry_while_database_away(
@@ -363,6 +359,33 @@ def run_claimed_turn(request_id: str, attempt_number: int) -> None:
             "ORCHESTRATOR_ERROR",
             f"internal error while running the turn: {type(exc).__name__}",
         )
+
+
+def _drive_live_session(
+    run: Run, adapter: EngineAdapter, config: EngineConfig, request: TurnRequest, worker: str
+) -> None:
+    """sticky_process (R-LC7): one resident engine process answers every turn of the run, its
+    replies and repair rounds in both modes, each turn finished as a resumable run's is."""
+    start = ClaimControl(run.pk, run.attempt_number, worker, run.records_dir / "logs")  # records the pid
+    session = adapter.open_live_session(request, config, start)
+    prompt = request.prompt
+    try:
+        while True:
+            control = ClaimControl(run.pk, run.attempt_number, worker, run.records_dir / "logs")
+            turn = session.send(prompt, control, request.hard_timeout_seconds)
+            updated = _finish_turn(run, worker, prompt, turn, control, live=session)
+            if updated is not None and updated.status == RunStatus.RUNNING:
+                run = updated  # a repair round (R-RP1): the same process gets the repair prompt
+            elif updated is not None and updated.status == RunStatus.WAITING_USER:
+                resumed = _await_sticky_reply(updated, worker, session)
+                if resumed is None:
+                    return
+                run = resumed
+            else:
+                return
+            prompt = run.next_prompt
+    finally:
+        session.close()
 
 
 def _await_sticky_reply(run: Run, worker: str, session: LiveSession) -> Run | None:
@@ -394,25 +417,3 @@ def _await_sticky_reply(run: Run, worker: str, session: LiveSession) -> Run | No
                 )
                 return None
             read = listener.wait(timeout=PROCESS_CHECK_SECONDS)
-
-
-def _drive_live_session(run: Run, session: LiveSession, request: TurnRequest, worker: str) -> None:
-    """sticky_process (R-LC7): one resident engine process answers every turn of the run."""
-    prompt = request.prompt
-    try:
-        while True:
-            control = ClaimControl(run.pk, run.attempt_number, worker, run.records_dir / "logs")
-            turn = session.send(prompt, control, request.hard_timeout_seconds)
-            updated = _finish_turn(run, worker, prompt, turn, control, live=session)
-            if updated is not None and updated.status == RunStatus.RUNNING:
-                run = updated  # a repair round (R-RP1): the same process gets the repair prompt
-            elif updated is not None and updated.status == RunStatus.WAITING_USER:
-                resumed = _await_sticky_reply(updated, worker, session)
-                if resumed is None:
-                    return
-                run = resumed
-            else:
-                return
-            prompt = run.next_prompt
-    finally:
-        session.close()

@@ -150,6 +150,11 @@ def a_recovered_worker_is_alive() -> bool:
     return any(_worker_is_alive(cluster, stale_before) for cluster in WorkerCluster.objects.all())
 
 
+def worker_check() -> str:
+    """/readyz's check (registered in RunsConfig.ready)."""
+    return "ok" if a_recovered_worker_is_alive() else "no live worker has finished its start-up recovery"
+
+
 def _worker_is_alive(cluster: WorkerCluster, stale_before) -> bool:
     if cluster.heartbeat_at < stale_before:
         return False

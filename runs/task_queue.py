@@ -4,15 +4,9 @@ slot is decided before, by `services.dispatching`. (Other apps enqueue their own
 
 from __future__ import annotations
 
-from django_q.conf import Conf
 from django_q.tasks import async_task
 
 TURN_TASK = "runs.tasks.execute_turn"
-
-
-def runs_tasks_inline() -> bool:
-    """A synchronous cluster (in-process tests) runs a task inside async_task: nothing is pending."""
-    return bool(Conf.SYNC)
 
 
 def enqueue_turn(request_id, attempt_number: int) -> None:

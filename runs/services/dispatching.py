@@ -30,8 +30,9 @@ logger = logging.getLogger(__name__)
 # tasks that found nothing to claim beside 65 that ran. So one process at a time offers a queued
 # run (`Run.offered_at`, set by compare-and-set) and nobody offers it again within REOFFER_AFTER,
 # unless that task is used up first: one that finds no slot clears the offer (claims), so the next
-# release offers the run again at once. Only a task lost on the way waits out the window (the
-# supervisor's tick offers it again then). A run newly queued is offered at once.
+# release offers the run again at once; so does a task the broker refused. Only a task lost on the
+# way waits out the window (the supervisor's tick offers it again then). A run newly queued is
+# offered at once.
 REOFFER_AFTER = timedelta(seconds=2)
 
 
@@ -151,13 +152,14 @@ def dispatch_queued_runs() -> int:
         return 0
     enqueued = 0
     for turn in next_turns(free, held):
-        if not task_queue.runs_tasks_inline() and not _take_offer(turn.request_id, turn.offered_at):
+        if not _take_offer(turn.request_id, turn.offered_at):
             continue
         try:
-            # Looked up on the module at call time, so tests can stand in for the task queue.
             task_queue.enqueue_turn(turn.request_id, turn.attempt_number)
         except Exception:  # broker away: the run stays queued and the supervisor dispatches it later
             logger.warning("could not enqueue run %s; the supervisor will retry", turn.request_id, exc_info=True)
+            # Not enqueued: the next dispatch offers it at once, not after the window.
+            Run.objects.filter(pk=turn.request_id).update(offered_at=None)
             return enqueued
         enqueued += 1
     return enqueued

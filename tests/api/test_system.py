@@ -94,6 +94,50 @@ def test_readyz_ignores_the_fresh_heartbeat_of_a_dead_worker(api):
     assert response.json()["checks"]["worker"] == "no live worker has finished its start-up recovery"
 
 
+@pytest.fixture
+def readiness(monkeypatch):
+    """The registry of readiness checks, as the apps left it; what a test registers goes with it."""
+    from skillrunner import readiness
+
+    monkeypatch.setattr(readiness, "_checks", list(readiness._checks))
+    return readiness
+
+
+def test_readyz_lists_a_registered_check_after_the_project_s_own(api, readiness):
+    readiness.register("queue", lambda: "ok")
+    _worker()
+    response = api.get("/v1/system/readyz")
+    assert response.status_code == 200, response.content
+    assert list(response.json()["checks"].items()) == [
+        ("database", "ok"),
+        ("worker", "ok"),
+        ("sandbox", "ok"),
+        ("queue", "ok"),
+    ]
+
+
+def test_readyz_reports_a_check_that_raises_by_its_exception_type(api, readiness):
+    def broken() -> str:
+        raise ConnectionRefusedError("the broker is away")
+
+    readiness.register("queue", broken)
+    _worker()
+    response = api.get("/v1/system/readyz")
+    assert response.status_code == 503
+    assert response.json() == {
+        "status": "not_ready",
+        "checks": {"database": "ok", "worker": "ok", "sandbox": "ok", "queue": "error: ConnectionRefusedError"},
+    }
+
+
+def test_readyz_counts_an_answer_a_check_allows_as_ready(api, readiness):
+    readiness.register("queue", lambda: "degraded: one broker of two", also_ready={"degraded: one broker of two"})
+    _worker()
+    response = api.get("/v1/system/readyz")
+    assert response.status_code == 200
+    assert response.json()["checks"]["queue"] == "degraded: one broker of two"
+
+
 def test_a_recovering_worker_clears_what_dead_workers_left(db):
     from runs import supervision
     from runs.models import WorkerCluster

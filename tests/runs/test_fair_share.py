@@ -24,6 +24,14 @@ def skills(install_skill):
     install_skill("word-count")
 
 
+@pytest.fixture
+def every_dispatch_offers_anew(monkeypatch):
+    """Each dispatch offers the runs next in turn though they were offered a moment ago, and
+    writes no offer: for tests that drop the tasks recorded so far and dispatch again to see the
+    order the slots go in (and what that reads). Offers are tests/runs/test_offers.py's subject."""
+    monkeypatch.setattr("runs.services.dispatching._take_offer", lambda request_id, offered_at: True)
+
+
 def _claim(request_id: str, worker: str = "host:1:w"):
     from runs import services
 
@@ -64,6 +72,7 @@ def _take_turns(started: list[str], manual_dispatch, turns: int) -> list[str]:
     return started
 
 
+@pytest.mark.usefixtures("every_dispatch_offers_anew")
 def test_a_flooding_user_does_not_starve_another_R_FS1(settings, api, bob_api, manual_dispatch):
     """Alice fills both slots and queues more; the first slot to free up goes to Bob's run, and a
     stale task of Alice's cannot take it first."""
@@ -87,6 +96,7 @@ def test_a_flooding_user_does_not_starve_another_R_FS1(settings, api, bob_api, m
     assert _status(alices[2]) == "queued"
 
 
+@pytest.mark.usefixtures("every_dispatch_offers_anew")
 def test_round_robin_by_owner_when_several_slots_free_R_FS1(settings, api, bob_api, staff_api, manual_dispatch):
     from runs import services
 
@@ -112,6 +122,7 @@ def test_at_a_cap_of_one_two_users_take_turns_R_FS1(settings, api, bob_api, manu
     assert started == [bobs[0], alices[0], bobs[1], alices[1], bobs[2], alices[2], bobs[3], bobs[4]]
 
 
+@pytest.mark.usefixtures("every_dispatch_offers_anew")
 def test_three_users_share_two_slots_in_turn_R_FS1(settings, api, bob_api, staff_api, manual_dispatch):
     """Two free slots go to two owners; each freed slot then goes to whoever holds none and was
     served least recently (Staff, never served, before Alice, whose turn just ended)."""
@@ -131,6 +142,7 @@ def test_three_users_share_two_slots_in_turn_R_FS1(settings, api, bob_api, staff
     assert started == [alices[0], bobs[0], staffs[0], alices[1], bobs[1], staffs[1], alices[2], bobs[2], staffs[2]]
 
 
+@pytest.mark.usefixtures("every_dispatch_offers_anew")
 def test_a_user_at_their_slot_cap_is_skipped_without_blocking_others_R_FS1(settings, api, bob_api, manual_dispatch):
     """Alice holds her one slot and her queued runs are the oldest; the free slots go to Bob's
     run, and the others stay free rather than go to her."""
@@ -184,6 +196,7 @@ def test_a_place_left_wrong_by_a_change_outside_the_services_is_put_right(settin
     assert services.dispatch_queued_runs() == 1 and manual_dispatch.enqueued == [(bobs, 1)]
 
 
+@pytest.mark.usefixtures("every_dispatch_offers_anew")
 def test_dispatch_reads_no_more_with_thousands_queued_R_SC1(settings, api, manual_dispatch, django_user_model):
     """5,000 queued runs of 200 users, and 3 users holding 6 of 8 slots at their cap of 2 with the
     oldest queued runs: the 2 free slots go to the 2 users first in the order, holders are

@@ -1,7 +1,7 @@
 """Offering queued turns to the task queue (runs.services.dispatching): with a real cluster every
 process dispatches, so a queued run is offered by one process at a time and not again within the
-window; a run queued anew is offered at once. (In-process tests run tasks inline, where nothing is
-ever pending; these tests switch that off.)"""
+window; a run queued anew is offered at once. (Here manual_dispatch holds the tasks back, as a
+cluster's queue does until a worker takes them.)"""
 
 from __future__ import annotations
 
@@ -15,10 +15,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def queued_tasks(monkeypatch, install_skill, manual_dispatch, settings):
+def queued_tasks(install_skill, manual_dispatch, settings):
     """The task queue of a real cluster: tasks wait (recorded by manual_dispatch) until run."""
     install_skill("haiku-writer")
-    monkeypatch.setattr("runs.task_queue.runs_tasks_inline", lambda: False)
     settings.SKILLRUNNER_MAX_CONCURRENT_TURNS = 4
     settings.SKILLRUNNER_USER_MAX_RUNNING = 4
     return manual_dispatch.enqueued
@@ -60,6 +59,23 @@ def test_a_run_whose_task_was_lost_is_offered_again_after_the_window(api, queued
     assert dispatch_queued_runs() == 1
     assert queued_tasks == [(request_id, 1), (request_id, 1)]
     assert Run.objects.get(pk=request_id).offered_at > offered
+
+
+def test_a_run_the_broker_refused_is_offered_again_at_the_next_dispatch(
+    api, queued_tasks, manual_dispatch, monkeypatch
+):
+    from runs.models import Run
+    from runs.services import dispatch_queued_runs
+
+    def refused(request_id, attempt_number):
+        raise ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    monkeypatch.setattr("runs.task_queue.enqueue_turn", refused)
+    request_id = create_job(api)["request_id"]
+    assert Run.objects.get(pk=request_id).offered_at is None
+    monkeypatch.setattr("runs.task_queue.enqueue_turn", manual_dispatch)  # the broker is back
+    assert dispatch_queued_runs() == 1  # the supervisor's next tick, well within the window
+    assert queued_tasks == [(request_id, 1)]
 
 
 def test_another_process_that_read_the_same_offer_does_not_offer_it_too(api, queued_tasks):
