@@ -48,8 +48,8 @@ def main(argv: list[str] | None = None) -> int:
 
         import runs.services as services
         import runs.task_queue
-        from runs.execution import run_claimed_turn
         from runs.models import Run
+        from worker.execution import run_claimed_turn
 
         owner = get_user_model().objects.create(username="turnprofile")
         runs.task_queue.enqueue_turn = lambda request_id, attempt: None  # the profile drives the turns itself

@@ -1,6 +1,7 @@
-"""The run: its models, every change to it, the worker side of a turn, and the REST API and pages
-that show it. The live connections are `live/`, the engines' Django side `enginehost/`, webhooks
-and question emails `notifications/`, which plugs into a run's life through `hooks.py`.
+"""The run: its models, every change to it, and the REST API and pages that show it. The worker
+process and the turns it runs are `worker/`, the live connections `live/`, the engines' Django
+side `enginehost/`, webhooks and question emails `notifications/`, which plugs into a run's life
+through `hooks.py`.
 
 | module | role |
 |---|---|
@@ -9,11 +10,7 @@ and question emails `notifications/`, which plugs into a run's life through `hoo
 | `selectors.py` | reads of runs through the caller's visibility |
 | `events.py` | appending numbered run events and waking listeners after commit |
 | `hooks.py` | what other apps add without runs importing them: signals at a status change and at admission with a callback URL, jobs for the supervisor's tick |
-| `task_queue.py` | turns handed to the django-q2 cluster |
-| `tasks.py` | the django-q2 entry points |
-| `cluster.py` | the worker's django-q2 cluster, started and stopped by the worker |
-| `execution.py` | the worker side of a turn: claim, drive the engine adapter, finish |
-| `turn_activity.py` | a turn's agent activity as `activity` events, coalesced and capped |
+| `task_queue.py` | turns handed to the django-q2 cluster (by task name: `worker.tasks`) |
 | `outcome.py` | what a finished turn means: the completion gates |
 | `artifacts.py` | collecting the files a final answer declares |
 | `repair.py` | output repair rounds in the same engine session |

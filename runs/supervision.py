@@ -17,10 +17,20 @@ from django.utils import timezone
 from engines.process import kill_process_groups, pid_alive
 
 from . import hooks, services
-from .execution import OUTCOME_RETRY_SECONDS, stale_claim_seconds
 from .models import InteractiveProfile, RecoveryState, Run, RunStatus, WorkerCluster
 
 logger = logging.getLogger(__name__)
+
+# How long a finished turn keeps trying to record its outcome while the database is away
+# (worker.execution.retry_while_database_away); the reaper of this host gives a live worker's
+# claim that long beyond the usual staleness.
+OUTCOME_RETRY_SECONDS = 60.0
+
+
+def stale_claim_seconds() -> float:
+    """How long without a heartbeat before a claim counts as dead (peers reap it then)."""
+    return settings.SKILLRUNNER_HEARTBEAT_SECONDS * 3 + 5
+
 
 INTERRUPTED = "ORCHESTRATOR_RESTART_INTERRUPTED"
 # A worker renews its presence this often; one silent for WORKER_STALE_SECONDS no longer counts

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django_q.tasks import async_task
 
-TURN_TASK = "runs.tasks.execute_turn"
+TURN_TASK = "worker.tasks.execute_turn"
 
 
 def enqueue_turn(request_id, attempt_number: int) -> None:

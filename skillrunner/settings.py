@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "skills",
     "enginehost",
     "runs",
+    "worker",
     "notifications",
     "live",
     "upstream",

@@ -193,7 +193,7 @@ class ManualDispatch:
         self.enqueued.append((str(request_id), attempt_number))
 
     def run_inline(self, request_id, attempt_number: int = 1) -> None:
-        from runs.execution import run_claimed_turn
+        from worker.execution import run_claimed_turn
 
         run_claimed_turn(str(request_id), attempt_number)
 

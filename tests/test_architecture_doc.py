@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "architecture.md"
-PACKAGES = ("accounts", "enginehost", "engines", "live", "notifications", "runs", "skills", "skillrunner", "upstream")
+PACKAGES = ("accounts", "enginehost", "engines", "live", "notifications", "runs", "skills", "skillrunner", "upstream", "worker")
 DOTTED = re.compile(r"`((?:" + "|".join(PACKAGES) + r")(?:\.\w+)+)`")
 
 

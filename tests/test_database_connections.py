@@ -14,7 +14,7 @@ import json
 import django
 django.setup()
 from django.db import connections
-from runs.management.commands.worker import keep_database_connections
+from worker.management.commands.worker import keep_database_connections
 default = connections["default"].settings_dict
 web = {"pool": default["OPTIONS"].get("pool"), "conn_max_age": default["CONN_MAX_AGE"]}
 keep_database_connections()

@@ -24,7 +24,7 @@ def _status(rid: str) -> str:
 
 
 def test_redelivered_task_runs_the_engine_once(api, fake_codex, manual_dispatch):
-    from runs.execution import run_claimed_turn
+    from worker.execution import run_claimed_turn
 
     fake_codex.script(haiku_step())
     rid = create_job(api)["request_id"]
@@ -58,8 +58,8 @@ def test_concurrent_deliveries_run_the_engine_once(api, fake_codex, manual_dispa
 
 
 def test_task_for_a_stale_attempt_is_a_no_op(api, fake_codex, manual_dispatch):
-    from runs.execution import run_claimed_turn
     from runs.models import Run
+    from worker.execution import run_claimed_turn
 
     fake_codex.script(haiku_step())
     rid = create_job(api)["request_id"]
@@ -80,8 +80,8 @@ def test_task_for_a_stale_attempt_is_a_no_op(api, fake_codex, manual_dispatch):
 
 
 def test_task_for_a_finished_run_is_a_no_op(api, fake_codex):
-    from runs.execution import run_claimed_turn
     from runs.models import Run
+    from worker.execution import run_claimed_turn
 
     fake_codex.script(haiku_step())
     rid = create_job(api)["request_id"]
@@ -95,14 +95,14 @@ def test_task_for_a_finished_run_is_a_no_op(api, fake_codex):
 def test_task_for_an_unknown_run_is_a_no_op(db, fake_codex):
     import uuid
 
-    from runs.execution import run_claimed_turn
+    from worker.execution import run_claimed_turn
 
     run_claimed_turn(str(uuid.uuid4()), 1)
     assert fake_codex.invocations() == []
 
 
 def test_task_for_a_run_still_waiting_for_its_upload_is_a_no_op(api, install_skill, fake_codex, manual_dispatch):
-    from runs.execution import run_claimed_turn
+    from worker.execution import run_claimed_turn
 
     install_skill("word-count")
     rid = api.post("/v1/jobs", {"skill_id": "word-count", "engine": "codex", "input": {}}, format="json").json()[
@@ -116,9 +116,9 @@ def test_task_for_a_run_still_waiting_for_its_upload_is_a_no_op(api, install_ski
 def test_slot_cap_keeps_a_second_run_queued(api, fake_codex, manual_dispatch, settings):
     """R-LC8: with one slot, a second run stays queued while the first holds it, even if a task
     for it is delivered; it starts once the first ends."""
-    from runs.execution import run_claimed_turn
     from runs.models import Run
     from runs.services import dispatch_queued_runs
+    from worker.execution import run_claimed_turn
 
     settings.SKILLRUNNER_MAX_CONCURRENT_TURNS = 1
     fake_codex.script(haiku_step(sleep=1.5))
@@ -146,8 +146,8 @@ def test_slot_cap_keeps_a_second_run_queued(api, fake_codex, manual_dispatch, se
 
 
 def test_slots_allow_parallel_turns_up_to_the_cap(api, fake_codex, manual_dispatch, settings):
-    from runs.execution import run_claimed_turn
     from runs.models import Run
+    from worker.execution import run_claimed_turn
 
     settings.SKILLRUNNER_MAX_CONCURRENT_TURNS = 2
     fake_codex.script(haiku_step(sleep=1.0))
@@ -184,8 +184,8 @@ def test_a_status_change_saves_its_events_with_the_run(api, fake_codex, manual_d
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from runs.execution import run_claimed_turn
     from runs.models import DispatchLock, Run
+    from worker.execution import run_claimed_turn
 
     fake_codex.script(haiku_step())
     rid = create_job(api)["request_id"]

@@ -35,7 +35,10 @@ CREATE_USERS = (
     "User = get_user_model()\n"
     "for name, password in {passwords!r}.items():\n"
     "    staff = name in {staff!r}\n"
-    "    User.objects.create_user(name, password=password, is_staff=staff, is_superuser=staff)\n"
+    "    user, _ = User.objects.get_or_create(username=name)  # alice comes with the database (TEMPLATE_USERS)\n"
+    "    user.set_password(password)\n"
+    "    user.is_staff = user.is_superuser = staff\n"
+    "    user.save()\n"
 )
 
 

@@ -24,7 +24,7 @@ class BrokerDown:
         self.attempts.append((str(request_id), attempt_number))
         if self.down:
             raise ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
-        from runs.tasks import execute_turn
+        from worker.tasks import execute_turn
 
         execute_turn(str(request_id), attempt_number)
 

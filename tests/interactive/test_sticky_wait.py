@@ -68,7 +68,7 @@ def reads(monkeypatch) -> list[str]:
 def _wait_in_background(run) -> tuple[threading.Thread, Callable[[], object]]:
     from django.db import connection
 
-    from runs.execution import _await_sticky_reply
+    from worker.execution import _await_sticky_reply
 
     outcome: list[object] = []
 

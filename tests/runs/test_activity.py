@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from runs import turn_activity
 from runs.models import RunEvent
-from runs.turn_activity import ActivitySink, cap_payload
 from tests.api.helpers import create_job, haiku_step, wait_until
+from worker import turn_activity
+from worker.turn_activity import ActivitySink, cap_payload
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

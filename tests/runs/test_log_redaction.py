@@ -14,9 +14,9 @@ import pytest
 
 from engines.process import run_process
 from engines.types import TurnResult
-from runs.execution import RawOutput, _save_logs
 from skillrunner.logging import READ_BYTES, REDACTED, redact, redact_stream
 from tests.engines.fakes import FakeControl
+from worker.execution import RawOutput, _save_logs
 
 API_KEY = "sk-live-0123456789abcdefGHIJ"  # the configured engine key
 PATTERNED = "sr_0123abcd" + "T" * 32  # an API token of ours: redacted by its pattern

@@ -19,12 +19,12 @@ from django.utils import timezone
 
 from engines.types import TurnResult
 from runs import services, supervision
-from runs.execution import ClaimControl
-from runs.management.commands.worker import Command as WorkerCommand
 from runs.models import Interaction, Run
 from runs.outcome import TurnDecision, build_pending
 from skills.models import Skill
 from tests.api.helpers import process_alive, wait_until
+from worker.execution import ClaimControl
+from worker.management.commands.worker import Command as WorkerCommand
 
 pytestmark = pytest.mark.django_db
 
@@ -245,7 +245,7 @@ def test_running_turn_of_a_live_worker_is_left_alone(alice):
 def test_a_live_worker_of_this_host_keeps_its_claim_while_it_may_still_record_its_outcome(alice, settings):
     """After a database outage a live worker's heartbeat is old, but it is about to record the
     turn's outcome: only past the outcome's retry time does this host's reaper take the claim."""
-    from runs.execution import OUTCOME_RETRY_SECONDS, stale_claim_seconds
+    from runs.supervision import OUTCOME_RETRY_SECONDS, stale_claim_seconds
 
     settings.SKILLRUNNER_HEARTBEAT_SECONDS = 1
     recording = _running(_create(alice), _live_worker())

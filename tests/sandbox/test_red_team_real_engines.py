@@ -74,8 +74,8 @@ def test_real_cli_shell_tool_cannot_escape_or_see_the_key(engine, api, victim, s
         settings.SKILLRUNNER_ENGINES = engines
         provider.set_script([{"shell": _probe_command(victim, provider.url)}, {"text": json.dumps(HAIKU)}])
 
-        from runs.execution import run_claimed_turn
         from runs.models import Run
+        from worker.execution import run_claimed_turn
 
         body = {"skill_id": "haiku-writer", "engine": engine, "input": {"topic": "sea"}}
         request_id = api.post("/v1/jobs", body, format="json").json()["request_id"]

@@ -25,10 +25,9 @@ from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 
 from enginehost.config import configured_secrets
+from runs.events import append_events
+from runs.models import Run, RunStatus
 from skillrunner.logging import redact_values
-
-from .events import append_events
-from .models import Run, RunStatus
 
 logger = logging.getLogger(__name__)
 

@@ -13,8 +13,6 @@ from django.db import close_old_connections, connections
 
 from enginehost.config import sandbox_check
 from engines.sandbox import remove_orphaned_state
-from runs.cluster import TaskCluster, stop_grace_seconds
-from runs.execution import CLUSTER_TOKEN_ENV, retry_while_database_away, share_stop_flag
 from runs.retention import sync_schedule as sync_retention_schedule
 from runs.supervision import (
     WORKER_HEARTBEAT_SECONDS,
@@ -27,6 +25,8 @@ from runs.supervision import (
 )
 from skillrunner.forking import forks_end_with_their_parent, run_in_child
 from skillrunner.startup import prepare_installation
+from worker.cluster import TaskCluster, stop_grace_seconds
+from worker.execution import CLUSTER_TOKEN_ENV, retry_while_database_away, share_stop_flag
 
 logger = logging.getLogger(__name__)
 

@@ -33,16 +33,17 @@ from engines.types import (
     TurnRequest,
     TurnResult,
 )
+from runs import services
+from runs.artifacts import collect_artifacts
+from runs.inputs import resolve_file_inputs
+from runs.models import InteractiveProfile, Run, RunStatus
+from runs.outcome import TurnDecision, decide, list_artifacts
+from runs.repair import RepairBudget, review
+from runs.supervision import OUTCOME_RETRY_SECONDS, stale_claim_seconds
 from skillrunner import wakeups
 from skillrunner.forking import Flag
 from skillrunner.logging import redact, redact_stream, redact_values
 
-from . import services
-from .artifacts import collect_artifacts
-from .inputs import resolve_file_inputs
-from .models import InteractiveProfile, Run, RunStatus
-from .outcome import TurnDecision, decide, list_artifacts
-from .repair import RepairBudget, review
 from .turn_activity import ActivitySink
 
 logger = logging.getLogger(__name__)
@@ -154,16 +155,6 @@ class ClaimControl:
         if beat:
             self._last_beat = now
         return self._lost
-
-
-def stale_claim_seconds() -> float:
-    """How long without a heartbeat before a claim counts as dead (peers reap it then)."""
-    return settings.SKILLRUNNER_HEARTBEAT_SECONDS * 3 + 5
-
-
-# How long a finished turn keeps trying to record its outcome while the database is away; the
-# reaper of this host gives a live worker's claim that long beyond the usual staleness.
-OUTCOME_RETRY_SECONDS = 60.0
 
 
 def retry_while_database_away(operation, *args, pause: float = 0.5):

@@ -51,8 +51,8 @@ class Command(BaseCommand):
         run_in_child("preparing the database", _migrate)
         # The web application and the worker with all they import, before the fork: imported in the
         # worker's process instead, django-q2's cluster and the engines were its private memory.
-        import runs.management.commands.worker  # noqa: F401
         import skillrunner.asgi  # noqa: F401
+        import worker.management.commands.worker  # noqa: F401
 
         close_database_connections()
         gc.collect()
