@@ -17,5 +17,6 @@ Its tables keep the names they had in `runs` (`runs_webhook*`).
 | `email.py` | question emails: claimed after the grace period, one per question |
 | `task_queue.py`, `tasks.py` | deliveries and emails handed to the django-q2 cluster, and its entry points |
 | `api.py` | `/v1/webhooks` |
+| `views.py`, `forms.py` | the settings page's webhooks section, registered in `accounts.settings_page` when the app is ready |
 | `admin.py` | endpoints and the delivery log with its attempts and a "redeliver" action |
 """

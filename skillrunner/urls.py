@@ -9,6 +9,7 @@ from accounts import login
 from accounts import views as account_views
 from enginehost import api as engines
 from notifications import api as webhooks
+from notifications import views as webhook_views
 from runs import api as jobs
 from skills import api as skills
 from upstream import api as upstream
@@ -73,9 +74,9 @@ urlpatterns = [
     path("accounts/login/", login.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("settings/", account_views.settings_page, name="account-settings"),
-    path("settings/webhooks/", account_views.add_webhook, name="settings-webhook-add"),
-    path("settings/webhooks/<str:webhook_id>/delete/", account_views.delete_webhook, name="settings-webhook-delete"),
-    path("settings/deliveries/<str:delivery_id>/redeliver/", account_views.redeliver, name="settings-redeliver"),
+    path("settings/webhooks/", webhook_views.add_webhook, name="settings-webhook-add"),
+    path("settings/webhooks/<str:webhook_id>/delete/", webhook_views.delete_webhook, name="settings-webhook-delete"),
+    path("settings/deliveries/<str:delivery_id>/redeliver/", webhook_views.redeliver, name="settings-redeliver"),
     path("settings/tokens/", account_views.create_token, name="settings-token-create"),
     path("settings/tokens/<str:token_id>/revoke/", account_views.revoke_token, name="settings-token-revoke"),
     path("", include("skillrunner.urls_ui")),

@@ -1,0 +1,70 @@
+"""The settings page's webhooks section (R-NT1, issue 30): a user's webhooks with their recent
+deliveries, added, deleted and redelivered through the same services as `/v1/webhooks` and the
+admin, under the settings rate limit. The page itself is accounts' (`accounts.settings_page`).
+
+A webhook's secret is shown once, in the answer to the POST that made it (never stored in the
+session or a message, never cached)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_POST
+
+from accounts.settings_page import Section, one_click_change, render_page
+from skillrunner.errors import ApplicationError
+from skillrunner.throttles import SETTINGS_SCOPE, form_over_rate
+
+from . import services
+from .forms import WebhookForm
+
+RECENT_DELIVERIES = 20
+
+
+def _section_context(user: User, shown: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "webhook_form": shown.get("webhook_form") or WebhookForm(),
+        "webhooks": services.endpoints_of(user),
+        "deliveries": services.deliveries_of(user).select_related("endpoint")[:RECENT_DELIVERIES],
+    }
+
+
+SETTINGS_SECTION = Section(
+    anchor="webhooks", title="Webhooks", template="notifications/_settings_webhooks.html", context=_section_context
+)
+
+
+@login_required
+@never_cache
+@require_POST
+def add_webhook(request: HttpRequest) -> HttpResponse:
+    form = WebhookForm(request.POST)
+    if not form.is_valid():
+        return render_page(request, 400, webhook_form=form)
+    if form_over_rate(form, request.user, SETTINGS_SCOPE):
+        return render_page(request, 429, webhook_form=form)
+    try:
+        endpoint = services.register_endpoint(owner=request.user, **form.cleaned_data)
+    except ApplicationError as exc:
+        for message in exc.messages():
+            form.add_error("url", message)
+        return render_page(request, exc.status_code, webhook_form=form)
+    return render_page(request, 201, new_webhook=endpoint)
+
+
+@login_required
+@require_POST
+def delete_webhook(request: HttpRequest, webhook_id: str) -> HttpResponse:
+    return one_click_change(request, lambda: services.delete_endpoint(request.user, webhook_id), "Webhook deleted.")
+
+
+@login_required
+@require_POST
+def redeliver(request: HttpRequest, delivery_id: str) -> HttpResponse:
+    done = "Delivery queued to be sent again (same delivery id)."
+    return one_click_change(request, lambda: services.redeliver_own(request.user, delivery_id), done)
