@@ -3,6 +3,7 @@ paths it describes stay the code's paths."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import re
 from pathlib import Path
@@ -10,7 +11,18 @@ from pathlib import Path
 import pytest
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "architecture.md"
-PACKAGES = ("accounts", "enginehost", "engines", "live", "notifications", "runs", "skills", "skillrunner", "upstream", "worker")
+PACKAGES = (
+    "accounts",
+    "enginehost",
+    "engines",
+    "live",
+    "notifications",
+    "runs",
+    "skills",
+    "skillrunner",
+    "upstream",
+    "worker",
+)
 DOTTED = re.compile(r"`((?:" + "|".join(PACKAGES) + r")(?:\.\w+)+)`")
 
 
@@ -39,3 +51,46 @@ def test_the_document_names_code():
 @pytest.mark.parametrize("dotted", _named())
 def test_each_name_exists(dotted):
     assert _resolve(dotted) is not None
+
+
+# The project's wiring, which names every app's URLs and consumers: the one place that may.
+WIRING = {"skillrunner/urls.py", "skillrunner/urls_ui.py", "skillrunner/asgi.py"}
+TABLE_ROW = re.compile(r"^\| `(\w+)/` \|.*\| ([^|]+) \|$", re.MULTILINE)
+
+
+def _allowed_imports() -> dict[str, set[str]]:
+    """Each app's "may import" cell: the apps it names (before any further sentence), or, for
+    "all of the above", every app in an earlier row."""
+    allowed: dict[str, set[str]] = {}
+    for app, cell in TABLE_ROW.findall(DOC.read_text()):
+        above = set(allowed)
+        first = cell.split(". ")[0]
+        allowed[app] = above if first.startswith("all of the above") else set(re.findall(r"`(\w+)`", first))
+    return allowed
+
+
+def _imported_apps(app: str) -> set[tuple[str, str]]:
+    """(app, file) for every import of another project app in `app`'s code, migrations aside."""
+    root = DOC.parent.parent
+    found = set()
+    for path in (root / app).rglob("*.py"):
+        relative = path.relative_to(root).as_posix()
+        if {"migrations", "node_modules"} & set(path.parts) or relative in WIRING:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            found |= {(name.split(".")[0], relative) for name in names if name.split(".")[0] in PACKAGES}
+    return {(other, relative) for other, relative in found if other != app}
+
+
+def test_the_table_lists_every_app():
+    assert set(_allowed_imports()) == set(PACKAGES)
+
+
+@pytest.mark.parametrize("app", PACKAGES)
+def test_no_app_imports_a_higher_layer(app):
+    """The import graph is the table's: an app imports only the apps its row allows."""
+    allowed = _allowed_imports()[app]
+    assert {(other, path) for other, path in _imported_apps(app) if other not in allowed} == set()
