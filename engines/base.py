@@ -33,7 +33,7 @@ from .types import (
     EngineConfig,
     ExecutionMode,
     InteractiveProfileKind,
-    LiveSession,
+    ResidentSession,
     TurnControl,
     TurnRequest,
     TurnResult,
@@ -408,9 +408,11 @@ class EngineAdapter(ABC):
             if sandbox is not None:
                 sandbox.close()
 
-    def open_live_session(self, request: TurnRequest, config: EngineConfig, control: TurnControl) -> LiveSession:
+    def open_resident_session(
+        self, request: TurnRequest, config: EngineConfig, control: TurnControl
+    ) -> ResidentSession:
         """Start the resident process of a sticky_process engine (sends no prompt yet)."""
-        raise NotImplementedError(f"{self.name} is {self.interactive_profile}: it has no live session")
+        raise NotImplementedError(f"{self.name} is {self.interactive_profile}: it has no resident session")
 
     def probe(self, config: EngineConfig, purpose: str, run: Callable[[str, dict[str, str], Path], T]) -> T | None:
         """Run ``run(binary_path, env, cwd)`` once per binary file (path + mtime + size) in this

@@ -65,7 +65,7 @@ class ClaudeAdapter(EngineAdapter):
 
     def command(self, request: TurnRequest, config: EngineConfig) -> list[str]:
         if request.is_resume:
-            raise ValueError("claude continues a conversation through its live session, not a resume command")
+            raise ValueError("claude continues a conversation through its resident session, not a resume command")
         return [
             config.binary,
             "-p",
@@ -108,12 +108,14 @@ class ClaudeAdapter(EngineAdapter):
     def extract(self, stdout: str, stderr: str) -> EngineOutput:
         return stream_json_output(stdout, self.name, _usage)
 
-    def open_live_session(self, request: TurnRequest, config: EngineConfig, control: TurnControl) -> ClaudeLiveSession:
+    def open_resident_session(
+        self, request: TurnRequest, config: EngineConfig, control: TurnControl
+    ) -> ClaudeResidentSession:
         """Start the resident process (no prompt sent yet); spawn trouble surfaces on ``send``."""
         try:
             sandbox, config = self.open_sandbox(request, config)
         except SandboxUnavailable as exc:
-            return ClaudeLiveSession(self, request.mode, [], None, self.sandbox_failure(exc))
+            return ClaudeResidentSession(self, request.mode, [], None, self.sandbox_failure(exc))
         try:
             argv = self.prepare_turn(request, config)
             proc = spawn(
@@ -122,22 +124,24 @@ class ClaudeAdapter(EngineAdapter):
         except (OSError, SpawnError) as exc:
             if sandbox is not None:
                 sandbox.close()
-            return ClaudeLiveSession(self, request.mode, [], None, self.spawn_failure(f"could not start claude: {exc}"))
+            return ClaudeResidentSession(
+                self, request.mode, [], None, self.spawn_failure(f"could not start claude: {exc}")
+            )
         process = ResidentProcess(proc, config.kill_grace_seconds, sandbox)
         control.on_spawn(process.pid)
-        return ClaudeLiveSession(self, request.mode, argv, process, None)
+        return ClaudeResidentSession(self, request.mode, argv, process, None)
 
     def run_turn(self, request: TurnRequest, config: EngineConfig, control: TurnControl) -> TurnResult:
         """A one-off turn: start the process, send the prompt, end the process."""
-        session = self.open_live_session(request, config, control)
+        session = self.open_resident_session(request, config, control)
         try:
             return session.send(request.prompt, control, request.hard_timeout_seconds)
         finally:
             session.close()
 
 
-class ClaudeLiveSession:
-    """A LiveSession over one resident Claude Code process."""
+class ClaudeResidentSession:
+    """A ResidentSession over one resident Claude Code process."""
 
     def __init__(
         self,

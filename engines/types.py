@@ -174,7 +174,7 @@ class TurnResult:
     usage: dict[str, Any] | None = None
 
 
-class LiveSession(Protocol):
+class ResidentSession(Protocol):
     """A resident engine process that keeps its conversation between turns (sticky_process)."""
 
     def send(self, prompt: str, control: TurnControl, hard_timeout_seconds: float) -> TurnResult: ...

@@ -28,7 +28,7 @@ from engines.types import (
     ArtifactSpec,
     EngineConfig,
     Interaction,
-    LiveSession,
+    ResidentSession,
     SkillMaterial,
     TurnRequest,
     TurnResult,
@@ -259,9 +259,9 @@ def _without_secrets(turn: TurnResult) -> TurnResult:
 
 
 def _finish_turn(
-    run: Run, worker: str, prompt: str, turn: TurnResult, control: ClaimControl, live: LiveSession | None = None
+    run: Run, worker: str, prompt: str, turn: TurnResult, control: ClaimControl, resident: ResidentSession | None = None
 ) -> Run | None:
-    """Decide the turn and record it; ``live`` is the resident process a sticky run continues in."""
+    """Decide the turn and record it; ``resident`` is the process a sticky run continues in."""
     duration_ms = control.end_turn()  # activity events come before the turn's outcome
     _save_logs(run.records_dir, run.attempt_number, prompt, turn)
     turn = _without_secrets(turn)
@@ -283,7 +283,7 @@ def _finish_turn(
         # outcome only read the run directory; the files are gathered here, before a repair
         # review, so that a file gone meanwhile is an ARTIFACT_MISSING like any other.
         decision = _collected(decision, run)
-    can_continue = live.is_alive() if live is not None else bool(turn.session_handle or run.session_handle)
+    can_continue = resident.is_alive() if resident is not None else bool(turn.session_handle or run.session_handle)
     budget = RepairBudget(
         round=run.repair_round,
         max_rounds=run.options.max_repair_rounds,
@@ -318,7 +318,7 @@ def _collected(decision: TurnDecision, run: Run) -> TurnDecision:
 def run_claimed_turn(request_id: str, attempt_number: int) -> None:
     """django-q2 task body: claim the turn, prepare its request, run it on the engine and record
     its outcome (_finish_turn); a sticky run's resident process runs each of its turns so
-    (_drive_live_session). A redelivered or superseded task finds nothing to claim and returns."""
+    (_drive_resident_session). A redelivered or superseded task finds nothing to claim and returns."""
     if _stopping is not None and _stopping.is_set():
         return
     close_old_connections()
@@ -337,7 +337,7 @@ def run_claimed_turn(request_id: str, attempt_number: int) -> None:
         if warning:
             retry_while_database_away(services.record_warning, run.pk, warning)
         if run.interactive_profile == InteractiveProfile.STICKY_PROCESS:
-            _drive_live_session(run, adapter, config, request, worker)
+            _drive_resident_session(run, adapter, config, request, worker)
         else:
             control = ClaimControl(run.pk, attempt_number, worker, run.records_dir / "logs")
             turn = adapter.run_turn(request, config, control)
@@ -352,19 +352,19 @@ def run_claimed_turn(request_id: str, attempt_number: int) -> None:
         )
 
 
-def _drive_live_session(
+def _drive_resident_session(
     run: Run, adapter: EngineAdapter, config: EngineConfig, request: TurnRequest, worker: str
 ) -> None:
     """sticky_process (R-LC7): one resident engine process answers every turn of the run, its
     replies and repair rounds in both modes, each turn finished as a resumable run's is."""
     start = ClaimControl(run.pk, run.attempt_number, worker, run.records_dir / "logs")  # records the pid
-    session = adapter.open_live_session(request, config, start)
+    session = adapter.open_resident_session(request, config, start)
     prompt = request.prompt
     try:
         while True:
             control = ClaimControl(run.pk, run.attempt_number, worker, run.records_dir / "logs")
             turn = session.send(prompt, control, request.hard_timeout_seconds)
-            updated = _finish_turn(run, worker, prompt, turn, control, live=session)
+            updated = _finish_turn(run, worker, prompt, turn, control, resident=session)
             if updated is not None and updated.status == RunStatus.RUNNING:
                 run = updated  # a repair round (R-RP1): the same process gets the repair prompt
             elif updated is not None and updated.status == RunStatus.WAITING_USER:
@@ -379,8 +379,8 @@ def _drive_live_session(
         session.close()
 
 
-def _await_sticky_reply(run: Run, worker: str, session: LiveSession) -> Run | None:
-    """Hold the live process while the run waits; return the run once a reply resumed it.
+def _await_sticky_reply(run: Run, worker: str, session: ResidentSession) -> Run | None:
+    """Hold the resident process while the run waits; return the run once a reply resumed it.
 
     The run is read when a change to it wakes the wait (services.lifecycle) and at each
     heartbeat; in between only the process is looked at, which costs no query."""

@@ -172,7 +172,7 @@ def test_golden_claude_cost_is_reported() -> None:
     assert usage["cost_usd"] is not None and usage["cost_usd"] > 0
 
 
-def test_golden_claude_resident_replayed_through_a_live_session(tmp_path: Path) -> None:
+def test_golden_claude_resident_replayed_through_a_resident_session(tmp_path: Path) -> None:
     """A stand-in binary replays the recorded resident process: one result-terminated chunk of
     the real stdout per stdin message."""
     recording = GOLDEN / "claude" / "resident_two_turns.stdout"
@@ -189,7 +189,9 @@ def test_golden_claude_resident_replayed_through_a_live_session(tmp_path: Path) 
         interpreter="python",
     )
     control = FakeControl()
-    session = get_adapter("claude").open_live_session(make_request(tmp_path), make_config(tmp_path, binary), control)
+    session = get_adapter("claude").open_resident_session(
+        make_request(tmp_path), make_config(tmp_path, binary), control
+    )
     try:
         prompts = RECORDINGS[("claude", "resident_two_turns")]["prompts"]
         first = session.send(prompts[0], control, 10)

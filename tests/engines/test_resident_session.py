@@ -51,10 +51,10 @@ def claude(tmp_path: Path) -> tuple[ClaudeAdapter, object]:
     return adapter, make_config(tmp_path, binary, api_key="anthropic-key", base_url="http://127.0.0.1:9")
 
 
-def test_live_session_keeps_one_process_across_turns(tmp_path: Path, claude) -> None:
+def test_resident_session_keeps_one_process_across_turns(tmp_path: Path, claude) -> None:
     adapter, config = claude
     control = FakeControl()
-    session = adapter.open_live_session(make_request(tmp_path, "interactive"), config, control)
+    session = adapter.open_resident_session(make_request(tmp_path, "interactive"), config, control)
     try:
         first = session.send("Which colour?", control, 10)
         assert first.outcome == "ask_user" and first.assistant_text == "turn 1 got: Which colour?"
@@ -72,11 +72,11 @@ def test_live_session_keeps_one_process_across_turns(tmp_path: Path, claude) -> 
     assert wait_gone(control.pids)
 
 
-def test_live_session_command_env_and_stdin_protocol(tmp_path: Path, claude) -> None:
+def test_resident_session_command_env_and_stdin_protocol(tmp_path: Path, claude) -> None:
     adapter, config = claude
     control = FakeControl()
     request = make_request(tmp_path, "auto")
-    session = adapter.open_live_session(request, config, control)
+    session = adapter.open_resident_session(request, config, control)
     try:
         seen = json.loads(session.send("ENV", control, 10).assistant_text)
     finally:
@@ -112,7 +112,7 @@ def test_run_turn_opens_sends_and_closes(tmp_path: Path, claude) -> None:
 def test_per_turn_hard_timeout_kills_the_live_process(tmp_path: Path, claude) -> None:
     adapter, config = claude
     control = FakeControl()
-    session = adapter.open_live_session(make_request(tmp_path), config, control)
+    session = adapter.open_resident_session(make_request(tmp_path), config, control)
     started = time.monotonic()
     result = session.send("SLEEP", control, 0.5)
     assert result.outcome == "error" and result.failure_reason == FAILURE_TIMEOUT
@@ -126,7 +126,7 @@ def test_per_turn_hard_timeout_kills_the_live_process(tmp_path: Path, claude) ->
 
 def test_abort_during_a_live_turn(tmp_path: Path, claude) -> None:
     adapter, config = claude
-    session = adapter.open_live_session(make_request(tmp_path), config, FakeControl())
+    session = adapter.open_resident_session(make_request(tmp_path), config, FakeControl())
     result = session.send("SLEEP", FakeControl(abort_after=0.3), 30)
     assert result.failure_reason == "ABORTED"
     assert not session.is_alive()
@@ -136,7 +136,7 @@ def test_abort_during_a_live_turn(tmp_path: Path, claude) -> None:
 def test_process_exit_mid_turn_is_an_engine_failure(tmp_path: Path, claude) -> None:
     adapter, config = claude
     control = FakeControl()
-    session = adapter.open_live_session(make_request(tmp_path), config, control)
+    session = adapter.open_resident_session(make_request(tmp_path), config, control)
     result = session.send("EXIT", control, 10)
     assert result.outcome == "error" and result.failure_reason == FAILURE_ENGINE
     assert result.exit_code == 3
@@ -146,7 +146,7 @@ def test_process_exit_mid_turn_is_an_engine_failure(tmp_path: Path, claude) -> N
 def test_result_is_error_keeps_the_process(tmp_path: Path, claude) -> None:
     adapter, config = claude
     control = FakeControl()
-    session = adapter.open_live_session(make_request(tmp_path), config, control)
+    session = adapter.open_resident_session(make_request(tmp_path), config, control)
     try:
         result = session.send("FAIL", control, 10)
         assert result.outcome == "error" and result.failure_message == "FAIL"
@@ -155,9 +155,9 @@ def test_result_is_error_keeps_the_process(tmp_path: Path, claude) -> None:
         session.close()
 
 
-def test_open_live_session_with_missing_binary_reports_on_send(tmp_path: Path) -> None:
+def test_open_resident_session_with_missing_binary_reports_on_send(tmp_path: Path) -> None:
     control = FakeControl()
-    session = get_adapter("claude").open_live_session(
+    session = get_adapter("claude").open_resident_session(
         make_request(tmp_path), make_config(tmp_path, tmp_path / "nope"), control
     )
     result = session.send("hi", control, 5)
@@ -166,6 +166,8 @@ def test_open_live_session_with_missing_binary_reports_on_send(tmp_path: Path) -
     session.close()
 
 
-def test_resumable_engines_have_no_live_session(tmp_path: Path) -> None:
+def test_resumable_engines_have_no_resident_session(tmp_path: Path) -> None:
     with pytest.raises(NotImplementedError):
-        get_adapter("codex").open_live_session(make_request(tmp_path), make_config(tmp_path, "codex"), FakeControl())
+        get_adapter("codex").open_resident_session(
+            make_request(tmp_path), make_config(tmp_path, "codex"), FakeControl()
+        )
