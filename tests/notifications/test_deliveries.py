@@ -186,8 +186,8 @@ def test_a_delivery_task_queued_under_its_old_name_only_delays_the_delivery(alic
 
     endpoint = services.register_endpoint(owner=alice, url=receiver.url, events=["run.failed"])
     delivery = _delivery(endpoint)
-    with pytest.raises(ValueError, match="worker.tasks.send_webhook is not defined"):
-        async_task("worker.tasks.send_webhook", delivery.pk)  # the sync cluster raises what a worker records
+    with pytest.raises(ValueError, match="runs.tasks.send_webhook is not defined"):
+        async_task("runs.tasks.send_webhook", delivery.pk)  # the sync cluster raises what a worker records
     delivery.refresh_from_db()
     assert delivery.state == "pending" and delivery.attempt_count == 0 and receiver.received == []
     assert services.offer_due_deliveries() == 1

@@ -106,3 +106,27 @@ def test_a_run_queued_anew_is_offered_at_once(api, fake_codex, queued_tasks):
     assert queued_tasks == [(request_id, 1), (request_id, 1)]  # offered again on commit
     assert Run.objects.get(pk=request_id).offered_at is not None
     assert dispatch_queued_runs() == 0
+
+
+def test_a_turn_task_queued_under_its_old_name_only_delays_the_run(api, queued_tasks):
+    """Turn tasks queued before the worker left `runs` name a function that is gone: such a task
+    fails without touching the run, which stays queued, and is offered again under the new name
+    once its offer is stale, like any lost task."""
+    import pydoc
+
+    from django_q.tasks import async_task
+
+    from runs.models import Run
+    from runs.services import dispatch_queued_runs
+    from runs.services.dispatching import REOFFER_AFTER
+    from runs.task_queue import TURN_TASK
+
+    request_id = create_job(api)["request_id"]
+    with pytest.raises(ValueError, match="runs.tasks.execute_turn is not defined"):
+        async_task("runs.tasks.execute_turn", request_id, 1)  # the sync cluster raises what a worker records
+    run = Run.objects.get(pk=request_id)
+    assert run.status == "queued" and run.attempt_number == 1
+    Run.objects.filter(pk=request_id).update(offered_at=run.offered_at - REOFFER_AFTER - timedelta(seconds=1))
+    assert dispatch_queued_runs() == 1
+    assert queued_tasks == [(request_id, 1), (request_id, 1)]
+    assert callable(pydoc.locate(TURN_TASK))  # the name enqueued now resolves in the worker
