@@ -10,7 +10,6 @@ class AccountsConfig(AppConfig):
         from django.contrib.auth.signals import user_logged_out
         from django.db.models.signals import post_save, pre_save
 
-        from . import schema  # noqa: F401  (registers the OpenAPI extension)
         from .connections import end_session_connections, end_sessions_on_password_change, note_password_change
 
         user_logged_out.connect(end_session_connections, dispatch_uid="accounts.end_session_connections")

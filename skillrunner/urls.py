@@ -5,7 +5,9 @@ from django.urls import include, path, register_converter
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from accounts import login
+# The OpenAPI document's description of our token authentication: registered where the document
+# is served (and `manage.py spectacular` reads this URLconf), not at every process's start.
+from accounts import login, schema  # noqa: F401
 from accounts import views as account_views
 from enginehost import api as engines
 from notifications import api as webhooks

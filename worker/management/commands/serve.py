@@ -51,6 +51,8 @@ class Command(BaseCommand):
         run_in_child("preparing the database", _migrate)
         # The web application and the worker with all they import, before the fork: imported in the
         # worker's process instead, django-q2's cluster and the engines were its private memory.
+        import daphne.server  # noqa: F401  (Twisted, and the asyncio reactor daphne installs on import)
+
         import skillrunner.asgi  # noqa: F401
         import worker.management.commands.worker  # noqa: F401
 
@@ -76,7 +78,7 @@ def _migrate() -> None:
 
 
 def _serve_web(host: str, port: int) -> None:
-    from daphne.cli import CommandLineInterface  # installs daphne's reactor: in this child only
+    from daphne.cli import CommandLineInterface
 
     CommandLineInterface().run(["-b", host, "-p", str(port), "skillrunner.asgi:application"])
 
