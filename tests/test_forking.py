@@ -51,6 +51,8 @@ def test_a_child_that_exits_without_a_status_succeeded():
     run_in_child("exiting", sys.exit)
 
 
+# Each pid and its newline in one write: parent and child share the pipe, and with
+# PYTHONUNBUFFERED=1 print() writes the number and the newline in two, which can interleave.
 FORKS_THEN_WAITS = """
 import os, time
 from skillrunner.forking import forks_end_with_their_parent
@@ -61,10 +63,10 @@ if child == 0:
     if grandchild == 0:
         time.sleep(60)
         os._exit(0)
-    print(grandchild, flush=True)
+    os.write(1, b"%d\\n" % grandchild)
     time.sleep(60)
     os._exit(0)
-print(child, flush=True)
+os.write(1, b"%d\\n" % child)
 time.sleep(60)
 """
 
