@@ -79,13 +79,12 @@ sandbox:
 test: test-venv engines system-packages lint
 	$(PY) scripts/test_services.py $(MAKE) --no-print-directory test-suites
 
-# Both passes run at once (tests/support/scheduling.py: a module at a time, and each test sharing
-# nothing with its module on its own): many tests wait on processes they started, so one pass on
-# two processes left the cores idle a third of the time. The first pass, twice as long, has three
-# processes, so the cores stay busy once the second (on two) has ended. Every test has its own data
+# Both passes run at once, each on two processes (tests/support/scheduling.py: a module at a time,
+# and each test sharing nothing with its module on its own): many tests wait on processes they
+# started, so one pass alone leaves the cores idle a third of the time. Every test has its own data
 # dir, database and ports, and each process its own Redis database (tests/settings.py). The second
 # pass's output follows the first's; each pass's wall time is printed at the end.
-EMBEDDED_PASS = $(PY) -m pytest -n 3 --dist loadscope tests
+EMBEDDED_PASS = $(PY) -m pytest -n 2 --dist loadscope tests
 SCALEOUT_PASS = DATABASE_URL=$(SCALEOUT_DATABASE_URL) REDIS_URL=$(SCALEOUT_REDIS_URL) \
 	$(PY) -m pytest -n 2 --dist loadscope -k "$(SCALEOUT_SELECT)" $(wildcard $(SCALEOUT_TESTS))
 test-suites:
