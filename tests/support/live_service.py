@@ -56,17 +56,6 @@ def fresh_postgres_url(base_url: str, template: str | None = None) -> str:
 
 # Users in every template, each with the token `manage.py create_api_token NAME` made there.
 TEMPLATE_USERS = ("alice",)
-TEMPLATE_USERS_SCRIPT = """
-import json
-from django.core.management import call_command
-from io import StringIO
-keys = {}
-for name in %r:
-    out = StringIO()
-    call_command("create_api_token", name, stdout=out, stderr=StringIO())
-    keys[name] = out.getvalue().strip()
-print(json.dumps(keys))
-"""
 
 
 class MigratedTemplates:
@@ -130,14 +119,17 @@ class MigratedTemplates:
         full_env.pop("REDIS_URL", None)  # the template's own processes need no Redis
         full_env.update(DJANGO_SETTINGS_MODULE="tests.settings", SECRET_KEY="live-test-secret-key", **env)
         commands = [["migrate", "--noinput"]] + ([] if redis else [["createcachetable"]])
-        commands.append(["shell", "-c", TEMPLATE_USERS_SCRIPT % (TEMPLATE_USERS,)])
+        commands += [["create_api_token", name] for name in TEMPLATE_USERS]
+        keys = {}
         for command in commands:
             done = subprocess.run(
                 [PYTHON, "manage.py", *command], cwd=REPO, env=full_env, capture_output=True, text=True, timeout=120
             )
             if done.returncode != 0:
-                raise RuntimeError(f"manage.py {' '.join(command[:1])} failed:\n{done.stdout}\n{done.stderr}")
-        return json.loads(done.stdout.strip().splitlines()[-1])
+                raise RuntimeError(f"manage.py {' '.join(command)} failed:\n{done.stdout}\n{done.stderr}")
+            if command[0] == "create_api_token":
+                keys[command[1]] = done.stdout.strip().splitlines()[-1]
+        return keys
 
     def tokens_in(self, template: str) -> dict[str, str]:
         """The template users of `template` (a file or database name made here) and their keys."""
