@@ -32,18 +32,16 @@ SCALEOUT_TESTS := tests/api tests/interactive tests/ui/test_pages.py tests/upstr
 # Of the real CLIs there, Codex stands for the resumable engines and Claude Code for sticky_process
 # (engines/base.py: the only profile runs/ tells apart; nothing under runs/ looks at which engine
 # it is, and engines/ never reaches the database): their turns take every path the others take
-# to PostgreSQL and Redis. Every other CLI runs its ask, reply and resume through the job API here
-# too, so each engine is proven on both configurations; the rest of theirs run in the first pass.
+# to PostgreSQL and Redis. The other CLIs' turns through the job API run in the first pass.
 # Of the shutdown matrix, each kind of process stopped by SIGTERM, SIGINT and SIGKILL: what the
 # database and the broker see of a stop. How the signal reaches the tree (its parent, its group,
 # every process, once or twice) is the same code on both and runs in the first pass.
-SCALEOUT_SELECT := (not real_engine or codex or claude \
-	or test_interactive_run_asks_waits_resumes_and_finishes_with_done_marker) \
+SCALEOUT_SELECT := (not real_engine or codex or claude) \
 	and not (test_every_stop and (group- or tree- or twice))
 # Not again: tests/sandbox. On PostgreSQL they probe less than on SQLite (no database file is in
 # reach), and their runs take the lifecycle tests/api covers there.
 
-.PHONY: run test test-suites lint engines system-packages sandbox bench venv test-venv clean
+.PHONY: run test test-services test-suites lint engines system-packages sandbox bench venv test-venv clean
 
 # The service's own dependencies only; the test tools go in with `make test` (own stamp each).
 venv: $(VENV)/.installed-service
@@ -76,7 +74,13 @@ system-packages:
 sandbox:
 	@scripts/system-packages.sh --sandbox-only
 
-test: test-venv engines system-packages lint
+# pip, npm and apt at once (each waits mostly on downloads and disks), then lint beside the suites:
+# seconds of CPU against their minutes. A lint failure fails `make test` once the suites end.
+test:
+	@$(MAKE) --no-print-directory --jobs=3 --output-sync=target test-venv engines system-packages
+	@$(MAKE) --no-print-directory --jobs=2 lint test-services
+
+test-services: test-venv
 	$(PY) scripts/test_services.py $(MAKE) --no-print-directory test-suites
 
 # Both passes run at once, each on two processes (tests/support/scheduling.py: a module at a time,

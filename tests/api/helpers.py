@@ -7,13 +7,13 @@ import io
 import json
 import os
 import stat
-import time
 import zipfile
 from pathlib import Path
 from typing import Any
 
 # Shared helpers, re-exported to this suite.
 from tests.support.clients import job_body as job_body
+from tests.support.polling import poll
 from tests.support.processes import process_alive as process_alive
 from tests.support.processes import process_group_alive as process_group_alive
 from tests.support.processes import processes_in as processes_in
@@ -96,14 +96,10 @@ def tree_state(root: Path) -> dict[str, str]:
     return state
 
 
-def wait_until(predicate, timeout: float = 5.0, interval: float = 0.02) -> bool:
-    """Poll `predicate` until it is true or `timeout` seconds passed; returns its last value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() >= deadline:
-            return bool(value)
-        time.sleep(interval)
+def wait_until(predicate, timeout: float = 5.0, interval: float | None = None) -> bool:
+    """Poll `predicate` until it is true or `timeout` seconds passed; whether it became true. The
+    pause between polls grows (tests.support.polling) unless `interval` fixes it."""
+    return bool(poll(predicate, timeout, interval))
 
 
 def write_executable(path: Path, text: str) -> Path:

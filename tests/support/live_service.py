@@ -17,7 +17,6 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -25,6 +24,7 @@ import uuid
 from pathlib import Path
 from typing import IO, Any
 
+from tests.support.polling import poll
 from tests.support.processes import ProcessTree, end_together, kill_trees
 
 REPO = Path(__file__).resolve().parents[2]
@@ -156,16 +156,13 @@ def drop_postgres_database(url: str) -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def wait_until(predicate, timeout: float, what: str, interval: float = 0.05):
-    """Poll until `predicate()` is truthy and return its value; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
+def wait_until(predicate, timeout: float, what: str, interval: float | None = None):
+    """Poll until `predicate()` is truthy and return its value; fail after `timeout` seconds.
+    The pause between polls grows (tests.support.polling) unless `interval` fixes it."""
+    value = poll(predicate, timeout, interval)
+    if not value:
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    return value
 
 
 class LiveService:
