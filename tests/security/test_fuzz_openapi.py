@@ -90,6 +90,21 @@ def empty_cache(admin_user):
     forget_throttling(admin_user)
 
 
+# A path segment is never empty, so a path parameter that takes any non-empty string has no
+# invalid value a request could carry.
+ANY_SEGMENT = ({"type": "string"}, {"type": "string", "pattern": "^(?s:.+)$"})
+
+
+def has_invalid_requests(operation) -> bool:
+    """Whether a request of `operation` can break its schema: it takes a body, a parameter outside
+    the path, or a path parameter narrower than any segment. For the others schemathesis generates
+    thousands of negative examples, sends none and gives up (Unsatisfiable): that took two thirds
+    of this test's time."""
+    raw = operation.definition.raw
+    parameters = raw.get("parameters", [])
+    return "requestBody" in raw or any(p["in"] != "path" or p.get("schema") not in ANY_SEGMENT for p in parameters)
+
+
 def test_no_request_generated_from_the_openapi_document_gets_a_5xx(
     staff_api, runs, webhook, no_rate_limits, empty_cache
 ):
@@ -156,7 +171,10 @@ def test_no_request_generated_from_the_openapi_document_gets_a_5xx(
             variants += [{"request_id": runs["done"]}]
             if not operation.path.endswith("/events"):  # a live stream of a waiting run never ends
                 variants += [{"request_id": runs["waiting"]}]
-        for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+        modes = [GenerationMode.POSITIVE] + ([GenerationMode.NEGATIVE] if has_invalid_requests(operation) else [])
+        if len(modes) == 1:
+            unsatisfiable.append(f"{operation.label} (nothing to break)")
+        for mode in modes:
             for path_parameters in variants:
                 explore(operation, mode, path_parameters)
 
