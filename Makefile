@@ -80,8 +80,9 @@ test:
 	@$(MAKE) --no-print-directory --jobs=3 --output-sync=target test-venv engines system-packages
 	@$(MAKE) --no-print-directory --jobs=2 lint test-services
 
+# Without the jobserver of `make test`: Python closes its pipes on the way to the inner make.
 test-services: test-venv
-	$(PY) scripts/test_services.py $(MAKE) --no-print-directory test-suites
+	MAKEFLAGS= $(PY) scripts/test_services.py $(MAKE) --no-print-directory test-suites
 
 # Both passes run at once, each on two processes (tests/support/scheduling.py: a module at a time,
 # and each test sharing nothing with its module on its own): many tests wait on processes they
