@@ -1,14 +1,13 @@
 """The settings page: accounts' own sections (notification preferences, API tokens) and those
-higher apps register, so that accounts imports none of them. A registered section is shown
-between accounts' two, in the order the apps are installed (each registers in its `ready()`).
+higher apps register (`settings_sections`), so that accounts imports none of them. A registered
+section is shown between accounts' two, in the order the apps are installed.
 
 The page's POST views, accounts' and a section's, answer with `render_page` (the page with their
 bound form or what they made) or `one_click_change` (a change, then back to the page)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any, cast
 
 from django.contrib import messages
@@ -23,40 +22,21 @@ from skillrunner.throttles import SETTINGS_SCOPE, check_rate
 
 from .forms import NotificationSettingsForm
 from .services import email_questions_enabled, tokens_of
-
-
-@dataclass(frozen=True)
-class Section:
-    """`template` is the section's body; the page gives it its `<section id="{anchor}">`, its
-    heading and its link in the page's contents."""
-
-    anchor: str
-    title: str
-    template: str
-    # The section's template context for a user, given what the POST being answered shows
-    # (a bound form with its errors, something made), by the names the templates use.
-    context: Callable[[User, Mapping[str, Any]], dict[str, Any]]
-
-
-_sections: dict[str, Section] = {}
-
-
-def register(section: Section) -> None:
-    """By anchor: an app made ready twice (some tests do) keeps its one place."""
-    _sections[section.anchor] = section
+from .settings_sections import registered
 
 
 def render_page(request: HttpRequest, status: int = 200, **shown: Any) -> HttpResponse:
     user = cast(User, request.user)  # login_required
+    sections = registered()
     context = {
         **shown,
         "form": shown.get("form")
         or NotificationSettingsForm(initial={"email": user.email, "email_questions": email_questions_enabled(user)}),
         "tokens": tokens_of(user),
-        "sections": _sections.values(),
+        "sections": sections,
     }
-    for section in _sections.values():
-        context.update(section.context(user, shown))
+    for section in sections:
+        context.update(section.context_for(user, shown))
     return render(request, "accounts/settings.html", context, status=status)
 
 

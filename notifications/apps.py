@@ -5,10 +5,16 @@ class NotificationsConfig(AppConfig):
     name = "notifications"
 
     def ready(self) -> None:
-        from accounts import settings_page
+        from accounts.settings_sections import Section, register
 
         from .receivers import connect
-        from .views import SETTINGS_SECTION
 
         connect()
-        settings_page.register(SETTINGS_SECTION)
+        register(
+            Section(
+                anchor="webhooks",
+                title="Webhooks",
+                template="notifications/_settings_webhooks.html",
+                context="notifications.views.settings_context",
+            )
+        )

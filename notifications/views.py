@@ -16,7 +16,7 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
-from accounts.settings_page import Section, one_click_change, render_page
+from accounts.settings_page import one_click_change, render_page
 from skillrunner.errors import ApplicationError
 from skillrunner.throttles import SETTINGS_SCOPE, form_over_rate
 
@@ -26,17 +26,13 @@ from .forms import WebhookForm
 RECENT_DELIVERIES = 20
 
 
-def _section_context(user: User, shown: Mapping[str, Any]) -> dict[str, Any]:
+def settings_context(user: User, shown: Mapping[str, Any]) -> dict[str, Any]:
+    """The webhooks section's context (registered in `NotificationsConfig.ready`)."""
     return {
         "webhook_form": shown.get("webhook_form") or WebhookForm(),
         "webhooks": services.endpoints_of(user),
         "deliveries": services.deliveries_of(user).select_related("endpoint")[:RECENT_DELIVERIES],
     }
-
-
-SETTINGS_SECTION = Section(
-    anchor="webhooks", title="Webhooks", template="notifications/_settings_webhooks.html", context=_section_context
-)
 
 
 @login_required
