@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -94,12 +95,16 @@ def _activity(step: dict) -> None:
         _emit({"type": "item.completed", "item": done})
 
 
+VERSION = "codex-cli 0.0.0-fake"
+HELP = "Usage: codex exec [OPTIONS] [PROMPT]\n  --yolo  run without approvals\n  --json  JSONL events"
+
+
 def main(script_path: str, argv: list[str]) -> int:
     if argv[:1] == ["--version"]:
-        print("codex-cli 0.0.0-fake")
+        print(VERSION)
         return 0
     if "--help" in argv:
-        print("Usage: codex exec [OPTIONS] [PROMPT]\n  --yolo  run without approvals\n  --json  JSONL events")
+        print(HELP)
         return 0
     script_file = Path(script_path)
     script = json.loads(script_file.read_text())
@@ -231,8 +236,13 @@ class FakeCodex:
         shutil.copyfile(Path(__file__), module)
         module.chmod(0o644)
         # The system python when there is one: a sandboxed engine sees /usr, not the venv's home.
+        # The service asks every new binary for its version and help (engines.base probe): the
+        # shell answers those as main() would, without starting Python (40 ms a test).
         self.binary.write_text(
-            f'#!/bin/sh\nPY=/usr/bin/python3\n[ -x "$PY" ] || PY="{sys.executable}"\n'
+            "#!/bin/sh\n"
+            f'[ "$1" = --version ] && {{ echo {shlex.quote(VERSION)}; exit 0; }}\n'
+            f'for arg; do [ "$arg" = --help ] && {{ printf "%s\\n" {shlex.quote(HELP)}; exit 0; }}; done\n'
+            f'PY=/usr/bin/python3\n[ -x "$PY" ] || PY="{sys.executable}"\n'
             f'exec "$PY" -I "{module}" "{self.script_file}" "$@"\n'
         )
         self.binary.chmod(0o755)
