@@ -90,7 +90,7 @@ test-services: test-venv
 # on its own): many tests wait on processes they started, so one pass alone leaves the cores idle
 # a third of the time. Four processes keep two cores busy; split two and two, the second pass
 # ended halfway through the first, which then left the cores idle a fifth of the time (a fresh
-# clone's `make test`: 886 s split two and two, 804 s three and one). Every test has its own data
+# clone's `make test`: 886 s split two and two, 796 s and 801 s three and one). Every test has its own data
 # dir, database and ports, and each process its own Redis database (tests/settings.py). The second
 # pass's output follows the first's; each pass's wall time is printed at the end.
 EMBEDDED_PASS = $(PY) -m pytest -n 3 --dist loadscope tests

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.processes import kill_all
 
 from .helpers import processes_in, write_executable
 
@@ -53,6 +52,4 @@ def probing_codex(fake_codex, configure_engine, settings) -> ProbingCodex:
     probe = ProbingCodex(fake_codex, settings.DATA_DIR)
     configure_engine("codex", binary=str(probe.binary))
     yield probe
-    for pid in processes_in(settings.DATA_DIR):  # never leave a test's sleepers behind, whatever it asserted
-        with contextlib.suppress(ProcessLookupError):  # it ended since it was listed
-            os.kill(pid, signal.SIGKILL)
+    kill_all(processes_in(settings.DATA_DIR))  # never leave a test's sleepers behind, whatever it asserted

@@ -2,7 +2,7 @@
 
 A poll is rarely free: a GET through the test client or to a live service costs milliseconds of
 CPU in this process and the service's, and with both passes of `make test` on two cores every
-idle core counts. So the pause between polls grows from `first` to `LONGEST_PAUSE` (what a wait
+idle core counts. So the pause between polls grows from `FIRST_PAUSE` to `LONGEST_PAUSE` (what a wait
 can overshoot by), unless the caller fixes it.
 """
 
@@ -23,7 +23,7 @@ def poll(predicate: Callable[[], T], timeout: float, interval: float | None = No
     """Call `predicate` until it returns something truthy or `timeout` seconds have passed; its
     last value. `interval`, when given, is a fixed pause instead of the growing one."""
     deadline = time.monotonic() + timeout
-    pause = interval or FIRST_PAUSE
+    pause = FIRST_PAUSE if interval is None else interval
     while True:
         value = predicate()
         if value or time.monotonic() >= deadline:
