@@ -18,7 +18,7 @@ from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from accounts.authentication import parse_token_header
-from skillrunner.api_errors import UNAVAILABLE_ERRORS
+from skillrunner.api_errors import is_unavailable
 from skillrunner.byte_ranges import RangeNotSatisfiable, file_chunks, requested_range
 from skillrunner.errors import ApplicationError, Conflict, NotFound
 from skillrunner.negotiation import JsonWhateverTheClientAccepts
@@ -175,7 +175,9 @@ class TokenReadView(APIView):
             if accept in JSON_ACCEPTS and key is not None:
                 try:
                     read = selectors.status_read_by_token(key, kwargs["request_id"], with_result=self.reads_result)
-                except UNAVAILABLE_ERRORS:
+                except Exception as exc:
+                    if not is_unavailable(exc):
+                        raise
                     read = None  # the full path answers 503 in the API's envelope
                 body = self.fast_answer(read) if read is not None else None
                 if body is not None:

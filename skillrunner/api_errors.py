@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import logging
+import sys
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.db import DataError, InterfaceError, OperationalError
 from django.http import Http404
-from redis.exceptions import RedisError
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -29,11 +29,17 @@ def _flatten(detail, prefix: str = "") -> list[str]:
     return [f"{prefix}{detail}"]
 
 
-UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (OperationalError, InterfaceError, RedisError)
+def is_unavailable(exc: BaseException) -> bool:
+    """The database or Redis is away. redis-py is looked up rather than imported: on the embedded
+    default no process loads it (a tenth of the web's start-up), and none of its errors can exist."""
+    if isinstance(exc, (OperationalError, InterfaceError)):
+        return True
+    redis_exceptions = sys.modules.get("redis.exceptions")
+    return redis_exceptions is not None and isinstance(exc, redis_exceptions.RedisError)
 
 
 def exception_handler(exc, context):
-    if isinstance(exc, UNAVAILABLE_ERRORS):
+    if is_unavailable(exc):
         # A backing service is away: the client may retry; nothing half-done is committed.
         logger.warning("backing service unavailable: %s", type(exc).__name__)
         return Response(

@@ -19,12 +19,15 @@ from tests.support.scripted_model_server import ScriptedModelServer
 
 from .conftest import CREATE_USERS, PASSWORDS, STAFF, Live, log_in, screenshot
 
-pytestmark = [pytest.mark.browser, pytest.mark.real_engine, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.browser, pytest.mark.real_engine, pytest.mark.timeout(300)]
 
 ENGINES = ("codex", "gemini", "claude", "qwen", "opencode", "kilo")
 # No `timeout` wrapper: it makes its own process group, which Gemini's pseudo-terminal then stops.
 HOLD_TOOL = {"shell": "until [ -f release.flag ]; do sleep 0.05; done; echo released"}
 QUESTION = "Which city would you like to visit, and for how many days?"
+# Kilo spends 12 s of CPU before its first model request (OpenCode 5, the others less): with the
+# suite's four processes sharing two cores, its tool call once took longer than 60 s to show.
+TOOL_CALL_SHOWN_MS = 150_000
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +65,7 @@ def test_real_engine_tool_call_shows_live_in_the_run_page(engine, live, model_se
         page.goto(f"/runs/{request_id}/")
         timeline = page.locator("details.activity .timeline")
         running = timeline.locator(".step.tool.running")
-        expect(running).to_have_count(1, timeout=60_000)
+        expect(running).to_have_count(1, timeout=TOOL_CALL_SHOWN_MS)
         expect(running).to_contain_text("release.flag")
         expect(page.locator("#run-status")).to_have_text("Running")
         assert live.run_status("alice", request_id) == "running"  # the turn really is still going
