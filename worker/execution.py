@@ -114,6 +114,11 @@ class ClaimControl:
         self.activity = ActivitySink(request_id, attempt_number, worker)
         self.raw = RawOutput(logs, attempt_number)
 
+    @property
+    def unrecorded_pid(self) -> int | None:
+        """The engine's pid when the database was away from its start to now."""
+        return self._unrecorded_pid
+
     def on_spawn(self, pid: int) -> None:
         try:
             services.record_engine_pid(self.request_id, self.attempt_number, self.worker, pid)
@@ -357,14 +362,22 @@ def _drive_resident_session(
 ) -> None:
     """sticky_process (R-LC7): one resident engine process answers every turn of the run, its
     replies and repair rounds in both modes, each turn finished as a resumable run's is."""
-    start = ClaimControl(run.pk, run.attempt_number, worker, run.records_dir / "logs")  # records the pid
-    session = adapter.open_resident_session(request, config, start)
+    control = ClaimControl(run.pk, run.attempt_number, worker, run.records_dir / "logs")  # records the pid
+    session = adapter.open_resident_session(request, config, control)
     prompt = request.prompt
     try:
         while True:
-            control = ClaimControl(run.pk, run.attempt_number, worker, run.records_dir / "logs")
             turn = session.send(prompt, control, request.hard_timeout_seconds)
             updated = _finish_turn(run, worker, prompt, turn, control, resident=session)
+            pid = control.unrecorded_pid
+            if (
+                pid is not None
+                and updated is not None
+                and updated.status in (RunStatus.RUNNING, RunStatus.WAITING_USER)
+            ):
+                # The database was away from the process's start to the turn's end, and the process
+                # lives on into the wait or the repair round: recovery needs its pid (R-LC13).
+                retry_while_database_away(services.record_engine_pid, run.pk, updated.attempt_number, worker, pid)
             if updated is not None and updated.status == RunStatus.RUNNING:
                 run = updated  # a repair round (R-RP1): the same process gets the repair prompt
             elif updated is not None and updated.status == RunStatus.WAITING_USER:
@@ -375,6 +388,7 @@ def _drive_resident_session(
             else:
                 return
             prompt = run.next_prompt
+            control = ClaimControl(run.pk, run.attempt_number, worker, run.records_dir / "logs")
     finally:
         session.close()
 

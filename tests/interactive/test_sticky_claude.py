@@ -235,3 +235,36 @@ def test_sticky_process_that_dies_while_waiting_fails_interaction_process_lost(a
     sticky.join()
     late = reply(api, sticky.request_id, 1, "Kyoto")
     assert late.status_code == 409
+
+
+def test_a_resident_process_started_in_a_database_outage_has_its_pid_for_the_wait(
+    api, trip, claude, background_runs, monkeypatch
+):
+    """R-LC13: the database away as the resident process starts (its pid not recorded then) does
+    not leave the waiting run without it, which recovery needs to kill the process if this worker
+    dies."""
+    from django.db import OperationalError
+
+    from runs import services
+
+    record = services.record_engine_pid
+    refused: list[int] = []
+
+    def away_at_the_start(request_id, attempt_number, worker_id, pid):
+        if not refused:
+            refused.append(pid)
+            raise OperationalError("server closed the connection unexpectedly")
+        record(request_id, attempt_number, worker_id, pid)
+
+    monkeypatch.setattr(services, "record_engine_pid", away_at_the_start)
+    claude.set_script([{"text": QUESTION}, FINISH])
+    sticky = background_runs(engine="claude")
+    assert sticky.wait_for(api, {"waiting_user", "failed", "succeeded"})["status"] == "waiting_user"
+    assert refused, "the outage should have met the process's start"
+    assert _run(sticky.request_id).engine_pid == refused[0]
+    assert process_alive(refused[0])
+
+    pids = _engine_processes(sticky.request_id)
+    api.post(f"/v1/jobs/{sticky.request_id}/cancel")
+    wait_until(lambda: _all_gone(pids), 15, "the resident engine process to be killed")
+    sticky.join()
