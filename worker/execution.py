@@ -369,24 +369,21 @@ def _drive_resident_session(
         while True:
             turn = session.send(prompt, control, request.hard_timeout_seconds)
             updated = _finish_turn(run, worker, prompt, turn, control, resident=session)
-            pid = control.unrecorded_pid
-            if (
-                pid is not None
-                and updated is not None
-                and updated.status in (RunStatus.RUNNING, RunStatus.WAITING_USER)
-            ):
+            if updated is None or updated.status not in (RunStatus.RUNNING, RunStatus.WAITING_USER):
+                return
+            if control.unrecorded_pid is not None:
                 # The database was away from the process's start to the turn's end, and the process
                 # lives on into the wait or the repair round: recovery needs its pid (R-LC13).
-                retry_while_database_away(services.record_engine_pid, run.pk, updated.attempt_number, worker, pid)
-            if updated is not None and updated.status == RunStatus.RUNNING:
-                run = updated  # a repair round (R-RP1): the same process gets the repair prompt
-            elif updated is not None and updated.status == RunStatus.WAITING_USER:
+                retry_while_database_away(
+                    services.record_engine_pid, run.pk, updated.attempt_number, worker, control.unrecorded_pid
+                )
+            if updated.status == RunStatus.WAITING_USER:
                 resumed = _await_sticky_reply(updated, worker, session)
                 if resumed is None:
                     return
                 run = resumed
             else:
-                return
+                run = updated  # a repair round (R-RP1): the same process gets the repair prompt
             prompt = run.next_prompt
             control = ClaimControl(run.pk, run.attempt_number, worker, run.records_dir / "logs")
     finally:

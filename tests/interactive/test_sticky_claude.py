@@ -240,23 +240,24 @@ def test_sticky_process_that_dies_while_waiting_fails_interaction_process_lost(a
 def test_a_resident_process_started_in_a_database_outage_has_its_pid_for_the_wait(
     api, trip, claude, background_runs, monkeypatch
 ):
-    """R-LC13: the database away as the resident process starts (its pid not recorded then) does
-    not leave the waiting run without it, which recovery needs to kill the process if this worker
-    dies."""
+    """R-LC13: the database away for the pid's record from the resident process's start to its
+    first turn's end (at the spawn and at every claim check) does not leave the waiting run
+    without it, which recovery needs to kill the process if this worker dies."""
     from django.db import OperationalError
 
     from runs import services
+    from runs.models import Run
 
     record = services.record_engine_pid
     refused: list[int] = []
 
-    def away_at_the_start(request_id, attempt_number, worker_id, pid):
-        if not refused:
+    def away_while_the_turn_runs(request_id, attempt_number, worker_id, pid):
+        if Run.objects.filter(pk=request_id, status="running").exists():
             refused.append(pid)
             raise OperationalError("server closed the connection unexpectedly")
         record(request_id, attempt_number, worker_id, pid)
 
-    monkeypatch.setattr(services, "record_engine_pid", away_at_the_start)
+    monkeypatch.setattr(services, "record_engine_pid", away_while_the_turn_runs)
     claude.set_script([{"text": QUESTION}, FINISH])
     sticky = background_runs(engine="claude")
     assert sticky.wait_for(api, {"waiting_user", "failed", "succeeded"})["status"] == "waiting_user"
