@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import ApiToken
+from .models import ApiToken, SpendLimit
 from .services import revoke_tokens
 
 
@@ -19,3 +19,10 @@ class ApiTokenAdmin(admin.ModelAdmin):
     @admin.action(description="Revoke selected tokens")
     def revoke(self, request, queryset):
         revoke_tokens(queryset)
+
+
+@admin.register(SpendLimit)
+class SpendLimitAdmin(admin.ModelAdmin):
+    list_display = ("user", "max_tokens_per_day")
+    search_fields = ("user__username",)
+    raw_id_fields = ("user",)

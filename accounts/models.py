@@ -110,3 +110,16 @@ class LiveConnection(models.Model):
 
     def __str__(self) -> str:
         return f"live connection of {self.user_id} since {self.opened_at}"
+
+
+class SpendLimit(models.Model):
+    """A user's own daily token budget at the provider relay (R-SB9), set by an admin; a user
+    without a row has SKILLRUNNER_USER_MAX_TOKENS_PER_DAY."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="spend_limit")
+    max_tokens_per_day = models.PositiveBigIntegerField(
+        help_text="model tokens this user's runs may spend per day (0: no limit)"
+    )
+
+    def __str__(self) -> str:
+        return f"spend limit of {self.user}"

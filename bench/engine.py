@@ -165,6 +165,7 @@ def measure_sandbox_cost(binary: Path, workdir: Path, samples: int) -> dict[str,
     engines.process exactly as a turn runs it, unconfined and in bubblewrap, interleaved so
     both see the same machine load. Wall time from before the sandbox is built to the result."""
     from engines.process import run_process
+    from engines.provider_api import OPENAI_RESPONSES
     from engines.sandbox import Sandbox, sandbox_problem
     from engines.types import EngineConfig, SandboxSettings, SkillMaterial, TurnRequest
 
@@ -186,7 +187,7 @@ def measure_sandbox_cost(binary: Path, workdir: Path, samples: int) -> dict[str,
             )
             Path(config.home).mkdir(parents=True, exist_ok=True)
             began = time.perf_counter()
-            sandbox = Sandbox.open(request, config, None)
+            sandbox = Sandbox.open(request, config, "http://127.0.0.1:9", OPENAI_RESPONSES)  # its relay: unused
             try:
                 result = run_process(
                     argv, cwd=run_dir, env=env, control=QuietControl(), hard_timeout=30, sandbox=sandbox

@@ -24,6 +24,7 @@ from .activity import ActivityParser
 from .patching import patch_skill_file
 from .process import LineHook, ProcessResult, SpawnError, resolve_executable, run_process, run_quick
 from .protocol import interpret_final_message
+from .provider_api import ProviderApi
 from .sandbox import Sandbox, SandboxUnavailable
 from .skill_config import deep_merge
 from .types import (
@@ -188,9 +189,11 @@ class EngineAdapter(ABC):
     provider_id: ClassVar[str] = ""  # whose models these are, as upstream's clients name them
     # The reasoning efforts a run may ask for (R-UP4), each carried by effort_settings.
     efforts: ClassVar[tuple[str, ...]] = ()
-    # Where the CLI talks to when no base URL is configured: the one host a sandbox in
-    # `provider` network mode lets it reach (R-SB5).
+    # Where the CLI talks to when no base URL is configured: the one host the relay reaches (R-SB5).
     default_provider_url: ClassVar[str | None] = None
+    # The model API the CLI speaks: what the relay lets through, where it puts the key, how it
+    # counts the tokens (R-SB8, R-SB9).
+    provider_api: ClassVar[ProviderApi]
 
     @classmethod
     def control_names(cls) -> tuple[str, ...]:
@@ -353,6 +356,7 @@ class EngineAdapter(ABC):
                 exit_code=proc.exit_code,
                 failure_reason=proc.failure_reason,
                 failure_message=proc.message,
+                failure_details=proc.details,
                 usage=output.usage,
             )
         result.command = list(argv)
@@ -371,11 +375,11 @@ class EngineAdapter(ABC):
 
     def open_sandbox(self, request: TurnRequest, config: EngineConfig) -> tuple[Sandbox | None, EngineConfig]:
         """The turn's sandbox (None when switched off) and the engine config as seen inside it:
-        in `provider` network mode the endpoint is the sandbox's relay and the key a placeholder.
+        the endpoint is the sandbox's provider relay and the key a placeholder (R-SB8).
 
         Raises SandboxUnavailable (R-SB6).
         """
-        sandbox = Sandbox.open(request, config, self.default_provider_url)
+        sandbox = Sandbox.open(request, config, self.default_provider_url, self.provider_api)
         return sandbox, (sandbox.engine_config if sandbox else config)
 
     def sandbox_failure(self, exc: SandboxUnavailable) -> TurnResult:

@@ -15,6 +15,7 @@ from typing import Any
 from .activity import usage_report
 from .base import EngineAdapter, EngineOutput, write_if_changed
 from .process import ResidentProcess, SpawnError, spawn
+from .provider_api import ANTHROPIC_MESSAGES
 from .sandbox import SandboxUnavailable
 from .stream_json import StreamJsonActivity, is_result, stream_json_output
 from .types import FAILURE_PROCESS_LOST, EngineConfig, ExecutionMode, TurnControl, TurnRequest, TurnResult
@@ -59,6 +60,7 @@ class ClaudeAdapter(EngineAdapter):
     known_models = ("sonnet", "opus", "haiku")
     provider_id = "anthropic"
     default_provider_url = "https://api.anthropic.com"
+    provider_api = ANTHROPIC_MESSAGES
 
     def auto_flags(self, config: EngineConfig) -> list[str]:
         return ["--dangerously-skip-permissions"]

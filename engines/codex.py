@@ -11,6 +11,7 @@ import tomli_w
 from .activity import Activity, ActivityParser, compact_json, usage_report
 from .base import EngineAdapter, EngineOutput, argv_prompt, json_lines, write_if_changed
 from .process import SpawnError, run_quick
+from .provider_api import OPENAI_RESPONSES
 from .skill_config import deep_merge
 from .types import EngineConfig, TurnRequest
 
@@ -117,6 +118,7 @@ class CodexAdapter(EngineAdapter):
     provider_id = "openai"
     efforts = ("minimal", "low", "medium", "high")
     default_provider_url = "https://api.openai.com/v1"
+    provider_api = OPENAI_RESPONSES
 
     def auto_flags(self, config: EngineConfig) -> list[str]:
         return [self.probe(config, "codex-auto-flag", choose_auto_flag) or YOLO]

@@ -12,6 +12,7 @@ from typing import Any
 from .activity import Activity, ActivityParser, tool_summary, usage_report
 from .base import EngineOutput, json_lines, missing_event, write_json_settings
 from .gemini_family import GeminiFamilyAdapter
+from .provider_api import GEMINI
 from .types import EngineConfig
 
 # Tools whose parameters name the file they write (reported as file changes too).
@@ -76,6 +77,7 @@ class GeminiAdapter(GeminiFamilyAdapter):
     known_models = ("gemini-2.5-flash", "gemini-2.5-pro")
     provider_id = "google"
     default_provider_url = "https://generativelanguage.googleapis.com"
+    provider_api = GEMINI
 
     def engine_env(self, config: EngineConfig) -> dict[str, str]:
         # NO_RELAUNCH: the CLI otherwise re-spawns itself, leaving two node processes per turn.

@@ -12,6 +12,7 @@ from typing import Any
 
 from .activity import NoActivity, usage_report
 from .base import EngineAdapter, EngineOutput, argv_prompt, write_json_settings
+from .provider_api import OPENAI_CHAT
 from .types import EngineConfig, TurnRequest
 
 _EXECUTION_INFO = re.compile(r"<Execution Info>(.*?)</Execution Info>", re.DOTALL)
@@ -58,6 +59,7 @@ class IFlowAdapter(EngineAdapter):
     known_models = ("glm-4.6", "qwen3-coder-plus", "kimi-k2")
     provider_id = "iflow"
     default_provider_url = DEFAULT_BASE_URL
+    provider_api = OPENAI_CHAT
 
     def auto_flags(self, config: EngineConfig) -> list[str]:
         return ["--yolo", "--thinking"]

@@ -30,6 +30,7 @@ from .base import (
     write_if_changed,
     write_json_settings,
 )
+from .provider_api import OPENAI_CHAT
 from .types import EngineConfig, TurnRequest
 
 PROVIDER_ID = "skillrunner"  # the provider entry in the CLI's config: `-m skillrunner/<model>`
@@ -150,6 +151,7 @@ class OpenCodeFamilyAdapter(EngineAdapter):
     provider_id = "openai"  # any OpenAI-compatible endpoint; OpenAI's own by default
     efforts = ("minimal", "low", "medium", "high")
     default_provider_url = "https://api.openai.com/v1"
+    provider_api = OPENAI_CHAT
 
     def auto_flags(self, config: EngineConfig) -> list[str]:
         return ["--auto"]  # approves every permission the config does not deny

@@ -19,13 +19,21 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
 from .sandbox import Sandbox, SandboxUnavailable
-from .types import FAILURE_ABORTED, FAILURE_SANDBOX_LIMIT, FAILURE_SPAWN, FAILURE_TIMEOUT, TurnControl, json_object
+from .types import (
+    FAILURE_ABORTED,
+    FAILURE_BUDGET,
+    FAILURE_SANDBOX_LIMIT,
+    FAILURE_SPAWN,
+    FAILURE_TIMEOUT,
+    TurnControl,
+    json_object,
+)
 
 POLL_SECONDS = 0.1
 DEFAULT_GRACE_SECONDS = 5.0
@@ -54,9 +62,10 @@ class ProcessResult:
     stdout: str
     stderr: str
     exit_code: int | None
-    failure_reason: str | None = None  # FAILURE_TIMEOUT | FAILURE_ABORTED | FAILURE_SPAWN
+    failure_reason: str | None = None  # FAILURE_TIMEOUT | FAILURE_ABORTED | FAILURE_SPAWN | …
     message: str = ""
     pid: int | None = None
+    details: dict[str, Any] = field(default_factory=dict)
 
 
 class CappedBuffer:
@@ -264,7 +273,8 @@ def spawn(
 
 
 class _SandboxWatch:
-    """A TurnControl that also ends the turn when the sandbox's processes pass a limit (R-SB4)."""
+    """A TurnControl that also ends the turn when the sandbox's processes pass a limit (R-SB4)
+    or its relay refuses a call for the budget (R-SB9)."""
 
     def __init__(self, control: TurnControl, sandbox: Sandbox) -> None:
         self._control = control
@@ -285,9 +295,17 @@ def _watched(control: TurnControl, sandbox: Sandbox | None) -> TurnControl:
 
 
 def _settle(result: ProcessResult, sandbox: Sandbox | None) -> ProcessResult:
-    """A turn that broke a sandbox limit failed for that reason, whatever else happened."""
-    exceeded = sandbox.check_turn_end() if sandbox is not None else None
-    if exceeded:
+    """A turn that spent its budget or broke a sandbox limit failed for that reason, whatever
+    else happened."""
+    if sandbox is None:
+        return result
+    budget = sandbox.ledger.exceeded
+    exceeded = sandbox.check_turn_end()
+    if budget is not None:
+        result.failure_reason = FAILURE_BUDGET
+        result.message = budget.message
+        result.details = budget.details()
+    elif exceeded:
         result.failure_reason = FAILURE_SANDBOX_LIMIT
         result.message = f"the turn exceeded the sandbox's {exceeded} limit"
     return result

@@ -15,6 +15,7 @@ from typing import Any
 from .activity import tokens, usage_report
 from .base import EngineOutput, write_json_settings
 from .gemini_family import GeminiFamilyAdapter
+from .provider_api import OPENAI_CHAT
 from .stream_json import StreamJsonActivity, stream_json_output
 from .types import EngineConfig
 
@@ -72,6 +73,7 @@ class QwenAdapter(GeminiFamilyAdapter):
     provider_id = "dashscope"
     efforts = ("low", "medium", "high", "xhigh", "max")
     default_provider_url = DEFAULT_BASE_URL
+    provider_api = OPENAI_CHAT
 
     def prompt_argument(self, prompt: str) -> str:
         # A prompt starting with "/" would run one of the CLI's slash commands (a reply "/clear"

@@ -16,10 +16,12 @@ wraps the command with it, so adapters never see it. What the agent gets:
 * Limits (R-SB4): ``prlimit`` sets RLIMIT_DATA/NPROC/FSIZE/NOFILE inside the sandbox; the
   supervising loop polls the sandbox's processes and ends the turn when all of them together
   pass the memory or process limit; the run directory's size is checked when the turn ends.
-* Network (R-SB5): ``open`` shares the host network; ``provider`` gives the sandbox its own
-  network namespace whose only way out is ``socat`` forwarding a loopback port to a Unix
-  socket, behind which ``engines.forwarder`` talks to the configured provider and swaps the
-  placeholder key the engine holds for the operator's real one.
+* Network (R-SB5, R-SB8): in both modes the engine's model calls go through the provider relay
+  (``engines.relay``), in the service, which alone holds the operator's key: the engine is given
+  a placeholder. ``open`` shares the host network, and the relay listens on a loopback port
+  (the placeholder, random per sandbox, is what lets a call through); ``provider`` gives the
+  sandbox its own network namespace whose only way out is ``socat`` forwarding a loopback port
+  to the relay's Unix socket.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import hashlib
 import os
 import secrets
 import shutil
+import socket
 import subprocess
 import tempfile
 import threading
@@ -37,7 +40,8 @@ from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .forwarder import ProviderForwarder
+from .provider_api import ProviderApi
+from .relay import ProviderRelay, RelayLedger
 from .types import EngineConfig, SandboxSettings, TurnRequest
 
 BWRAP = "bwrap"
@@ -315,7 +319,9 @@ def remove_orphaned_state() -> int:
 class Sandbox:
     """One engine process's confinement; ``close()`` once that process has ended."""
 
-    def __init__(self, settings: SandboxSettings, request: TurnRequest, config: EngineConfig, provider_url: str):
+    def __init__(
+        self, settings: SandboxSettings, request: TurnRequest, config: EngineConfig, provider_url: str, api: ProviderApi
+    ):
         self.settings = settings
         self.run_dir = Path(os.path.abspath(request.run_dir))
         self.home = Path(os.path.abspath(config.home))
@@ -323,16 +329,22 @@ class Sandbox:
         self.uid = sandbox_uid(self.run_dir) if os.geteuid() == 0 else os.getuid()
         self._state, held = _locked_state_dir()
         self._held: int | None = held
-        self._forwarder: ProviderForwarder | None = None
-        self.engine_config = config
-        if settings.network == "provider":
-            self._forwarder, self.engine_config = self._start_forwarder(config, provider_url)
+        self._relay_socket: Path | None = None  # provider mode: bound into the sandbox
+        self.ledger = request.relay_ledger or RelayLedger()
+        self.relay: ProviderRelay | None = None
+        try:
+            self.relay, self.engine_config = self._start_relay(config, provider_url, api)
+        except SandboxUnavailable:
+            self.close()
+            raise
         self._pid: int | None = None
         self._next_poll = 0.0
         self.exceeded: str | None = None  # the limit that ended the turn, in words
 
     @classmethod
-    def open(cls, request: TurnRequest, config: EngineConfig, provider_url: str | None) -> Sandbox | None:
+    def open(
+        cls, request: TurnRequest, config: EngineConfig, provider_url: str | None, api: ProviderApi
+    ) -> Sandbox | None:
         """The sandbox for a turn, or None when the operator switched it off (R-SB6)."""
         settings = config.sandbox
         if settings.mode == "off":
@@ -340,19 +352,32 @@ class Sandbox:
         problem = sandbox_problem(settings)
         if problem:
             raise SandboxUnavailable(problem)
-        return cls(settings, request, config, config.base_url or provider_url or "")
+        return cls(settings, request, config, config.base_url or provider_url or "", api)
 
     # ---- network ------------------------------------------------------------------------------
 
-    def _start_forwarder(self, config: EngineConfig, provider_url: str) -> tuple[ProviderForwarder, EngineConfig]:
+    def _start_relay(
+        self, config: EngineConfig, provider_url: str, api: ProviderApi
+    ) -> tuple[ProviderRelay, EngineConfig]:
         upstream = urlsplit(provider_url)
         if upstream.scheme not in ("http", "https") or not upstream.hostname:
-            self.close()
-            raise SandboxUnavailable(f"SKILLRUNNER_SANDBOX_NETWORK=provider needs a provider URL, got {provider_url!r}")
-        placeholder = "skillrunner-placeholder-" + secrets.token_hex(12)
-        forwarder = ProviderForwarder(self._state / "provider.sock", provider_url, placeholder, config.api_key)
-        inner_url = f"http://127.0.0.1:{PROVIDER_PORT}{upstream.path.rstrip('/')}"
-        return forwarder, replace(config, base_url=inner_url, api_key=placeholder)
+            raise SandboxUnavailable(
+                f"the agent sandbox needs the provider's URL (http or https), got {provider_url!r}"
+            )
+        if self.settings.network == "provider":
+            self._relay_socket = self._state / "provider.sock"
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            listener.bind(str(self._relay_socket))
+            os.chmod(self._relay_socket, 0o666)  # the sandbox's unprivileged uid connects to it
+            port = PROVIDER_PORT  # socat's, inside the sandbox's own network namespace
+        else:
+            listener = socket.create_server(("127.0.0.1", 0))
+            port = listener.getsockname()[1]
+        listener.listen(64)
+        placeholder = "skillrunner-placeholder-" + secrets.token_hex(16)
+        relay = ProviderRelay(listener, provider_url, api, placeholder, config.api_key, self.ledger)
+        inner_url = f"http://127.0.0.1:{port}{upstream.path.rstrip('/')}"
+        return relay, replace(config, base_url=inner_url, api_key=placeholder)
 
     # ---- the command --------------------------------------------------------------------------
 
@@ -382,11 +407,11 @@ class Sandbox:
             argv += ["--perms", "0755", "--dir", str(directory)]
         for path, how in mounts:
             argv += [how, str(path), str(path)]
-        if self._forwarder is not None:
+        if self._relay_socket is not None:
             argv += ["--perms", "0755", "--dir", "/run", "--perms", "0755", "--dir", str(Path(PROVIDER_SOCKET).parent)]
-            argv += ["--bind", str(self._forwarder.path), PROVIDER_SOCKET]
+            argv += ["--bind", str(self._relay_socket), PROVIDER_SOCKET]
         argv += ["--chdir", str(self.run_dir), "--", *self._limits(), *self._drop_privileges()]
-        if self._forwarder is not None:
+        if self._relay_socket is not None:
             relay = f"TCP-LISTEN:{PROVIDER_PORT},bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:{PROVIDER_SOCKET}"
             argv += ["/bin/sh", "-c", f'socat {relay} 2>/dev/null & exec "$@"', "sandbox"]
         return argv + [executable, *args], env
@@ -448,7 +473,7 @@ class Sandbox:
     def over_limit(self) -> bool:
         """Polled while the turn runs: True (and ``exceeded`` set) once the sandbox's processes
         together pass the process or memory limit, so the caller kills the turn."""
-        if self.exceeded is not None:
+        if self.exceeded is not None or self.ledger.exceeded is not None:
             return True
         now = time.monotonic()
         if self._pid is None or now < self._next_poll:
@@ -475,8 +500,8 @@ class Sandbox:
         return self.exceeded
 
     def close(self) -> None:
-        if self._forwarder is not None:
-            self._forwarder.close()
+        if self.relay is not None:
+            self.relay.close()
         shutil.rmtree(self._state, ignore_errors=True)
         if self._held is not None:  # closed once: its number may be another file's afterwards
             os.close(self._held)

@@ -9,7 +9,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+if TYPE_CHECKING:
+    from .relay import RelayLedger
 
 ExecutionMode = Literal["auto", "interactive"]
 Outcome = Literal["final", "ask_user", "error"]
@@ -26,6 +29,7 @@ FAILURE_SPAWN = "ENGINE_SPAWN_FAILED"
 FAILURE_PROCESS_LOST = "PROCESS_LOST"  # a sticky_process session whose process is gone
 FAILURE_SANDBOX_UNAVAILABLE = "SANDBOX_UNAVAILABLE"  # bwrap missing or broken (R-SB6)
 FAILURE_SANDBOX_LIMIT = "SANDBOX_LIMIT_EXCEEDED"  # a per-turn resource limit was hit (R-SB4)
+FAILURE_BUDGET = "BUDGET_EXCEEDED"  # the run's or its user's token budget is spent (R-SB9)
 
 SandboxMode = Literal["bwrap", "off"]
 NetworkMode = Literal["open", "provider"]
@@ -99,6 +103,9 @@ class TurnRequest:
     # folders put first on PATH, in order.
     readonly_paths: tuple[Path, ...] = ()
     path_prefix: tuple[Path, ...] = ()
+    # The run's spend limits and what its relay counts and refuses (R-SB8, R-SB9); one ledger
+    # for all the turns of one engine process. None: no limits, refusals seen by nobody.
+    relay_ledger: RelayLedger | None = field(default=None, compare=False)
 
     @property
     def is_resume(self) -> bool:
@@ -168,6 +175,7 @@ class TurnResult:
     repair_level: RepairLevel = "none"
     failure_reason: str | None = None
     failure_message: str = ""
+    failure_details: dict[str, Any] = field(default_factory=dict)  # e.g. a budget's used and limit
     warnings: list[dict[str, str]] = field(default_factory=list)
     command: list[str] = field(default_factory=list)
     # Token counts and cost as the engine reported them (engines.activity.usage_report), or None.

@@ -102,6 +102,9 @@ class Run(models.Model):
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     engine_pid = models.IntegerField(null=True, blank=True)
     last_event_seq = models.PositiveIntegerField(default=0)
+    model_tokens = models.PositiveBigIntegerField(
+        default=0, help_text="model tokens the provider reported through the relay, all turns (R-SB9)"
+    )
     cache_key = models.CharField(max_length=64, blank=True, help_text="set on cacheable auto runs")
     cache_hit = models.BooleanField(default=False, help_text="the result was reused from an identical earlier run")
 
@@ -256,6 +259,7 @@ class EventKind(models.TextChoices):
     REPAIR = "repair"
     ACTIVITY = "activity"
     ACTIVITY_TRUNCATED = "activity_truncated"
+    SECURITY = "security"  # a request the provider relay refused, or a key found in an output (R-SB8, R-SB10)
 
 
 class RunEvent(models.Model):
@@ -282,6 +286,20 @@ class RunEvent(models.Model):
             "payload": self.payload,
             "ts": self.created_at.isoformat(),
         }
+
+
+class TokenSpend(models.Model):
+    """Model tokens one user's runs spent on one day (R-SB9), counted at the relay as they go."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    day = models.DateField()
+    tokens = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["owner", "day"], name="unique_token_spend_per_day")]
+
+    def __str__(self) -> str:
+        return f"{self.owner_id} {self.day}: {self.tokens}"
 
 
 class DispatchLock(models.Model):

@@ -12,7 +12,7 @@ from engines.types import ExecutionMode
 from skillrunner.errors import ApplicationError
 
 BOOL_KEYS = ("interactive_require_user_reply", "interactive_auto_reply", "no_cache")
-POSITIVE_INT_KEYS = ("session_timeout_sec", "interactive_reply_timeout_sec", "hard_timeout_seconds")
+POSITIVE_INT_KEYS = ("session_timeout_sec", "interactive_reply_timeout_sec", "hard_timeout_seconds", "max_tokens")
 KNOWN_KEYS = ("execution_mode", *BOOL_KEYS, *POSITIVE_INT_KEYS, "max_repair_rounds")
 # Upstream's options this service accepts from its clients but does not act on (README lists
 # them), with the type upstream gives each: dropped with a RUNTIME_OPTION_IGNORED warning on the
@@ -36,6 +36,7 @@ class EffectiveOptions:
     hard_timeout_seconds: int
     no_cache: bool
     max_repair_rounds: int
+    max_tokens: int | None  # the run's own token budget, below the operator's (R-SB9)
 
     @classmethod
     def with_defaults(cls, chosen: dict[str, Any]) -> EffectiveOptions:
@@ -50,6 +51,7 @@ class EffectiveOptions:
             max_repair_rounds=chosen.get(
                 "max_repair_rounds", min(DEFAULT_REPAIR_ROUNDS, settings.SKILLRUNNER_MAX_REPAIR_ROUNDS)
             ),
+            max_tokens=chosen.get("max_tokens"),
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -61,13 +63,17 @@ def _invalid(key: str, message: str) -> ApplicationError:
 
 
 def _upper_bounds() -> dict[str, int]:
-    """Timeouts a run may ask for (R-FS1): a long wait holds a slot, a long turn a worker."""
+    """Timeouts a run may ask for (R-FS1): a long wait holds a slot, a long turn a worker; and
+    the operator's token budget, which a run may only lower (R-SB9)."""
     session = settings.SKILLRUNNER_MAX_SESSION_TIMEOUT
-    return {
+    bounds = {
         "hard_timeout_seconds": settings.SKILLRUNNER_MAX_HARD_TIMEOUT,
         "session_timeout_sec": session,
         "interactive_reply_timeout_sec": session,
     }
+    if settings.SKILLRUNNER_RUN_MAX_TOKENS:
+        bounds["max_tokens"] = settings.SKILLRUNNER_RUN_MAX_TOKENS
+    return bounds
 
 
 def _check(options: dict[str, Any]) -> dict[str, Any]:

@@ -18,7 +18,14 @@ from typing import Any
 from jsonschema import ValidationError, validators
 
 from engines.prompt import REPAIR_PROBLEMS_LISTED
-from engines.types import FAILURE_SANDBOX_LIMIT, FAILURE_SANDBOX_UNAVAILABLE, FAILURE_SPAWN, FAILURE_TIMEOUT, TurnResult
+from engines.types import (
+    FAILURE_BUDGET,
+    FAILURE_SANDBOX_LIMIT,
+    FAILURE_SANDBOX_UNAVAILABLE,
+    FAILURE_SPAWN,
+    FAILURE_TIMEOUT,
+    TurnResult,
+)
 
 from . import runfiles
 from .artifacts import collect_artifacts
@@ -83,6 +90,8 @@ def engine_failure(turn: TurnResult) -> dict[str, str] | None:
         return _error("ENGINE_SPAWN_FAILED", turn.failure_message or "the engine could not be started")
     if turn.failure_reason in (FAILURE_SANDBOX_UNAVAILABLE, FAILURE_SANDBOX_LIMIT):
         return _error(turn.failure_reason, turn.failure_message)
+    if turn.failure_reason == FAILURE_BUDGET:  # R-SB9: which budget, how much was used of it
+        return {**_error(FAILURE_BUDGET, turn.failure_message), **turn.failure_details}
     if turn.outcome == "error" or (turn.exit_code not in (0, None)):
         detail = turn.failure_message or f"exit code {turn.exit_code}"
         return _error("ENGINE_FAILED", f"the engine failed: {detail}")

@@ -24,6 +24,13 @@ def _positive_int(name: str, default: int) -> int:
     return value
 
 
+def _non_negative_int(name: str, default: int) -> int:
+    value = env.int(name, default=default)
+    if value < 0:
+        raise ImproperlyConfigured(f"{name} must be 0 (no limit) or a positive integer, got {value}")
+    return value
+
+
 DATA_DIR = Path(env.str("SKILLRUNNER_DATA_DIR", default=str(BASE_DIR / "data"))).resolve()
 DEBUG = env.bool("DEBUG", default=False)
 # Without SECRET_KEY, the per-installation key kept with the data (so `make run` works out of
@@ -356,6 +363,13 @@ SKILLRUNNER_SANDBOX_MAX_FILE_MB = _positive_int("SKILLRUNNER_SANDBOX_MAX_FILE_MB
 SKILLRUNNER_SANDBOX_MAX_OPEN_FILES = _positive_int("SKILLRUNNER_SANDBOX_MAX_OPEN_FILES", 4096)
 SKILLRUNNER_SANDBOX_RUN_DIR_MB = _positive_int("SKILLRUNNER_SANDBOX_RUN_DIR_MB", 2048)
 SKILLRUNNER_SANDBOX_TMP_MB = _positive_int("SKILLRUNNER_SANDBOX_TMP_MB", 512)
+# Spend limits at the provider relay (R-SB9), in model tokens as the provider reports them; 0 is
+# no limit. A run's `max_tokens` runtime option may lower the first; a user's own daily limit
+# (admin: spend limits) replaces the second.
+SKILLRUNNER_RUN_MAX_TOKENS = _non_negative_int("SKILLRUNNER_RUN_MAX_TOKENS", 0)
+SKILLRUNNER_USER_MAX_TOKENS_PER_DAY = _non_negative_int("SKILLRUNNER_USER_MAX_TOKENS_PER_DAY", 0)
+# Model calls one run may make per minute (a runaway loop's brake; 0 is no limit).
+SKILLRUNNER_RUN_MAX_MODEL_CALLS_PER_MINUTE = _non_negative_int("SKILLRUNNER_RUN_MAX_MODEL_CALLS_PER_MINUTE", 240)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -434,7 +448,8 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    "loggers": {"django-q": {"level": "WARNING"}, "daphne": {"level": "WARNING"}},
+    # httpx (the provider relay) would log every model call at INFO.
+    "loggers": {"django-q": {"level": "WARNING"}, "daphne": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
 }
 
 # Notifications (R-NT1–R-NT3). Webhooks go to public addresses only unless ALLOW_PRIVATE (tests,

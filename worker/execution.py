@@ -23,6 +23,7 @@ from enginehost.skill_runtime import dependency_environment, run_engine_config, 
 from engines.base import EngineAdapter
 from engines.prompt import PromptTemplateError, first_turn_prompt
 from engines.registry import get_adapter
+from engines.relay import RelayLedger
 from engines.types import (
     FAILURE_ABORTED,
     ArtifactSpec,
@@ -39,6 +40,7 @@ from runs.inputs import resolve_file_inputs
 from runs.models import InteractiveProfile, Run, RunStatus
 from runs.outcome import TurnDecision, decide, list_artifacts
 from runs.repair import RepairBudget, review
+from runs.spend import relay_ledger
 from runs.supervision import OUTCOME_RETRY_SECONDS, stale_claim_seconds
 from skillrunner import wakeups
 from skillrunner.forking import Flag
@@ -102,10 +104,11 @@ class ClaimControl:
     """TurnControl for a claimed attempt: records the pid, renews the heartbeat, notices cancels,
     turns live activity into events (R-AC1), keeps the raw output (R-AC2) and times the turn (R-AC4)."""
 
-    def __init__(self, request_id, attempt_number: int, worker: str, logs: Path):
+    def __init__(self, request_id, attempt_number: int, worker: str, logs: Path, ledger: RelayLedger | None):
         self.request_id = request_id
         self.attempt_number = attempt_number
         self.worker = worker
+        self.ledger = ledger
         self._last_check = 0.0
         self._last_beat = time.monotonic()
         self._lost = False
@@ -135,10 +138,28 @@ class ClaimControl:
         self.raw.write(stream, chunk)
 
     def end_turn(self) -> int:
-        """The turn's process is done: write the remaining activity; returns the duration in ms."""
+        """The turn's process is done: write the remaining activity and what its relay counted
+        and refused; returns the duration in ms."""
         self.activity.close()
         self.raw.close()
+        retry_while_database_away(self._record_relay, True)
         return round((time.monotonic() - self._started) * 1000)
+
+    def _record_relay(self, refresh: bool) -> None:
+        """The relay's tokens and refusals since the last time, into the run (R-SB8, R-SB9); with
+        `refresh`, also when there are none, to learn what the user's other runs spent."""
+        if self.ledger is None:
+            return
+        tokens, refusals = self.ledger.take()
+        if not (tokens or refusals or refresh):
+            return
+        try:
+            spent = services.record_relay_activity(self.request_id, self.attempt_number, tokens, refusals)
+        except DatabaseError:
+            self.ledger.restore(tokens, refusals)
+            raise
+        if spent is not None:
+            self.ledger.set_spent(*spent)
 
     def should_abort(self) -> bool:
         now = time.monotonic()
@@ -148,6 +169,7 @@ class ClaimControl:
         beat = now - self._last_beat >= settings.SKILLRUNNER_HEARTBEAT_SECONDS
         try:
             self._lost = not services.turn_still_ours(self.request_id, self.attempt_number, self.worker, beat=beat)
+            self._record_relay(refresh=beat)
             if self._unrecorded_pid is not None and not self._lost:
                 services.record_engine_pid(self.request_id, self.attempt_number, self.worker, self._unrecorded_pid)
                 self._unrecorded_pid = None
@@ -218,6 +240,7 @@ def build_turn_request(run: Run) -> tuple[TurnRequest, dict[str, str] | None]:
         session_handle=run.session_handle if run.attempt_number > 1 else None,
         readonly_paths=environment.readonly_paths if environment else (),
         path_prefix=(environment.bin_dir,) if environment else (),
+        relay_ledger=relay_ledger(run),
     )
     return request, warning
 
@@ -344,7 +367,7 @@ def run_claimed_turn(request_id: str, attempt_number: int) -> None:
         if run.interactive_profile == InteractiveProfile.STICKY_PROCESS:
             _drive_resident_session(run, adapter, config, request, worker)
         else:
-            control = ClaimControl(run.pk, attempt_number, worker, run.records_dir / "logs")
+            control = ClaimControl(run.pk, attempt_number, worker, run.records_dir / "logs", request.relay_ledger)
             turn = adapter.run_turn(request, config, control)
             _finish_turn(run, worker, request.prompt, turn, control)
     except Exception as exc:  # an orchestrator bug must still end the run with a cause
@@ -362,7 +385,8 @@ def _drive_resident_session(
 ) -> None:
     """sticky_process (R-LC7): one resident engine process answers every turn of the run, its
     replies and repair rounds in both modes, each turn finished as a resumable run's is."""
-    control = ClaimControl(run.pk, run.attempt_number, worker, run.records_dir / "logs")  # records the pid
+    logs, ledger = run.records_dir / "logs", request.relay_ledger  # one relay for all the process's turns
+    control = ClaimControl(run.pk, run.attempt_number, worker, logs, ledger)  # records the pid
     session = adapter.open_resident_session(request, config, control)
     prompt = request.prompt
     try:
@@ -385,7 +409,7 @@ def _drive_resident_session(
             else:
                 run = updated  # a repair round (R-RP1): the same process gets the repair prompt
             prompt = run.next_prompt
-            control = ClaimControl(run.pk, run.attempt_number, worker, run.records_dir / "logs")
+            control = ClaimControl(run.pk, run.attempt_number, worker, logs, ledger)
     finally:
         session.close()
 

@@ -31,6 +31,7 @@ from ..inputs import (
 )
 from ..models import Run, RunStatus
 from ..options import DEFAULT_EFFORT, EffectiveOptions, resolve_options
+from ..spend import budget_left_at_admission
 from .dispatching import ready_queue_length, run_became_ready
 from .lifecycle import cancel_run, end_without_output, locked, transition
 
@@ -66,6 +67,7 @@ def create_run(
         if callback_url:
             hooks.checking_callback.send(sender=Run, url=callback_url)
         _check_queue_room(owner)
+        _check_budget(owner)
         run = Run(
             owner=owner,
             engine=engine,
@@ -87,6 +89,7 @@ def create_run(
     if callback_url:
         hooks.checking_callback.send(sender=Run, url=callback_url)  # R-NT2, before anything is created
     _check_queue_room(owner)
+    _check_budget(owner)
 
     input_schema = version.schemas["input"]
     awaiting_upload = bool(required_file_fields(input_schema)) or (expects_upload and bool(file_fields(input_schema)))
@@ -285,6 +288,13 @@ def _detach_skill_package(request_id, version: SkillVersion) -> None:
         version.delete()
         skill.delete()
     remove_snapshot(version)
+
+
+def _check_budget(owner) -> None:
+    """429 BUDGET_EXCEEDED when the owner's tokens for the day are spent (R-SB9)."""
+    spent = budget_left_at_admission(owner.pk)
+    if spent is not None:
+        raise ApplicationError(spent.code, f"{spent.message}; try again tomorrow", status_code=429, **spent.details())
 
 
 def _check_queue_room(owner) -> None:

@@ -5,6 +5,7 @@ carries the server's secrets."""
 from __future__ import annotations
 
 import json
+import re
 import os
 from pathlib import Path
 
@@ -102,28 +103,43 @@ def test_engine_environment_is_an_allow_list(env_run, monkeypatch):
     assert unexpected == set(), unexpected
 
 
-def test_configured_engine_key_is_passed(api, install_skill, fake_codex, configure_engine):
-    """R-EN5/R-EN8: the key the operator configured for codex does reach codex."""
+def test_configured_engine_key_stays_with_the_relay(api, install_skill, fake_codex, configure_engine):
+    """R-EN8, R-SB8: the engine holds a placeholder for the key the operator configured; only the
+    provider relay adds the key (tests/sandbox/test_red_team_real_engines.py: what the provider gets)."""
     configure_engine("codex", api_key="operator-configured-codex-key-42")
     install_skill("haiku-writer")
     fake_codex.script(haiku_step(echo_env="env.json"))  # in the run dir, where a sandboxed engine may write
+    run_dir = Run.objects.get(pk=create_job(api)["request_id"]).run_dir
+    env = json.loads((run_dir / "env.json").read_text())
+    assert "operator-configured-codex-key-42" not in json.dumps(env)
+    assert env["SKILLRUNNER_PROVIDER_API_KEY"].startswith("skillrunner-placeholder-")
+
+
+def test_configured_engine_key_is_passed_without_the_sandbox(api, install_skill, fake_codex, configure_engine, settings):
+    """R-EN5/R-EN8: with the sandbox (and so the relay) switched off, the key goes to codex itself."""
+    settings.SKILLRUNNER_SANDBOX = "off"
+    configure_engine("codex", api_key="operator-configured-codex-key-42")
+    install_skill("haiku-writer")
+    fake_codex.script(haiku_step(echo_env="env.json"))
     run_dir = Run.objects.get(pk=create_job(api)["request_id"]).run_dir
     env = json.loads((run_dir / "env.json").read_text())
     assert "operator-configured-codex-key-42" in env.values()
 
 
 def test_provider_endpoint_goes_to_the_codex_home_config(api, install_skill, fake_codex, configure_engine):
-    """R-EN8: a base URL becomes a model_providers entry in the engine's own config.toml."""
+    """R-EN8, R-SB8: the base URL becomes a model_providers entry in the engine's own config.toml,
+    as the provider relay's loopback address with the provider's path; the key stays with the relay."""
     configure_engine("codex", api_key="provider-key-99", base_url="http://127.0.0.1:9/v1")
     install_skill("haiku-writer")
     fake_codex.script(haiku_step(echo_env="env.json"))  # in the run dir, where a sandboxed engine may write
     run_dir = Run.objects.get(pk=create_job(api)["request_id"]).run_dir
     env = json.loads((run_dir / "env.json").read_text())
     config = (Path(env["CODEX_HOME"]) / "config.toml").read_text()
-    assert "http://127.0.0.1:9/v1" in config
+    relay = re.search(r'base_url = "http://127\.0\.0\.1:(\d+)/v1"', config)
+    assert relay is not None and relay.group(1) != "9", config
     assert 'wire_api = "responses"' in config
-    assert "provider-key-99" not in config  # the key travels in the environment only
-    assert "provider-key-99" in env.values()
+    assert "provider-key-99" not in config and "provider-key-99" not in json.dumps(env)
+    assert env["SKILLRUNNER_PROVIDER_API_KEY"].startswith("skillrunner-placeholder-")
 
 
 def test_codex_command_line(api, install_skill, fake_codex):

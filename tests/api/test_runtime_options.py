@@ -66,6 +66,7 @@ def test_explicit_values_are_kept(api):
             "hard_timeout_seconds": 45,
             "no_cache": True,
             "max_repair_rounds": 0,
+            "max_tokens": 5000,
         },
     )
     assert options == {
@@ -75,6 +76,7 @@ def test_explicit_values_are_kept(api):
         "hard_timeout_seconds": 45,
         "no_cache": True,
         "max_repair_rounds": 0,
+        "max_tokens": 5000,
     }
 
 

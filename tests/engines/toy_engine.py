@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from engines.activity import NoActivity
 from engines.base import EngineAdapter, EngineOutput, argv_prompt, json_lines
+from engines.provider_api import OPENAI_CHAT
 from engines.types import EngineConfig, TurnRequest
 
 
 class ToyAdapter(EngineAdapter):
     name = "toy"
     skill_root = ".toy"
+    provider_api = OPENAI_CHAT
     extra_control_names = (".toyrc",)
 
     def auto_flags(self, config: EngineConfig) -> list[str]:

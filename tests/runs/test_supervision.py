@@ -382,7 +382,7 @@ def test_engine_pid_unrecorded_in_a_database_outage_is_recorded_at_the_next_clai
     """R-LC13: an engine spawned while the database is away keeps running, and its pid still
     reaches the run, so a reaper can kill it if this worker dies later."""
     run = _running(_create(alice), _live_worker())
-    control = ClaimControl(run.pk, 1, run.claimed_by, tmp_path)
+    control = ClaimControl(run.pk, 1, run.claimed_by, tmp_path, None)
     record = services.record_engine_pid
 
     def database_away(*args):

@@ -14,8 +14,11 @@ from django.apps import apps
 from django.test import Client
 
 from engines import sandbox
+from engines.provider_api import OPENAI_RESPONSES
 from engines.types import SandboxSettings
 from tests.api.helpers import create_job, haiku_step, write_executable
+
+UNUSED_PROVIDER = "http://127.0.0.1:9"  # the relay starts; nothing here calls it
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -96,7 +99,7 @@ def test_run_directory_inside_a_readonly_path_is_refused(tmp_path):
         hard_timeout_seconds=1,
     )
     config = EngineConfig(binary=str(tmp_path / "codex"), home=tmp_path / "data" / "engine-homes" / "codex" / "r")
-    box = sandbox.Sandbox.open(request, config, None)
+    box = sandbox.Sandbox.open(request, config, UNUSED_PROVIDER, OPENAI_RESPONSES)
     assert box is not None
     try:
         with pytest.raises(sandbox.SandboxUnavailable, match="data directory"):

@@ -54,7 +54,9 @@ def _probe_command(victim, provider_url: str) -> str:
         _outcome(f"kill -0 {os.getpid()} 2>/dev/null", "SIGNAL"),
         _outcome(f"{http_probe(provider_url + '/')} >/dev/null 2>&1", "NET"),
         _outcome(f"{http_probe(f'http://127.0.0.1:{PROVIDER_PORT}/')} >/dev/null 2>&1", "RELAY"),
-        'echo "KEYS=[$OPENAI_API_KEY|$SKILLRUNNER_PROVIDER_API_KEY|$GEMINI_API_KEY|$ANTHROPIC_API_KEY]"',
+        # The first 24 characters: the whole placeholder in the conversation would have the
+        # relay refuse every later call (R-SB8: only in the key header).
+        'echo "KEYS=[$OPENAI_API_KEY|$SKILLRUNNER_PROVIDER_API_KEY|$GEMINI_API_KEY|$ANTHROPIC_API_KEY]" | cut -c1-40',
         "printf 'waves fold\\ninto the grey\\nmorning\\n' > artifacts/haiku.md",
     ]
     return "; ".join(steps)

@@ -12,16 +12,19 @@ import tempfile
 from pathlib import Path
 
 from engines import sandbox
+from engines.provider_api import OPENAI_RESPONSES
 from engines.types import EngineConfig, SkillMaterial, TurnRequest
 
+UNUSED_PROVIDER = "http://127.0.0.1:9"  # the relay starts; nothing here calls it
 OPEN_A_SANDBOX = """
 import sys, time
 from pathlib import Path
+from engines.provider_api import OPENAI_RESPONSES
 from engines.sandbox import Sandbox
 from engines.types import EngineConfig, SkillMaterial, TurnRequest
 root = Path(sys.argv[1])
 request = TurnRequest(run_dir=root / "run", prompt="", mode="auto", skill=SkillMaterial("s", root), hard_timeout_seconds=1)
-box = Sandbox.open(request, EngineConfig(binary="codex", home=root / "home"), None)
+box = Sandbox.open(request, EngineConfig(binary="codex", home=root / "home"), "http://127.0.0.1:9", OPENAI_RESPONSES)
 print(box._state, flush=True)
 time.sleep(60)
 """
@@ -31,7 +34,9 @@ def _open_sandbox(tmp_path: Path) -> sandbox.Sandbox:
     request = TurnRequest(
         run_dir=tmp_path / "run", prompt="", mode="auto", skill=SkillMaterial("s", tmp_path), hard_timeout_seconds=1
     )
-    box = sandbox.Sandbox.open(request, EngineConfig(binary="codex", home=tmp_path / "home"), None)
+    box = sandbox.Sandbox.open(
+        request, EngineConfig(binary="codex", home=tmp_path / "home"), UNUSED_PROVIDER, OPENAI_RESPONSES
+    )
     assert box is not None
     return box
 

@@ -1,0 +1,54 @@
+"""Recording what a run's provider relay counted and refused (R-SB8, R-SB9)."""
+
+from __future__ import annotations
+
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from engines.relay import RelayRefusal
+
+from ..events import append_events
+from ..models import Run, TokenSpend
+from .lifecycle import locked
+
+
+def record_relay_activity(
+    request_id, attempt_number: int, tokens: int, refusals: list[RelayRefusal]
+) -> tuple[int, int] | None:
+    """Add `tokens` to the run and to its owner's day, and each refusal as a `security` event;
+    returns what the run and its owner have spent today, as recorded (None: the run is gone)."""
+    day = timezone.localdate()
+    with transaction.atomic():
+        run = locked(request_id) if refusals else Run.objects.filter(pk=request_id).only("owner_id").first()
+        if run is None:
+            return None
+        if tokens:
+            Run.objects.filter(pk=request_id).update(model_tokens=F("model_tokens") + tokens)
+            _add_to_day(run.owner_id, day, tokens)
+        if refusals:
+            append_events(run, [("security", security_event(attempt_number, refusal)) for refusal in refusals])
+        run_spent = Run.objects.filter(pk=request_id).values_list("model_tokens", flat=True).get()
+        day_spent = TokenSpend.objects.filter(owner_id=run.owner_id, day=day).values_list("tokens", flat=True).first()
+    return run_spent, day_spent or 0
+
+
+def security_event(attempt_number: int, refusal: RelayRefusal) -> dict:
+    return {
+        "attempt": attempt_number,
+        "source": "relay",
+        "reason": refusal.reason,
+        "method": refusal.method,
+        "path": refusal.path,
+        "message": refusal.detail,
+    }
+
+
+def _add_to_day(owner_id: int, day, tokens: int) -> None:
+    if TokenSpend.objects.filter(owner_id=owner_id, day=day).update(tokens=F("tokens") + tokens):
+        return
+    try:
+        with transaction.atomic():
+            TokenSpend.objects.create(owner_id=owner_id, day=day, tokens=tokens)
+    except IntegrityError:  # another worker made the day's row meanwhile
+        TokenSpend.objects.filter(owner_id=owner_id, day=day).update(tokens=F("tokens") + tokens)

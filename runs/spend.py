@@ -1,0 +1,55 @@
+"""Model tokens a run and its owner may spend at the provider relay, and have spent (R-SB9).
+
+The relay counts every model call's tokens as the provider reports them; the worker records them
+as the turn goes (services.record_relay_activity) into the run and its owner's day, so a user's
+runs running at once see each other's spending within a claim check.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.utils import timezone
+
+from accounts.models import SpendLimit
+from engines.relay import BudgetExceeded, RelayLedger, SpendLimits
+
+from .models import Run, TokenSpend
+
+
+def _or_none(limit: int | None) -> int | None:
+    return limit or None  # 0 is no limit
+
+
+def user_daily_limit(user_id: int) -> int | None:
+    """The user's own daily budget set in admin, else the operator's; None: no limit."""
+    own = SpendLimit.objects.filter(user_id=user_id).values_list("max_tokens_per_day", flat=True).first()
+    return _or_none(own if own is not None else settings.SKILLRUNNER_USER_MAX_TOKENS_PER_DAY)
+
+
+def spent_today(user_id: int) -> int:
+    row = TokenSpend.objects.filter(owner_id=user_id, day=timezone.localdate()).values_list("tokens", flat=True)
+    return row.first() or 0
+
+
+def run_limit(run: Run) -> int | None:
+    """The run's own `max_tokens`, else the operator's SKILLRUNNER_RUN_MAX_TOKENS."""
+    return _or_none(run.options.max_tokens or settings.SKILLRUNNER_RUN_MAX_TOKENS)
+
+
+def budget_left_at_admission(user_id: int) -> BudgetExceeded | None:
+    """The user's day budget, when it is already spent: a new run is refused (R-SB9)."""
+    limit = user_daily_limit(user_id)
+    if limit is None:
+        return None
+    used = spent_today(user_id)
+    return BudgetExceeded("user_day", used, limit) if used >= limit else None
+
+
+def relay_ledger(run: Run) -> RelayLedger:
+    """The ledger of the engine process about to start for `run`: its limits and what was spent."""
+    limits = SpendLimits(
+        run_max_tokens=run_limit(run),
+        user_max_tokens_per_day=user_daily_limit(run.owner_id),
+        max_calls_per_minute=_or_none(settings.SKILLRUNNER_RUN_MAX_MODEL_CALLS_PER_MINUTE),
+    )
+    return RelayLedger(limits, run_spent=run.model_tokens, user_spent_today=spent_today(run.owner_id))
