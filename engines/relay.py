@@ -184,6 +184,16 @@ class RelayLedger:
         return None
 
 
+_BAD_REQUEST_BODY = json.dumps(
+    {"error": {"code": "RELAY_BAD_REQUEST", "type": "skillrunner_relay", "message": "malformed HTTP request"}}
+).encode()
+_BAD_REQUEST = (
+    b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\nconnection: close\r\n"
+    + f"content-length: {len(_BAD_REQUEST_BODY)}\r\n\r\n".encode()
+    + _BAD_REQUEST_BODY
+)
+
+
 class _Refused(Exception):
     def __init__(self, status: int, code: str, message: str, headers: Iterable[tuple[bytes, bytes]] = ()):
         super().__init__(message)
@@ -263,9 +273,8 @@ class ProviderRelay:
         while True:
             try:
                 event = conn.next_event()
-            except h11.RemoteProtocolError as bad:
-                if conn.our_state is h11.SEND_RESPONSE:
-                    self._send_refusal(conn, sock, _Refused(400, "RELAY_BAD_REQUEST", f"malformed request: {bad}"))
+            except h11.RemoteProtocolError:
+                sock.sendall(_BAD_REQUEST)  # h11 sends nothing more on this connection
                 return None
             if event is h11.NEED_DATA:
                 if conn.they_are_waiting_for_100_continue:
@@ -380,18 +389,24 @@ class ProviderRelay:
         meter = _UsageMeter(
             self._api, response.headers.get("content-type", ""), response.headers.get("content-encoding", "")
         )
+        received, length = 0, -1
         try:
             kept = [(name, value) for name, value in response.headers.raw if name.lower() not in _HOP_BY_HOP]
             if "content-length" in response.headers:
                 kept.append((b"content-length", response.headers["content-length"].encode()))
             sock.sendall(conn.send(h11.Response(status_code=response.status_code, headers=kept, reason=b"")) or b"")
+            length = int(response.headers.get("content-length", -1))
             for chunk in response.iter_raw():
                 meter.feed(chunk)
+                received += len(chunk)
+                if received == length:  # the last piece: counted before the engine has it all
+                    self.ledger.charge(meter.tokens())
                 sock.sendall(conn.send(h11.Data(data=chunk)) or b"")
-            sock.sendall(conn.send(h11.EndOfMessage()) or b"")
         finally:
             response.close()
-            self.ledger.charge(meter.tokens())
+            if received != length:
+                self.ledger.charge(meter.tokens())  # before the end of a chunked answer, or what came
+        sock.sendall(conn.send(h11.EndOfMessage()) or b"")
 
     def _send_refusal(self, conn: h11.Connection, sock: socket.socket, refused: _Refused) -> None:
         if conn.our_state is not h11.SEND_RESPONSE:

@@ -5,8 +5,8 @@ carries the server's secrets."""
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -115,7 +115,9 @@ def test_configured_engine_key_stays_with_the_relay(api, install_skill, fake_cod
     assert env["SKILLRUNNER_PROVIDER_API_KEY"].startswith("skillrunner-placeholder-")
 
 
-def test_configured_engine_key_is_passed_without_the_sandbox(api, install_skill, fake_codex, configure_engine, settings):
+def test_configured_engine_key_is_passed_without_the_sandbox(
+    api, install_skill, fake_codex, configure_engine, settings
+):
     """R-EN5/R-EN8: with the sandbox (and so the relay) switched off, the key goes to codex itself."""
     settings.SKILLRUNNER_SANDBOX = "off"
     configure_engine("codex", api_key="operator-configured-codex-key-42")
