@@ -76,6 +76,7 @@ STATUS_FIELDS = (
     "wait_deadline_at",
     "awaiting_upload",
     "cache_hit",
+    "model_tokens",
 )
 
 

@@ -157,7 +157,8 @@ def status_payload(read: StatusRead) -> dict[str, Any]:
         "created_at": _timestamp(run.created_at),
         "updated_at": _timestamp(run.updated_at),
         "warnings": [_coded(warning) for warning in run.warnings],
-        "error": _coded(run.error) if run.error is not None else None,
+        # An error's details stay with it (BUDGET_EXCEEDED: which budget, used, limit).
+        "error": {**run.error, **_coded(run.error)} if run.error is not None else None,
         "pending_interaction_id": run.pending_interaction_id,
         "interaction_count": run.interaction_count,
         "auto_decision_count": run.auto_decision_count,
@@ -165,6 +166,7 @@ def status_payload(read: StatusRead) -> dict[str, Any]:
         "wait_deadline_at": _timestamp(run.wait_deadline_at),
         "awaiting_upload": run.awaiting_upload,
         "cache_hit": run.cache_hit,
+        "model_tokens": run.model_tokens,
         "usage": run_usage(read.turns),
     }
 
