@@ -12,7 +12,18 @@ class RunsConfig(AppConfig):
     name = "runs"
 
     def ready(self) -> None:
+        from accounts.settings_sections import Section, register
+
         from .supervision import worker_check
+
+        register(
+            Section(
+                anchor="spending",
+                title="Model spending",
+                template="runs/_settings_spending.html",
+                context="runs.spend.settings_context",
+            )
+        )
 
         # Listed before the sandbox, where /readyz has always shown it.
         readiness.register("worker", worker_check, before="sandbox")

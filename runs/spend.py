@@ -7,6 +7,9 @@ runs running at once see each other's spending within a claim check.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from django.conf import settings
 from django.utils import timezone
 
@@ -53,3 +56,12 @@ def relay_ledger(run: Run) -> RelayLedger:
         max_calls_per_minute=_or_none(settings.SKILLRUNNER_RUN_MAX_MODEL_CALLS_PER_MINUTE),
     )
     return RelayLedger(limits, run_spent=run.model_tokens, user_spent_today=spent_today(run.owner_id))
+
+
+def settings_context(user, shown: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings page's spending section (registered in RunsConfig.ready)."""
+    return {
+        "spent_today": spent_today(user.pk),
+        "daily_limit": user_daily_limit(user.pk),
+        "run_limit": _or_none(settings.SKILLRUNNER_RUN_MAX_TOKENS),
+    }

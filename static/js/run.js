@@ -231,6 +231,11 @@
     warning(event) {
       addWarning(event.payload);
     },
+    security(event) {
+      // A request the provider relay refused, or a key found in an output (R-SB8, R-SB10).
+      const where = event.payload.source === "relay" ? event.payload.method + " " + event.payload.path : event.payload.path;
+      addWarning({ code: event.payload.reason, message: "Refused for security: " + event.payload.message + " (" + where + ")" });
+    },
     result(event) {
       showResult(event.payload);
     },
@@ -488,7 +493,9 @@
     });
   }
 
-  function showUsage(usage) {
+  function showUsage(status) {
+    const usage = status.usage;
+    el("usage-relay").textContent = status.model_tokens ? "Counted at the provider relay: " + status.model_tokens.toLocaleString() + " tokens." : "";
     if (!usage || !usage.turns || !usage.turns.length) return;
     state.usage = usage;
     labelTurns();
@@ -512,7 +519,7 @@
   function refreshUsage() {
     fetch(page.dataset.statusUrl, { credentials: "same-origin", headers: { Accept: "application/json" } })
       .then((response) => (response.ok ? response.json() : null))
-      .then((body) => body && showUsage(body.usage))
+      .then((body) => body && showUsage(body))
       .catch(() => {}); // usage is a nicety: the conversation goes on without it
   }
 
@@ -912,7 +919,7 @@
     if (message.type === "snapshot") {
       if (state.liveFromSeq === Infinity) state.liveFromSeq = message.last_seq;
       setStatus(message.run.status, message.run.status === "running" ? message.run.repair_round : 0);
-      showUsage(message.run.usage);
+      showUsage(message.run);
       (message.run.warnings || []).forEach(addWarning);
     } else if (message.type === "event") {
       if (message.seq <= state.lastSeq) return;
