@@ -252,6 +252,7 @@ def spawn(
             stderr=subprocess.PIPE,
             start_new_session=True,
             close_fds=True,
+            pass_fds=sandbox.inherited_fds if sandbox is not None else (),
         )
     except OSError as exc:
         raise SpawnError(f"could not start {argv[0]!r}: {exc}") from exc

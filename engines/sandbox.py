@@ -38,6 +38,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from .forwarder import ProviderForwarder
+from .seccomp import SeccompUnavailable, program_fd
 from .types import EngineConfig, SandboxSettings, TurnRequest
 
 BWRAP = "bwrap"
@@ -149,11 +150,20 @@ def _probe_tools(settings: SandboxSettings) -> str | None:
     for tool in needed:
         if shutil.which(tool) is None:
             return f"the agent sandbox needs {tool!r}, which is not installed: {advice} (unconfined agents)"
-    argv = [BWRAP, *_isolation_args(settings), *_system_args(), "--", "/bin/true"]
     try:
-        done = subprocess.run(argv, capture_output=True, timeout=10, start_new_session=True)
+        seccomp_fd = program_fd()
+    except SeccompUnavailable as exc:
+        return (
+            f"{exc}; the agent sandbox needs libseccomp and the Python package pyseccomp: install them "
+            "(Debian/Ubuntu: apt-get install libseccomp2; pip install pyseccomp) or set SKILLRUNNER_SANDBOX=off"
+        )
+    argv = [BWRAP, *_isolation_args(settings), *_system_args(), "--seccomp", str(seccomp_fd), "--", "/bin/true"]
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=10, start_new_session=True, pass_fds=[seccomp_fd])
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bubblewrap (bwrap) could not be started: {exc}; {advice}"
+    finally:
+        os.close(seccomp_fd)
     if done.returncode != 0:
         detail = done.stderr.decode("utf-8", "replace").strip()[-300:]
         return f"bubblewrap (bwrap) does not work on this host ({detail or f'exit {done.returncode}'}); {advice}"
@@ -323,6 +333,7 @@ class Sandbox:
         self.uid = sandbox_uid(self.run_dir) if os.geteuid() == 0 else os.getuid()
         self._state, held = _locked_state_dir()
         self._held: int | None = held
+        self._seccomp_fd: int | None = None  # from command() until bwrap has started
         self._forwarder: ProviderForwarder | None = None
         self.engine_config = config
         if settings.network == "provider":
@@ -375,7 +386,12 @@ class Sandbox:
             # bwrap enters the run dir (--chdir) as a root without CAP_DAC_OVERRIDE: it needs the
             # search bit, whatever umask made the folder (the data dir above stays private).
             os.chmod(self.run_dir, 0o711)
-        argv = [BWRAP, *_isolation_args(self.settings), *_system_args(), *self._identity_args()]
+        try:
+            self._seccomp_fd = program_fd()
+        except SeccompUnavailable as exc:
+            raise SandboxUnavailable(str(exc)) from exc
+        argv = [BWRAP, *_isolation_args(self.settings), "--seccomp", str(self._seccomp_fd)]
+        argv += [*_system_args(), *self._identity_args()]
         argv += ["--perms", "1777", "--size", str(self.settings.tmp_mb * _MB), "--tmpfs", "/tmp"]
         mounts = [(path, "--ro-bind") for path in readable] + [(self.run_dir, "--bind"), (self.home, "--bind")]
         for directory in self._parent_dirs([path for path, _ in mounts]):
@@ -390,6 +406,11 @@ class Sandbox:
             relay = f"TCP-LISTEN:{PROVIDER_PORT},bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:{PROVIDER_SOCKET}"
             argv += ["/bin/sh", "-c", f'socat {relay} 2>/dev/null & exec "$@"', "sandbox"]
         return argv + [executable, *args], env
+
+    @property
+    def inherited_fds(self) -> tuple[int, ...]:
+        """The descriptors bwrap must inherit: the seccomp program its ``--seccomp`` names."""
+        return () if self._seccomp_fd is None else (self._seccomp_fd,)
 
     def _identity_args(self) -> list[str]:
         """/etc/passwd and /etc/group naming only root and the agent (CLIs look their user up)."""
@@ -444,6 +465,12 @@ class Sandbox:
         """The bwrap process that was started with ``command()``."""
         self._pid = pid
         self._next_poll = time.monotonic() + _FIRST_POLL_SECONDS
+        self._close_seccomp_fd()  # bwrap holds its own copy
+
+    def _close_seccomp_fd(self) -> None:
+        if self._seccomp_fd is not None:
+            os.close(self._seccomp_fd)
+            self._seccomp_fd = None
 
     def over_limit(self) -> bool:
         """Polled while the turn runs: True (and ``exceeded`` set) once the sandbox's processes
@@ -475,6 +502,7 @@ class Sandbox:
         return self.exceeded
 
     def close(self) -> None:
+        self._close_seccomp_fd()
         if self._forwarder is not None:
             self._forwarder.close()
         shutil.rmtree(self._state, ignore_errors=True)
