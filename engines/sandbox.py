@@ -69,6 +69,9 @@ UID_BASE = 1_800_000_000
 UID_SPAN = 100_000_000
 PROVIDER_SOCKET = "/run/skillrunner/provider.sock"
 PROVIDER_PORT = 18080  # inside the sandbox's own network namespace, so it can clash with nothing
+# The system's command folders, as the engine's PATH names them when they exist (all are under
+# /usr or its top-level links, which the sandbox shows).
+_SYSTEM_PATH = ("/usr/local/bin", "/usr/bin", "/bin", "/usr/local/sbin", "/usr/sbin", "/sbin")
 _CHECK_TTL_SECONDS = 60.0
 # The process/memory poll: a turn's first second is left alone (the rlimits are the hard caps;
 # the poll only ends a turn that stays over), then twice a second.
@@ -369,9 +372,9 @@ class Sandbox:
 
     def command(self, executable: str, args: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
         """The bwrap argv running ``executable args`` confined, and the environment to start it with."""
-        env = dict(env)  # its PATH already starts with the request's path_prefix (EngineAdapter.environment)
-        env.setdefault("PATH", os.defpath)
-        readable = [*_install_roots(executable), *_interpreter_roots(env["PATH"])]
+        env = dict(env)
+        interpreters = _interpreter_roots(env.get("PATH", os.defpath))
+        readable = [*_install_roots(executable), *interpreters]
         readable += [Path(os.path.abspath(path)) for path in self.request.readonly_paths]
         readable = list(dict.fromkeys(readable))
         for path in readable:
@@ -386,6 +389,7 @@ class Sandbox:
             # bwrap enters the run dir (--chdir) as a root without CAP_DAC_OVERRIDE: it needs the
             # search bit, whatever umask made the folder (the data dir above stays private).
             os.chmod(self.run_dir, 0o711)
+        env["PATH"] = self._path(executable, interpreters)
         try:
             self._seccomp_fd = program_fd()
         except SeccompUnavailable as exc:
@@ -411,6 +415,14 @@ class Sandbox:
     def inherited_fds(self) -> tuple[int, ...]:
         """The descriptors bwrap must inherit: the seccomp program its ``--seccomp`` names."""
         return () if self._seccomp_fd is None else (self._seccomp_fd,)
+
+    def _path(self, executable: str, interpreters: list[Path]) -> str:
+        """The engine's PATH: the request's own entries, the bin folders of the CLI's install and of
+        the interpreters shown to it, then the system's. None of the host's other entries (R-SB10)."""
+        entries = [*map(str, self.request.path_prefix), os.path.dirname(os.path.abspath(executable))]
+        entries += [str(root / "bin") for root in interpreters]
+        entries += [path for path in _SYSTEM_PATH if os.path.isdir(path)]
+        return os.pathsep.join(dict.fromkeys(entries))
 
     def _identity_args(self) -> list[str]:
         """/etc/passwd and /etc/group naming only root and the agent (CLIs look their user up)."""
