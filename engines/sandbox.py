@@ -1,4 +1,4 @@
-"""The agent sandbox (SPEC §11, R-SB1–R-SB6): every engine turn runs inside bubblewrap.
+"""The agent sandbox (SPEC §11, R-SB1–R-SB6, R-SB10): every engine turn runs inside bubblewrap.
 
 ``Sandbox.open`` builds one engine process's confinement from its turn; ``engines.process``
 wraps the command with it, so adapters never see it. What the agent gets:
@@ -20,6 +20,8 @@ wraps the command with it, so adapters never see it. What the agent gets:
   network namespace whose only way out is ``socat`` forwarding a loopback port to a Unix
   socket, behind which ``engines.forwarder`` talks to the configured provider and swaps the
   placeholder key the engine holds for the operator's real one.
+* System calls and environment (R-SB10): bwrap loads ``engines.seccomp``'s filter before the
+  sandbox's first command; the engine's PATH names only what the sandbox shows.
 """
 
 from __future__ import annotations
