@@ -7,7 +7,8 @@ based opens, the kernel log, raw port I/O, quotas, and a few obsolete calls. The
 the default profiles of Docker and Flatpak. A denied call fails with EPERM; clone3 with ENOSYS,
 because seccomp cannot read its flags: libc then falls back to clone, whose namespace flags
 are filtered. bwrap loads the program just before it starts the sandbox's first command
-(``prlimit``), so bwrap's own set-up and the uid switch of ``setpriv`` are unaffected.
+(``prlimit``): its own set-up is done by then, and what ``setpriv`` needs to switch to the run's
+uid (setresuid, setgroups, capset, prctl) stays allowed.
 
 Non-native system call ABIs of the machine (i386 and x32 on x86_64, arm on aarch64) get the same
 rules; any other ABI is killed (libseccomp's default for an architecture the filter lacks).

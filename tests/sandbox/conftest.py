@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from engines import sandbox, seccomp
 from tests.api.helpers import haiku_step
 
 VICTIM_SECRET = "victim-secret-7f3a9c"
@@ -24,6 +25,16 @@ class Victim:
     run_dir: Path
     home: Path
     data_dir: Path
+
+
+@pytest.fixture
+def fresh_seccomp_program():
+    """The process's cached seccomp program forgotten before and after the test."""
+    seccomp.program.cache_clear()
+    sandbox.forget_checks()
+    yield
+    seccomp.program.cache_clear()
+    sandbox.forget_checks()
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import pytest
 from django.apps import apps
 from django.test import Client
 
-from engines import sandbox, seccomp
+from engines import sandbox
 from engines.types import SandboxSettings
 from tests.api.helpers import create_job, haiku_step, write_executable
 
@@ -60,16 +60,6 @@ def test_unusable_bwrap_fails_turns_and_is_reported(kind, api, install_skill, fa
     assert ready.json()["checks"]["sandbox"].startswith("error: ")
 
 
-@pytest.fixture
-def fresh_seccomp_program():
-    """The process's cached seccomp program forgotten before and after the test."""
-    seccomp.program.cache_clear()
-    sandbox.forget_checks()
-    yield
-    seccomp.program.cache_clear()
-    sandbox.forget_checks()
-
-
 def test_a_missing_libseccomp_makes_the_sandbox_unavailable(monkeypatch, fresh_seccomp_program):
     """R-SB6, R-SB10: no seccomp filter, no sandboxed turn, and the check says what to install."""
     find_library = ctypes.util.find_library
@@ -80,30 +70,6 @@ def test_a_missing_libseccomp_makes_the_sandbox_unavailable(monkeypatch, fresh_s
 
     assert problem is not None and "Unable to find libseccomp" in problem, problem
     assert "apt-get install libseccomp2" in problem and "SKILLRUNNER_SANDBOX=off" in problem
-
-
-def test_the_seccomp_program_is_built_once_per_process(monkeypatch, fresh_seccomp_program):
-    """Every turn's bwrap gets the same program, each from a file of its own read from the start."""
-    import pyseccomp
-
-    built = []
-    real_filter = pyseccomp.SyscallFilter
-
-    def counted_filter(default_action: int):
-        built.append(default_action)
-        return real_filter(default_action)
-
-    monkeypatch.setattr(pyseccomp, "SyscallFilter", counted_filter)
-
-    program = seccomp.program()
-    fds = [seccomp.program_fd() for _ in range(2)]
-    try:
-        assert [os.read(fd, len(program) + 1) for fd in fds] == [program, program]
-    finally:
-        for fd in fds:
-            os.close(fd)
-    assert seccomp.program() is program and len(built) == 1
-    assert sandbox.sandbox_problem(SandboxSettings()) is None and len(built) == 1  # the check uses it too
 
 
 def test_working_sandbox_is_reported_ready(api, fake_codex):
