@@ -70,8 +70,8 @@ $(ENGINE_CLI_DIR)/node_modules/.installed: $(ENGINE_CLI_DIR)/package.json $(ENGI
 system-packages:
 	@scripts/system-packages.sh
 
-# What `make run` needs for the agent sandbox (SPEC §11): bubblewrap, and socat for
-# SKILLRUNNER_SANDBOX_NETWORK=provider (prlimit/setpriv come with util-linux).
+# What `make run` needs for the agent sandbox (SPEC §11): bubblewrap, libseccomp for its seccomp
+# filter, and socat for SKILLRUNNER_SANDBOX_NETWORK=provider (prlimit/setpriv come with util-linux).
 sandbox:
 	@scripts/system-packages.sh --sandbox-only
 

@@ -242,11 +242,12 @@ def spawn(
         raise SpawnError("empty command")
     executable = resolve_executable(argv[0], env)
     if sandbox is not None:
+        host_env = env
         try:
             argv, env = sandbox.command(executable, argv[1:], env)
         except (OSError, SandboxUnavailable) as exc:
             raise SpawnError(f"could not prepare the sandbox: {exc}") from exc
-        executable = resolve_executable(argv[0], env)
+        executable = resolve_executable(argv[0], host_env)  # bwrap is the service's, on its own PATH
     stdin: int | IO[bytes] = subprocess.PIPE if stdin_pipe else subprocess.DEVNULL
     try:
         if stdin_text is not None:
@@ -261,6 +262,7 @@ def spawn(
             stderr=subprocess.PIPE,
             start_new_session=True,
             close_fds=True,
+            pass_fds=sandbox.inherited_fds if sandbox is not None else (),
         )
     except OSError as exc:
         raise SpawnError(f"could not start {argv[0]!r}: {exc}") from exc

@@ -1,4 +1,4 @@
-"""The agent sandbox (SPEC §11, R-SB1–R-SB6): every engine turn runs inside bubblewrap.
+"""The agent sandbox (SPEC §11, R-SB1–R-SB6, R-SB10): every engine turn runs inside bubblewrap.
 
 ``Sandbox.open`` builds one engine process's confinement from its turn; ``engines.process``
 wraps the command with it, so adapters never see it. What the agent gets:
@@ -22,6 +22,8 @@ wraps the command with it, so adapters never see it. What the agent gets:
   (the placeholder, random per sandbox, is what lets a call through); ``provider`` gives the
   sandbox its own network namespace whose only way out is ``socat`` forwarding a loopback port
   to the relay's Unix socket.
+* System calls and environment (R-SB10): bwrap loads ``engines.seccomp``'s filter before the
+  sandbox's first command; the engine's PATH names only what the sandbox shows.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from urllib.parse import urlsplit
 
 from .provider_api import ProviderApi
 from .relay import ProviderRelay, RelayLedger
+from .seccomp import SeccompUnavailable, program_fd
 from .types import EngineConfig, SandboxSettings, TurnRequest
 
 BWRAP = "bwrap"
@@ -72,6 +75,9 @@ UID_BASE = 1_800_000_000
 UID_SPAN = 100_000_000
 PROVIDER_SOCKET = "/run/skillrunner/provider.sock"
 PROVIDER_PORT = 18080  # inside the sandbox's own network namespace, so it can clash with nothing
+# The system's command folders, as the engine's PATH names them when they exist (all are under
+# /usr or its top-level links, which the sandbox shows).
+_SYSTEM_PATH = ("/usr/local/bin", "/usr/bin", "/bin", "/usr/local/sbin", "/usr/sbin", "/sbin")
 _CHECK_TTL_SECONDS = 60.0
 # The process/memory poll: a turn's first second is left alone (the rlimits are the hard caps;
 # the poll only ends a turn that stays over), then twice a second.
@@ -153,11 +159,20 @@ def _probe_tools(settings: SandboxSettings) -> str | None:
     for tool in needed:
         if shutil.which(tool) is None:
             return f"the agent sandbox needs {tool!r}, which is not installed: {advice} (unconfined agents)"
-    argv = [BWRAP, *_isolation_args(settings), *_system_args(), "--", "/bin/true"]
     try:
-        done = subprocess.run(argv, capture_output=True, timeout=10, start_new_session=True)
+        seccomp_fd = program_fd()
+    except SeccompUnavailable as exc:
+        return (
+            f"{exc}; the agent sandbox needs libseccomp and the Python package pyseccomp: install them "
+            "(Debian/Ubuntu: apt-get install libseccomp2; pip install pyseccomp) or set SKILLRUNNER_SANDBOX=off"
+        )
+    argv = [BWRAP, *_isolation_args(settings), *_system_args(), "--seccomp", str(seccomp_fd), "--", "/bin/true"]
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=10, start_new_session=True, pass_fds=[seccomp_fd])
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bubblewrap (bwrap) could not be started: {exc}; {advice}"
+    finally:
+        os.close(seccomp_fd)
     if done.returncode != 0:
         detail = done.stderr.decode("utf-8", "replace").strip()[-300:]
         return f"bubblewrap (bwrap) does not work on this host ({detail or f'exit {done.returncode}'}); {advice}"
@@ -329,6 +344,7 @@ class Sandbox:
         self.uid = sandbox_uid(self.run_dir) if os.geteuid() == 0 else os.getuid()
         self._state, held = _locked_state_dir()
         self._held: int | None = held
+        self._seccomp_fd: int | None = None  # from command() until bwrap has started
         self._relay_socket: Path | None = None  # provider mode: bound into the sandbox
         self.ledger = request.relay_ledger or RelayLedger()
         self.relay: ProviderRelay | None = None
@@ -383,9 +399,9 @@ class Sandbox:
 
     def command(self, executable: str, args: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
         """The bwrap argv running ``executable args`` confined, and the environment to start it with."""
-        env = dict(env)  # its PATH already starts with the request's path_prefix (EngineAdapter.environment)
-        env.setdefault("PATH", os.defpath)
-        readable = [*_install_roots(executable), *_interpreter_roots(env["PATH"])]
+        env = dict(env)
+        interpreters = _interpreter_roots(env.get("PATH", os.defpath))
+        readable = [*_install_roots(executable), *interpreters]
         readable += [Path(os.path.abspath(path)) for path in self.request.readonly_paths]
         readable = list(dict.fromkeys(readable))
         for path in readable:
@@ -400,7 +416,13 @@ class Sandbox:
             # bwrap enters the run dir (--chdir) as a root without CAP_DAC_OVERRIDE: it needs the
             # search bit, whatever umask made the folder (the data dir above stays private).
             os.chmod(self.run_dir, 0o711)
-        argv = [BWRAP, *_isolation_args(self.settings), *_system_args(), *self._identity_args()]
+        env["PATH"] = self._path(executable, interpreters)
+        try:
+            self._seccomp_fd = program_fd()
+        except SeccompUnavailable as exc:
+            raise SandboxUnavailable(str(exc)) from exc
+        argv = [BWRAP, *_isolation_args(self.settings), "--seccomp", str(self._seccomp_fd)]
+        argv += [*_system_args(), *self._identity_args()]
         argv += ["--perms", "1777", "--size", str(self.settings.tmp_mb * _MB), "--tmpfs", "/tmp"]
         mounts = [(path, "--ro-bind") for path in readable] + [(self.run_dir, "--bind"), (self.home, "--bind")]
         for directory in self._parent_dirs([path for path, _ in mounts]):
@@ -415,6 +437,19 @@ class Sandbox:
             relay = f"TCP-LISTEN:{PROVIDER_PORT},bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:{PROVIDER_SOCKET}"
             argv += ["/bin/sh", "-c", f'socat {relay} 2>/dev/null & exec "$@"', "sandbox"]
         return argv + [executable, *args], env
+
+    @property
+    def inherited_fds(self) -> tuple[int, ...]:
+        """The descriptors bwrap must inherit: the seccomp program its ``--seccomp`` names."""
+        return () if self._seccomp_fd is None else (self._seccomp_fd,)
+
+    def _path(self, executable: str, interpreters: list[Path]) -> str:
+        """The engine's PATH: the request's own entries, the bin folders of the CLI's install and of
+        the interpreters shown to it, then the system's. None of the host's other entries (R-SB10)."""
+        entries = [*map(str, self.request.path_prefix), os.path.dirname(os.path.abspath(executable))]
+        entries += [str(root / "bin") for root in interpreters]
+        entries += [path for path in _SYSTEM_PATH if os.path.isdir(path)]
+        return os.pathsep.join(dict.fromkeys(entries))
 
     def _identity_args(self) -> list[str]:
         """/etc/passwd and /etc/group naming only root and the agent (CLIs look their user up)."""
@@ -469,6 +504,12 @@ class Sandbox:
         """The bwrap process that was started with ``command()``."""
         self._pid = pid
         self._next_poll = time.monotonic() + _FIRST_POLL_SECONDS
+        self._close_seccomp_fd()  # bwrap holds its own copy
+
+    def _close_seccomp_fd(self) -> None:
+        if self._seccomp_fd is not None:
+            os.close(self._seccomp_fd)
+            self._seccomp_fd = None
 
     def over_limit(self) -> bool:
         """Polled while the turn runs: True (and ``exceeded`` set) once the sandbox's processes
@@ -500,6 +541,7 @@ class Sandbox:
         return self.exceeded
 
     def close(self) -> None:
+        self._close_seccomp_fd()
         if self.relay is not None:
             self.relay.close()
         shutil.rmtree(self._state, ignore_errors=True)

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs through apt, in one step, the programs the test suite runs that this machine lacks
-# (R-OP6): bubblewrap and socat (the engine sandbox, SPEC §11), Chromium (browser tests),
-# PostgreSQL and Redis servers (scale-out tests; scripts/test_services.py starts private
-# instances of them). With --sandbox-only (`make run`): the sandbox's programs only.
+# (R-OP6): bubblewrap, socat and libseccomp (the engine sandbox and its seccomp filter, SPEC §11),
+# Chromium (browser tests), PostgreSQL and Redis servers (scale-out tests; scripts/test_services.py
+# starts private instances of them). With --sandbox-only (`make run`): the sandbox's programs only.
 set -euo pipefail
 missing=()
 command -v bwrap >/dev/null || missing+=(bubblewrap)
 command -v socat >/dev/null || missing+=(socat)
+[[ "$(/sbin/ldconfig -p)" == *"libseccomp.so.2 "* ]] || missing+=(libseccomp2)
 if [ "${1:-}" != --sandbox-only ]; then
   test -x /usr/bin/chromium || missing+=(chromium)
   command -v redis-server >/dev/null || missing+=(redis-server)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from engines import sandbox, seccomp
 from tests.api.helpers import haiku_step
 
 VICTIM_SECRET = "victim-secret-7f3a9c"
@@ -24,6 +25,16 @@ class Victim:
     run_dir: Path
     home: Path
     data_dir: Path
+
+
+@pytest.fixture
+def fresh_seccomp_program():
+    """The process's cached seccomp program forgotten before and after the test."""
+    seccomp.program.cache_clear()
+    sandbox.forget_checks()
+    yield
+    seccomp.program.cache_clear()
+    sandbox.forget_checks()
 
 
 @pytest.fixture
@@ -108,3 +119,81 @@ def http_probe(url: str, body: str = "", bearer_variable: str = "") -> str:
     environment variable `bearer_variable` holds inside the sandbox, if one is named."""
     key = f'"${bearer_variable}"' if bearer_variable else "''"
     return " ".join([SANDBOX_PYTHON, "-c", shlex.quote(_HTTP_PROBE), shlex.quote(url), shlex.quote(body), key])
+
+
+# System calls the seccomp filter denies (R-SB10), each made once with Python's ctypes from inside
+# the sandbox, and ordinary work that must still succeed. Each call is one an unprivileged process
+# could make without the filter, or fails there with another errno than EPERM (mount: the caps).
+_SYSCALL_PROBE = """
+import ctypes, errno, os, socket, subprocess, sys, threading, time
+libc = ctypes.CDLL(None, use_errno=True)
+NR = {numbers}
+CLONE_NEWUSER, SIGCHLD = 0x10000000, 17
+
+def in_child(call):
+    # Runs `call` against a child that sleeps, which is then reaped.
+    child = os.fork()
+    if child == 0:
+        time.sleep(10)
+        os._exit(0)
+    try:
+        return call(child)
+    finally:
+        os.kill(child, 9)
+        os.waitpid(child, 0)
+
+def clone_newuser():
+    pid = libc.syscall(NR["clone"], CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0)
+    if pid == 0:
+        os._exit(0)
+    if pid > 0:
+        os.waitpid(pid, 0)
+    return pid
+
+def ordinary():
+    assert in_child(lambda pid: pid) > 0
+    thread = threading.Thread(target=time.sleep, args=(0.01,))
+    thread.start()
+    thread.join()
+    assert subprocess.run(["true"]).returncode == 0
+    with open("probe-written.txt", "w") as handle:
+        handle.write("written")
+    left, right = socket.socketpair()
+    left.sendall(b"x")
+    assert right.recv(1) == b"x"
+    socket.socket().bind(("127.0.0.1", 0))
+    return 0
+
+perf_attr = ctypes.create_string_buffer((1).to_bytes(4, "little") + (128).to_bytes(4, "little"), 128)  # software
+bpf_attr = ctypes.create_string_buffer(128)
+CALLS = {{
+    "unshare": lambda: libc.unshare(CLONE_NEWUSER),
+    "clone": clone_newuser,
+    "mount": lambda: libc.mount(b"none", b"/tmp", b"tmpfs", 0, None),
+    "ptrace": lambda: in_child(lambda pid: libc.ptrace(16, pid, None, None)),  # PTRACE_ATTACH
+    "keyctl": lambda: libc.syscall(NR["keyctl"], 0, -3, 1),  # the session keyring's id
+    "bpf": lambda: libc.syscall(NR["bpf"], 0, bpf_attr, 128),  # BPF_MAP_CREATE
+    "perf_event_open": lambda: libc.syscall(NR["perf_event_open"], perf_attr, 0, -1, -1, 0),
+    "userfaultfd": lambda: libc.syscall(NR["userfaultfd"], 1),  # UFFD_USER_MODE_ONLY
+    "ordinary": ordinary,
+}}
+failed = False
+for name in sys.argv[1:]:
+    ctypes.set_errno(0)
+    result = CALLS[name]()
+    code = ctypes.get_errno()
+    print(f"{{name}}:" + ("OK" if result >= 0 else errno.errorcode.get(code, str(code))))
+    failed = failed or result < 0
+sys.exit(1 if failed else 0)
+"""
+DENIED_SYSCALLS = ("unshare", "clone", "mount", "ptrace", "keyctl", "bpf", "perf_event_open", "userfaultfd")
+
+
+def syscall_probe(*names: str) -> str:
+    """A shell command making the named calls of _SYSCALL_PROBE inside the sandbox: it prints
+    `<name>:OK` or `<name>:<errno>` for each and exits 0 only when all of them succeeded."""
+    import pyseccomp
+
+    numbers = {name: pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name) for name in DENIED_SYSCALLS}
+    program = _SYSCALL_PROBE.format(numbers=numbers)
+    return " ".join([SANDBOX_PYTHON, "-c", shlex.quote(program), *names])

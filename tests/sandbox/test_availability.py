@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes.util
 import logging
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -59,6 +61,18 @@ def test_unusable_bwrap_fails_turns_and_is_reported(kind, api, install_skill, fa
     ready = Client().get("/v1/system/readyz")
     assert ready.status_code == 503
     assert ready.json()["checks"]["sandbox"].startswith("error: ")
+
+
+def test_a_missing_libseccomp_makes_the_sandbox_unavailable(monkeypatch, fresh_seccomp_program):
+    """R-SB6, R-SB10: no seccomp filter, no sandboxed turn, and the check says what to install."""
+    find_library = ctypes.util.find_library
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: None if name == "seccomp" else find_library(name))
+    monkeypatch.delitem(sys.modules, "pyseccomp", raising=False)  # imported afresh, it looks for the library
+
+    problem = sandbox.sandbox_problem(SandboxSettings())
+
+    assert problem is not None and "Unable to find libseccomp" in problem, problem
+    assert "apt-get install libseccomp2" in problem and "SKILLRUNNER_SANDBOX=off" in problem
 
 
 def test_working_sandbox_is_reported_ready(api, fake_codex):

@@ -15,11 +15,21 @@ from django.db import connection
 
 from tests.api.helpers import HAIKU_DATA, haiku_step, processes_in, wait_until
 
-from .conftest import SERVER_SECRET_KEY, VICTIM_SECRET, command_results, finish, http_probe, start
+from .conftest import (
+    DENIED_SYSCALLS,
+    SERVER_SECRET_KEY,
+    VICTIM_SECRET,
+    command_results,
+    finish,
+    http_probe,
+    start,
+    syscall_probe,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 
 REPO = Path(__file__).resolve().parents[2]
+SYSTEM_PATH = ("/usr/local/bin", "/usr/bin", "/bin", "/usr/local/sbin", "/usr/sbin", "/sbin")
 
 
 def _database_probe() -> dict[str, str]:
@@ -78,6 +88,37 @@ def test_agent_reaches_nothing_outside_its_run_while_another_run_succeeds(
     assert results["id -u"]["out"].strip() != "0"
     pids = [int(name) for name in results["ls /proc"]["out"].split() if name.isdigit()]
     assert max(pids) < 50, pids
+
+
+def test_seccomp_denies_what_agents_never_need_and_no_host_path_reaches_the_engine(
+    api, install_skill, fake_codex, manual_dispatch, monkeypatch, tmp_path
+):
+    """R-SB10: new namespaces (unshare, clone), mount, ptrace, keyctl, bpf, perf events and
+    userfaultfd fail with EPERM inside the sandbox (all but mount would work, or fail otherwise,
+    without the filter), while forks, threads, exec, file writes and sockets work. The engine's
+    PATH names its install and the system's folders, none of the host's other entries."""
+    install_skill("haiku-writer")
+    host_bin = tmp_path / "host-bin"
+    host_bin.mkdir()
+    monkeypatch.setenv("PATH", f"{host_bin}{os.pathsep}{os.environ['PATH']}")
+    denied = {name: syscall_probe(name) for name in DENIED_SYSCALLS}
+    ordinary, filters, path = syscall_probe("ordinary"), "grep Seccomp_filters: /proc/self/status", 'echo "$PATH"'
+    fake_codex.script(haiku_step(commands=[*denied.values(), ordinary, filters, path]))
+
+    request_id = start(api, manual_dispatch, "seccomp")
+
+    assert finish(api, request_id)["status"] == "succeeded"
+    from runs.models import Run
+
+    results = command_results(Run.objects.get(pk=request_id).run_dir)
+    for name, command in denied.items():
+        assert results[command]["out"].strip() == f"{name}:EPERM", results[command]
+    assert results[ordinary]["exit"] == 0 and results[ordinary]["out"].strip() == "ordinary:OK", results[ordinary]
+    own_filters = int(Path("/proc/self/status").read_text().split("Seccomp_filters:")[1].split()[0])
+    assert int(results[filters]["out"].split()[1]) == own_filters + 1
+    entries = results[path]["out"].strip().split(os.pathsep)
+    assert entries[0] == str(fake_codex.root), entries  # the CLI's install
+    assert "/usr/bin" in entries and set(entries[1:]) <= set(SYSTEM_PATH), entries
 
 
 def test_limits_end_only_the_offending_turns(api, victim, fake_codex, manual_dispatch, tight_limits):

@@ -1,10 +1,10 @@
 """Red team with the real Codex, Gemini, Claude Code, Qwen Code, OpenCode and Kilo CLIs (SPEC §11, R-SB2,
-R-SB3, R-SB5).
+R-SB3, R-SB5, R-SB10).
 
 The scripted model makes each CLI call its own shell tool with one command that tries the
 essential escapes — other runs' files, the secret key, the database, writing into the data
-dir, signalling the worker, reaching the provider around the relay — and prints the API key
-variables. The sandbox runs in ``provider`` network mode, so the key the CLI holds must be a
+dir, signalling the worker, reaching the provider around the relay, a new namespace, a mount,
+tracing another process — and prints the API key variables. The sandbox runs in ``provider`` network mode, so the key the CLI holds must be a
 placeholder while the model server receives the operator's real key.
 """
 
@@ -22,7 +22,7 @@ from tests.real_engines.conftest import require_engine
 from tests.support.engine_env import SERVICE_MODELS, SERVICE_URL_PATHS
 from tests.support.scripted_model_server import ScriptedModelServer
 
-from .conftest import SANDBOX_PYTHON, SERVER_SECRET_KEY, VICTIM_SECRET, http_probe
+from .conftest import SANDBOX_PYTHON, SERVER_SECRET_KEY, VICTIM_SECRET, http_probe, syscall_probe
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 
@@ -95,6 +95,9 @@ def _probe_command(engine: str, victim, provider_url: str) -> str:
         _outcome(f"kill -0 {os.getpid()} 2>/dev/null", "SIGNAL"),
         _outcome(f"{http_probe(provider_url + '/')} >/dev/null 2>&1", "NET"),
         _outcome(f"{http_probe(f'http://127.0.0.1:{PROVIDER_PORT}/')} >/dev/null 2>&1", "RELAY"),
+        _outcome("unshare -U true 2>/dev/null", "UNSHARE"),
+        _outcome(f"{syscall_probe('mount')} >/dev/null 2>&1", "MOUNT"),
+        _outcome(f"{syscall_probe('ptrace')} >/dev/null 2>&1", "PTRACE"),
         # The first 24 characters: the whole placeholder in the conversation would have the
         # relay refuse every later call (R-SB8: only in the key header).
         'echo "KEYS=[$OPENAI_API_KEY|$SKILLRUNNER_PROVIDER_API_KEY|$GEMINI_API_KEY|$ANTHROPIC_API_KEY]" | cut -c1-40',
@@ -131,10 +134,11 @@ def test_real_cli_shell_tool_cannot_escape_or_see_the_key(engine, api, victim, s
         turns = [r for r in provider.requests if r.step_index is not None]
         output = "\n".join(turns[-1].tool_results)
         assert output.count("READ-DENIED") >= 3, output
-        for escaped in ("READ-OK", "WRITE-OK", "SIGNAL-OK", "NET-OK"):
-            assert escaped not in output, output
+        denied = ("WRITE", "SIGNAL", "NET", "UNSHARE", "MOUNT", "PTRACE")
+        for escaped in ("READ", *denied):
+            assert f"{escaped}-OK" not in output, output
         assert "RELAY-OK" in output, output  # the probe itself works: the way out it may take answers
-        assert "WRITE-DENIED" in output and "SIGNAL-DENIED" in output and "NET-DENIED" in output, output
+        assert all(f"{what}-DENIED" in output for what in denied), output
         assert "skillrunner-placeholder-" in output, output
         for secret in (REAL_KEY, VICTIM_SECRET, SERVER_SECRET_KEY):
             assert secret not in output
