@@ -2,8 +2,8 @@
 
     .venv/bin/python -m bench [--configs embedded,scaleout] [--caps 1,16] [--rounds 3] [--waiting 1000]
 
-First one real turn of each engine CLI, unconfined and in bubblewrap, against the scripted model
-(bench/clis.py). Then for each configuration, cap (SKILLRUNNER_MAX_CONCURRENT_TURNS) and round, a fresh
+First what the provider relay adds to a model call (bench/relay.py), and one real turn of each
+engine CLI, unconfined and in bubblewrap, against the scripted model (bench/clis.py). Then for each configuration, cap (SKILLRUNNER_MAX_CONCURRENT_TURNS) and round, a fresh
 `manage.py serve` (what `make run` starts: daphne + `manage.py worker`) on a fresh database,
 with bench/fakecodex.py as its codex, driven by bench/outside.py. Then, per configuration, one
 service at the default cap 4 idles and parks `--waiting` interactive runs in waiting_user. Last,
@@ -31,7 +31,7 @@ from typing import Any
 
 from tests.support.live_service import REPO, LiveService
 
-from . import backlog, clis, crowd, outside, report, scenarios
+from . import backlog, clis, crowd, outside, relay, report, scenarios
 from .httpclient import Api
 from .services import CONFIGS, bench_service, loadavg, wait_ready
 from .system import tree_engines
@@ -105,6 +105,9 @@ def print_tables(results: dict[str, Any]) -> None:
     for figures in results.get("backlog", {}).values():
         print()
         print(backlog.table(figures))
+    if results.get("relay"):
+        print()
+        print(relay.line(results["relay"]))
     if results.get("cli_turns"):
         print()
         print(report.cli_turns(results["cli_turns"]))
@@ -149,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
         "--crowd", type=int, default=1000, help="live connections on one web process (bench/crowd.py); 0 skips"
     )
     parser.add_argument(
+        "--relay-calls", type=int, default=500, help="model calls straight and through the relay; 0 skips"
+    )
+    parser.add_argument(
         "--cli-turns", type=int, default=1, help="real turns per engine CLI and sandbox mode (bench/clis.py); 0 skips"
     )
     parser.add_argument(
@@ -178,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
         fake = outside.Fake.install(root / "engine")
         results["floor"] = outside.floor(fake, root / "floor", args.floor)
         print(f"floor: {json.dumps(results['floor'])}", flush=True)
+        if args.relay_calls:
+            results["relay"] = relay.measure(args.relay_calls)
+            print(relay.line(results["relay"]), flush=True)
         if args.cli_turns:
             results["cli_turns"] = clis.measure(root / "cli-turns", args.cli_turns)
             print(report.cli_turns(results["cli_turns"]), flush=True)

@@ -243,6 +243,10 @@ class ProviderRelay:
                 client, _ = self._listener.accept()
             except OSError:
                 return  # closed
+            if client.family != socket.AF_UNIX:
+                # An answer's head and body are separate writes: without this, the second waits for
+                # the engine's delayed acknowledgement of the first (40 ms a call).
+                client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             threading.Thread(target=self._serve, args=(client,), name="provider-relay-conn", daemon=True).start()
 
     # ---- one connection: requests one after the other (keep-alive) ---------------------------

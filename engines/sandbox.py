@@ -434,7 +434,8 @@ class Sandbox:
             argv += ["--bind", str(self._relay_socket), PROVIDER_SOCKET]
         argv += ["--chdir", str(self.run_dir), "--", *self._limits(), *self._drop_privileges()]
         if self._relay_socket is not None:
-            relay = f"TCP-LISTEN:{PROVIDER_PORT},bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:{PROVIDER_SOCKET}"
+            # nodelay: socat passes the relay's writes on as they come (see ProviderRelay._accept).
+            relay = f"TCP-LISTEN:{PROVIDER_PORT},bind=127.0.0.1,fork,reuseaddr,nodelay UNIX-CONNECT:{PROVIDER_SOCKET}"
             argv += ["/bin/sh", "-c", f'socat {relay} 2>/dev/null & exec "$@"', "sandbox"]
         return argv + [executable, *args], env
 
