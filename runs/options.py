@@ -55,7 +55,8 @@ class EffectiveOptions:
         )
 
     def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        """As stored and shown: a limit the run did not ask for is not there (the operator's applies)."""
+        return {key: value for key, value in self.__dict__.items() if value is not None}
 
 
 def _invalid(key: str, message: str) -> ApplicationError:

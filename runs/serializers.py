@@ -139,6 +139,15 @@ def _coded(message: dict[str, Any]) -> dict[str, str]:
     return {"code": str(message["code"]), "message": str(message["message"])}
 
 
+# What a run's error may tell besides its code and message (BUDGET_EXCEEDED: which budget, how
+# much of it was used).
+ERROR_DETAILS = ("which", "used", "limit")
+
+
+def _coded_error(error: dict[str, Any]) -> dict[str, Any]:
+    return {**_coded(error), **{key: error[key] for key in ERROR_DETAILS if key in error}}
+
+
 def status_payload(read: StatusRead) -> dict[str, Any]:
     """GET /v1/jobs/{id}, and each run of GET /v1/jobs (RunStatusOutput's shape)."""
     run = read.run
@@ -157,8 +166,7 @@ def status_payload(read: StatusRead) -> dict[str, Any]:
         "created_at": _timestamp(run.created_at),
         "updated_at": _timestamp(run.updated_at),
         "warnings": [_coded(warning) for warning in run.warnings],
-        # An error's details stay with it (BUDGET_EXCEEDED: which budget, used, limit).
-        "error": {**run.error, **_coded(run.error)} if run.error is not None else None,
+        "error": _coded_error(run.error) if run.error is not None else None,
         "pending_interaction_id": run.pending_interaction_id,
         "interaction_count": run.interaction_count,
         "auto_decision_count": run.auto_decision_count,

@@ -32,7 +32,6 @@ def test_defaults(settings):
             "hard_timeout_seconds": 1200,
             "no_cache": False,
             "max_repair_rounds": 2,
-            "max_tokens": None,  # the operator's SKILLRUNNER_RUN_MAX_TOKENS
         }
         assert warnings == []
 

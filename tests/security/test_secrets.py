@@ -146,10 +146,11 @@ def test_server_log_output_never_carries_keys_or_tokens(api, leaky_run, caplog):
     assert api.token_key not in text and "sr_deadbeefAAAA" not in text
 
 
-def test_an_engine_gets_its_own_key_and_no_other_engines_key(leaky_run, settings):
-    """R-EN5/R-EN8: only the keys the operator configured *for this engine* reach it."""
+def test_an_engine_gets_no_key_but_its_relays_placeholder(leaky_run, settings):
+    """R-EN5/R-EN8, R-SB8: no configured key reaches the engine, not even its own: it holds a
+    placeholder that its provider relay alone turns into the key."""
     env = leaky_run["env"]
     values = set(env.values())
-    assert KEYS["codex"] in values
-    assert [name for name in KEYS if name != "codex" and KEYS[name] in values] == []
+    assert [name for name in KEYS if any(KEYS[name] in value for value in values)] == []
+    assert env["SKILLRUNNER_PROVIDER_API_KEY"].startswith("skillrunner-placeholder-")
     assert settings.SECRET_KEY not in values and not any(settings.SECRET_KEY in v for v in values)
