@@ -42,7 +42,7 @@ SCALEOUT_SELECT := (not real_engine or codex or claude) \
 # Not again: tests/sandbox. On PostgreSQL they probe less than on SQLite (no database file is in
 # reach), and their runs take the lifecycle tests/api covers there.
 
-.PHONY: run test test-services test-suites lint engines system-packages sandbox bench venv test-venv clean
+.PHONY: run test test-fast test-services test-suites lint engines system-packages sandbox bench venv test-venv clean
 
 # The service's own dependencies only; the test tools go in with `make test` (own stamp each).
 venv: $(VENV)/.installed-service
@@ -80,6 +80,18 @@ sandbox:
 test:
 	@$(MAKE) --no-print-directory --jobs=3 --output-sync=target test-venv engines system-packages
 	@$(MAKE) --no-print-directory --jobs=2 lint test-services
+
+# The daily loop: every app's unit, API and orchestration tests with the scripted stand-in CLI on
+# the embedded default, in a few minutes. What it leaves out, `make test` (CI) runs: the real
+# engine CLIs, the browser, PostgreSQL + Redis (faults of backing services too), and the tests
+# that start whole services as processes.
+FAST_LEFT_OUT_MARKS := real_engine or browser or scaleout
+FAST_LEFT_OUT_DIRS := tests/live tests/real_engines tests/browser tests/scaleout
+test-fast: test-venv sandbox
+	@echo "make test-fast leaves out: $(FAST_LEFT_OUT_DIRS), and tests marked $(FAST_LEFT_OUT_MARKS) (make test runs them)"
+	@started=$$(date +%s); $(PY) -m pytest -n 2 --dist loadscope -q -m "not ($(FAST_LEFT_OUT_MARKS))" \
+		$(addprefix --ignore=,$(FAST_LEFT_OUT_DIRS)) tests; status=$$?; \
+	echo "make test-fast: $$(( $$(date +%s) - started )) s, exit $$status"; exit $$status
 
 # Without the jobserver of `make test`: Python closes its pipes on the way to the inner make.
 test-services: test-venv
