@@ -209,7 +209,7 @@ def _artifact_specs(run: Run) -> tuple[ArtifactSpec, ...]:
     )
 
 
-def build_turn_request(run: Run) -> tuple[TurnRequest, dict[str, str] | None]:
+def build_turn_request(run: Run, ledger: RelayLedger) -> tuple[TurnRequest, dict[str, str] | None]:
     """The turn's request, and the warning to record when the skill's dependencies could not be
     prepared (R-SK7). Raises PromptTemplateError when the skill's prompt template is unusable (R-SK8)."""
     version = run.version
@@ -240,7 +240,7 @@ def build_turn_request(run: Run) -> tuple[TurnRequest, dict[str, str] | None]:
         session_handle=run.session_handle if run.attempt_number > 1 else None,
         readonly_paths=environment.readonly_paths if environment else (),
         path_prefix=(environment.bin_dir,) if environment else (),
-        relay_ledger=relay_ledger(run),
+        relay_ledger=ledger,
     )
     return request, warning
 
@@ -358,7 +358,7 @@ def run_claimed_turn(request_id: str, attempt_number: int) -> None:
     config = run_engine_config(run.engine, str(run.pk), run.runtime_options)
     try:
         try:
-            request, warning = build_turn_request(run)
+            request, warning = build_turn_request(run, retry_while_database_away(relay_ledger, run))
         except PromptTemplateError as exc:  # R-SK8: a clear failure, never a half-rendered prompt
             retry_while_database_away(services.fail_run, request_id, "SKILL_PROMPT_INVALID", str(exc))
             return

@@ -36,7 +36,7 @@ from typing import Any
 from tests.support.live_service import TEMPLATES, drop_postgres_database, free_port, fresh_postgres_url, wait_until
 from tests.support.processes import end_together, processes_in
 
-from .probe_engine import ProbeEngine, worker_tag
+from .probe_engine import ProbeEngine
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -365,8 +365,8 @@ class Deployment:
 
     def start_worker(self) -> int:
         index = len(self.workers)
-        # The tag tells the probe engine which cluster started it (probe_engine.py).
-        env = {**self.env, "PATH": os.pathsep.join([self.env.get("PATH", os.defpath), worker_tag(index)])}
+        # Its own executable tells the probe engine which cluster started it (probe_engine.py).
+        env = {**self.env, "SKILLRUNNER_CODEX_BIN": str(self.engine.binary_of(index))}
         self.workers.append(self._spawn(f"worker-{index}", [PYTHON, "manage.py", "worker"], env))
         return index
 

@@ -40,12 +40,9 @@ from typing import Any
 
 PAUSE = re.compile(r"zzz(\d+(?:\.\d+)?)")
 FAKE_CODEX = Path(__file__).resolve().parents[1] / "support" / "fake_codex.py"
-WORKER_TAG = "probe-worker-"  # the PATH folder `worker_tag(index)` names
-
-
-def worker_tag(index: int) -> str:
-    """The last PATH entry of worker cluster `index`; a name only, never created."""
-    return f"/nonexistent/{WORKER_TAG}{index}"
+# Set by the executable of worker cluster `index` (ProbeEngine.binary_of): the sandbox passes the
+# engine none of the worker's own environment, nor its PATH.
+WORKER_VARIABLE = "PROBE_WORKER"
 
 
 def _append(path: Path, record: dict[str, Any]) -> None:
@@ -62,9 +59,8 @@ def _skill_of(run_dir: Path) -> str:
     return names[0] if names else "default"
 
 
-def _worker_of(path_value: str) -> int | None:
-    tags = [Path(entry).name for entry in path_value.split(os.pathsep) if Path(entry).name.startswith(WORKER_TAG)]
-    return int(tags[-1][len(WORKER_TAG) :]) if tags else None
+def _worker_of(value: str | None) -> int | None:
+    return int(value) if value else None
 
 
 def main(root: Path, argv: list[str]) -> int:
@@ -85,7 +81,7 @@ def main(root: Path, argv: list[str]) -> int:
         "t": time.time(),
         "process": process,
         "pid_namespace": os.readlink("/proc/self/ns/pid"),
-        "worker": _worker_of(os.environ.get("PATH", "")),
+        "worker": _worker_of(os.environ.get(WORKER_VARIABLE)),
         "run": run_dir.name,
         "skill": skill,
         "turn": turn,
@@ -112,14 +108,23 @@ class ProbeEngine:
         for source in (Path(__file__), FAKE_CODEX):
             shutil.copyfile(source, self.root / source.name)
             (self.root / source.name).chmod(0o644)
-        self.binary = self.root / "codex"
-        # The system python when there is one: a sandboxed engine sees /usr, not the venv's home.
-        self.binary.write_text(
-            f'#!/bin/sh\nPY=/usr/bin/python3\n[ -x "$PY" ] || PY="{sys.executable}"\n'
-            f'exec "$PY" -I "{self.root / "probe_engine.py"}" "{self.root}" "$@"\n'
-        )
-        self.binary.chmod(0o755)
+        self.binary = self._executable("codex", "")
         self.script("default", {"message": "{}"})
+
+    def binary_of(self, worker: int) -> Path:
+        """The executable worker cluster `worker` runs: it tells the probe which cluster it is."""
+        return self._executable(f"codex-worker-{worker}", f"{WORKER_VARIABLE}={worker} ")
+
+    def _executable(self, name: str, assignment: str) -> Path:
+        # Beside probe_engine.py, in the folder the sandbox shows. The system python when there is
+        # one: a sandboxed engine sees /usr, not the venv's home.
+        path = self.root / name
+        path.write_text(
+            f'#!/bin/sh\nPY=/usr/bin/python3\n[ -x "$PY" ] || PY="{sys.executable}"\n'
+            f'{assignment}exec "$PY" -I "{self.root / "probe_engine.py"}" "{self.root}" "$@"\n'
+        )
+        path.chmod(0o755)
+        return path
 
     def script(self, skill_id: str, *turns: dict[str, Any]) -> None:
         path = self.root / f"{skill_id}.json"
