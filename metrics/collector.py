@@ -1,24 +1,26 @@
 """The figures of GET /metrics (R-OP11), read from the shared database at each scrape.
 
 Every figure is in the database already: the state of runs, slots, waits, deliveries and live
-connections, and the events of past turns (TurnUsage: each turn's duration; Run.model_tokens: the
-tokens the relay counted; `security` run events: the relay's refusals). Reading them there, rather
+connections, and the events of past turns (Run.model_tokens: the tokens the relay counted;
+`security` run events: the relay's refusals; each turn's duration, counted into TurnDurations as
+it ends, metrics.receivers). Reading them there, rather
 than counting in the processes that cause them, makes the figures the service's whole, however many
 worker processes forked them and on however many machines: any web answers the same, nothing is
 lost when a process restarts, and no scrape directory is shared. Each figure is one aggregate query
 on an index (bench/metrics.py: the scrape's cost beside 10,000 runs).
 
-Totals of past events (`_total`, the histogram) drop only when retention removes runs' rows
-(SKILLRUNNER_RUN_RETENTION_DELETE_ROWS), which Prometheus reads as a counter reset.
+The `_total` counters drop when retention removes runs' rows (SKILLRUNNER_RUN_RETENTION_DELETE_ROWS),
+which Prometheus reads as a counter reset; the histogram never drops.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
+from itertools import accumulate
 
 from django.conf import settings
-from django.db.models import Case, Count, F, IntegerField, Min, Sum, Value, When
+from django.db.models import Count, F, Min, Sum
 from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -26,12 +28,12 @@ from prometheus_client.registry import Collector
 
 from accounts.models import LiveConnection
 from notifications.models import WebhookDelivery
-from runs.models import EventKind, Interaction, Run, RunEvent, RunStatus, TurnUsage
+from runs.models import EventKind, Interaction, Run, RunEvent, RunStatus
 from runs.services.dispatching import ready_queue_length
 
-# Upper bounds of the turn duration buckets, seconds: engine turns take seconds to minutes, up to
-# the hard timeout (SKILLRUNNER_DEFAULT_HARD_TIMEOUT 1200 s, at most SKILLRUNNER_MAX_HARD_TIMEOUT).
-TURN_DURATION_BUCKETS = (1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 3600.0, 21600.0)
+from .models import TurnDurations
+from .receivers import TURN_DURATION_BUCKETS
+
 # A failed run whose error has no code (none is stored so today) still counts, under this label.
 NO_CODE = "NONE"
 
@@ -105,29 +107,19 @@ def slots() -> Iterator[GaugeMetricFamily]:
 
 
 def turn_durations() -> HistogramMetricFamily:
-    """Each turn's bucket is decided by the database: one row per engine and bucket comes back."""
-    bucket = Case(
-        *(When(duration_ms__lte=bound * 1000, then=Value(index)) for index, bound in enumerate(TURN_DURATION_BUCKETS)),
-        default=Value(len(TURN_DURATION_BUCKETS)),
-        output_field=IntegerField(),
-    )
-    rows = (
-        TurnUsage.objects.filter(duration_ms__isnull=False)
-        .order_by()
-        .values_list(F("run__engine"), bucket)
-        .annotate(Count("pk"), Sum("duration_ms"))
-    )
     counts: dict[str, list[int]] = defaultdict(lambda: [0] * (len(TURN_DURATION_BUCKETS) + 1))
     total_ms: dict[str, int] = defaultdict(int)
-    for engine, index, count, duration_ms in rows:
-        counts[engine][index] += count
+    for engine, bucket, turns, duration_ms in TurnDurations.objects.values_list(
+        "engine", "bucket", "turns", "duration_ms"
+    ):
+        counts[engine][bucket] = turns
         total_ms[engine] += duration_ms
     family = HistogramMetricFamily(
         "skillrunner_turn_duration_seconds", "Engine turns by how long they ran, per engine.", labels=["engine"]
     )
+    bounds = [str(bound) for bound in TURN_DURATION_BUCKETS] + ["+Inf"]
     for engine, per_bucket in sorted(counts.items()):
-        bounds = [str(bound) for bound in TURN_DURATION_BUCKETS] + ["+Inf"]
-        cumulative = [sum(per_bucket[: index + 1]) for index in range(len(per_bucket))]
+        cumulative = list(accumulate(per_bucket))
         family.add_metric([engine], list(zip(bounds, cumulative, strict=True)), total_ms[engine] / 1000)
     return family
 
