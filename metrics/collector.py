@@ -7,7 +7,7 @@ it ends, metrics.receivers). Reading them there, rather
 than counting in the processes that cause them, makes the figures the service's whole, however many
 worker processes forked them and on however many machines: any web answers the same, nothing is
 lost when a process restarts, and no scrape directory is shared. Each figure is one aggregate query
-on an index (bench/metrics.py: the scrape's cost beside 10,000 runs).
+that starts from an index (bench/metrics.py: the scrape's cost beside 10,000 runs).
 
 The `_total` counters drop when retention removes runs' rows (SKILLRUNNER_RUN_RETENTION_DELETE_ROWS),
 which Prometheus reads as a counter reset; the histogram never drops.
