@@ -24,11 +24,12 @@ ENGINE_CLI_DIR := engines/cli
 #   tests/upstream/test_streams.py: streams woken through the Redis channel layer.
 #   tests/test_wakeups.py: a sticky run's worker woken through a Redis list instead of a socket.
 #   tests/runs/test_migrations.py: data migrations on PostgreSQL.
+#   tests/metrics: the scrape's aggregate queries (JSON keys, GROUP BY) read on PostgreSQL.
 SCALEOUT_TESTS := tests/api tests/interactive tests/ui/test_pages.py tests/upstream/test_plugin_contract.py \
 	tests/upstream/test_reply_files.py tests/live tests/real_engines/test_service_real_engines.py \
 	tests/notifications tests/runs/test_fair_share.py tests/runs/test_thread_connections.py \
 	tests/runs/test_seed_history.py tests/runs/test_retention.py tests/upstream/test_streams.py \
-	tests/test_wakeups.py tests/runs/test_migrations.py
+	tests/test_wakeups.py tests/runs/test_migrations.py tests/metrics
 # Of the real CLIs there, Codex stands for the resumable engines and Claude Code for sticky_process
 # (engines/base.py: the only profile runs/ tells apart; nothing under runs/ looks at which engine
 # it is, and engines/ never reaches the database): their turns take every path the others take

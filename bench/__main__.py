@@ -9,7 +9,8 @@ with bench/fakecodex.py as its codex, driven by bench/outside.py. Then, per conf
 service at the default cap 4 idles and parks `--waiting` interactive runs in waiting_user. Last,
 per configuration, what a run costs beside `--backlog` queued runs (bench/backlog.py, R-SC1), and
 `--crowd` live connections on one web process (and on two sharing Redis), idle and fanning out a
-run event (bench/crowd.py, R-SC2).
+run event (bench/crowd.py, R-SC2), and what a GET /metrics scrape costs beside `--metrics-runs` runs
+(bench/metrics.py, R-OP11).
 Medians across rounds are printed as a Markdown table beside the reference and the floor; the
 raw figures go to test-output/bench/outside.json. `python -m bench.detail` is the detailed
 benchmark (segments, websocket, activity, webhooks, sandbox cost).
@@ -31,7 +32,7 @@ from typing import Any
 
 from tests.support.live_service import REPO, LiveService
 
-from . import backlog, clis, crowd, outside, relay, report, scenarios
+from . import backlog, clis, crowd, metrics, outside, relay, report, scenarios
 from .httpclient import Api
 from .services import CONFIGS, bench_service, loadavg, wait_ready
 from .system import tree_engines
@@ -97,6 +98,15 @@ def backlog_figures(root: Path, config: str, queued: int) -> dict[str, Any]:
     return json.loads(output.read_text())
 
 
+def metrics_figures(root: Path, config: str, runs: int) -> dict[str, Any]:
+    """R-OP11 in a process of its own (bench/metrics.py sets Django up for one database)."""
+    output = root / f"{config}-metrics.json"
+    command = [sys.executable, "-m", "bench.metrics", "--runs", str(runs), "--json", str(output)]
+    command += ["--database-url", CONFIGS[config]["DATABASE_URL"]]
+    subprocess.run(command, cwd=REPO, check=True, stdout=subprocess.DEVNULL)
+    return json.loads(output.read_text())
+
+
 def print_tables(results: dict[str, Any]) -> None:
     print()
     print(report.outside_table(results))
@@ -105,6 +115,8 @@ def print_tables(results: dict[str, Any]) -> None:
     for figures in results.get("backlog", {}).values():
         print()
         print(backlog.table(figures))
+    for figures in results.get("metrics", {}).values():
+        print(metrics.line(figures))
     if results.get("relay"):
         print()
         print(relay.line(results["relay"]))
@@ -147,6 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--waiting", type=int, default=1000, help="runs parked in waiting_user at cap 4; 0 skips")
     parser.add_argument(
         "--backlog", type=int, default=10_000, help="queued runs beside the R-SC1 figures (bench/backlog.py); 0 skips"
+    )
+    parser.add_argument(
+        "--metrics-runs", type=int, default=10_000, help="runs beside a GET /metrics scrape (bench/metrics.py); 0 skips"
     )
     parser.add_argument(
         "--crowd", type=int, default=1000, help="live connections on one web process (bench/crowd.py); 0 skips"
@@ -211,6 +226,11 @@ def main(argv: list[str] | None = None) -> int:
             for config in configs:
                 results["backlog"][config] = backlog_figures(root, config, args.backlog)
                 print(backlog.table(results["backlog"][config]), flush=True)
+        results["metrics"] = {}
+        if args.metrics_runs:
+            for config in configs:
+                results["metrics"][config] = metrics_figures(root, config, args.metrics_runs)
+                print(metrics.line(results["metrics"][config]), flush=True)
         if args.crowd:
             setups = [setup for setup, (config, _) in crowd.SETUPS.items() if config in configs]
             results["crowd"] = crowd.measure(root, setups, crowd.Options(connections=args.crowd))

@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     backlogs = [int(n) for n in args.backlogs.split(",")]
 
-    from .inprocess import throwaway_service
+    from .inprocess import explain, throwaway_service
 
     settings = {"SKILLRUNNER_MAX_CONCURRENT_TURNS": str(CAP), "SKILLRUNNER_USER_MAX_RUNNING": str(USER_CAP)}
     with throwaway_service("dispatchcost", args.database_url, lambda root: settings) as database_url:
@@ -53,7 +53,9 @@ def main(argv: list[str] | None = None) -> int:
             _seed(backlog, args.owners)
             print(f"{backlog:>7}  " + "  ".join(_measure(args.repeat)))
         if args.explain:
-            _explain()
+            from runs.services.dispatching import dispatch_queued_runs
+
+            explain(dispatch_queued_runs)
     return 0
 
 
@@ -110,28 +112,6 @@ def _measure(repeat: int) -> list[str]:
         p90 = statistics.quantiles(times, n=10)[-1]
         cells.append(f"{statistics.median(times):6.2f} ({p90:6.2f}) {len(queries):3}")
     return [f"{cell:>18}" for cell in cells] + ([f"{'no queued run':>18}"] if len(calls) < 3 else [])
-
-
-def _explain() -> None:
-    from django.db import connection
-
-    from runs.services.dispatching import dispatch_queued_runs
-
-    statements: list[tuple[str, object]] = []
-
-    def record(execute, sql, params, many, context):
-        statements.append((sql, params))
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(record):
-        dispatch_queued_runs()
-    explain = "EXPLAIN QUERY PLAN " if connection.vendor == "sqlite" else "EXPLAIN "
-    for sql, params in statements:
-        print(f"\n{sql}")
-        with connection.cursor() as cursor:
-            cursor.execute(explain + sql, params)
-            for row in cursor.fetchall():
-                print("   ", row[-1])
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 
 @contextmanager
@@ -52,3 +53,24 @@ def throwaway_service(
         if database_url:
             drop_postgres_database(database_url)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def explain(call: Callable[[], Any]) -> None:
+    """Print each statement `call()` runs with its query plan."""
+    from django.db import connection
+
+    statements: list[tuple[str, Any]] = []
+
+    def record(execute, sql, params, many, context):
+        statements.append((sql, params))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record):
+        call()
+    prefix = "EXPLAIN QUERY PLAN " if connection.vendor == "sqlite" else "EXPLAIN "
+    for sql, params in statements:
+        print(f"\n{sql}")
+        with connection.cursor() as cursor:
+            cursor.execute(prefix + sql, params)
+            for row in cursor.fetchall():
+                print("   ", row[-1])

@@ -147,6 +147,12 @@ class Run(models.Model):
             models.Index(
                 fields=["finished_at"], condition=models.Q(files_removed_at__isnull=True), name="runs_run_unexpired"
             ),
+            # The tokens per engine of a metrics scrape, summed from the index alone (R-OP11).
+            models.Index(
+                fields=["engine", "model_tokens"],
+                condition=models.Q(model_tokens__gt=0),
+                name="runs_run_tokens_by_engine",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -274,6 +280,9 @@ class RunEvent(models.Model):
     class Meta:
         ordering = ["run", "seq"]
         constraints = [models.UniqueConstraint(fields=["run", "seq"], name="unique_event_seq_per_run")]
+        # The few security events among all runs' events: a metrics scrape counts the relay's
+        # refusals without reading the log (R-OP11).
+        indexes = [models.Index(fields=["run"], condition=models.Q(kind="security"), name="runs_runevent_security")]
 
     def __str__(self) -> str:
         return f"{self.run_id} #{self.seq} {self.kind}"

@@ -4,6 +4,7 @@ The embedded default needs no server: SQLite in WAL mode under SKILLRUNNER_DATA_
 django-q2 ORM broker. DATABASE_URL and REDIS_URL scale the same code out (R-OP2).
 """
 
+import ipaddress
 from pathlib import Path
 
 import environ
@@ -29,6 +30,16 @@ def _non_negative_int(name: str, default: int) -> int:
     if value < 0:
         raise ImproperlyConfigured(f"{name} must be 0 (no limit) or a positive integer, got {value}")
     return value
+
+
+def _networks(name: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    networks = []
+    for entry in env.list(name, default=[]):
+        try:
+            networks.append(ipaddress.ip_network(entry, strict=False))
+        except ValueError:
+            raise ImproperlyConfigured(f"{name} must list IP addresses or networks (CIDR), got {entry!r}") from None
+    return tuple(networks)
 
 
 DATA_DIR = Path(env.str("SKILLRUNNER_DATA_DIR", default=str(BASE_DIR / "data"))).resolve()
@@ -77,6 +88,7 @@ INSTALLED_APPS = [
     "notifications",
     "live",
     "upstream",
+    "metrics",
 ]
 
 MIDDLEWARE = [
@@ -472,6 +484,10 @@ SKILLRUNNER_EMAIL_GRACE_SECONDS = env.float("SKILLRUNNER_EMAIL_GRACE_SECONDS", d
 # unset parts keep Django's defaults.
 globals().update({k: v for k, v in env.email_url("EMAIL_URL", default="consolemail://").items() if v is not None})
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="Skill Runner <skillrunner@localhost>")
+
+# Who may scrape GET /metrics without a staff token (R-OP11): addresses and networks
+# ("10.0.0.5,10.1.0.0/16,::1"), matched against the peer the web server sees.
+SKILLRUNNER_METRICS_ALLOW = _networks("SKILLRUNNER_METRICS_ALLOW")
 
 # Skill folders dropped here are installed by `load_skills` (run by `make run` and worker start).
 SKILLRUNNER_SKILLS_DIR = Path(env.str("SKILLRUNNER_SKILLS_DIR", default=str(DATA_DIR / "skills"))).resolve()

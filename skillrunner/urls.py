@@ -69,6 +69,7 @@ urlpatterns = [
     # Browsers ask for it whatever the page says; the pages link the SVG itself.
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
     path("healthz", system.healthz),
+    path("", include("metrics.urls")),
     path("readyz", system.readyz),
     path("admin/login/", login.admin_login),  # before the admin's own (R-FS1)
     path("admin/", admin.site.urls),

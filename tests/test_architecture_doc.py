@@ -16,6 +16,7 @@ PACKAGES = (
     "enginehost",
     "engines",
     "live",
+    "metrics",
     "notifications",
     "runs",
     "skills",
