@@ -26,6 +26,7 @@ from .interactions import (
     submit_reply,
 )
 from .lifecycle import TRANSITIONS, cancel_run, fail_run, record_warning, sticky_wait_name
+from .security import record_keys_in_output
 from .spend import record_relay_activity
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "fail_run",
     "on_wait_timeout",
     "record_engine_pid",
+    "record_keys_in_output",
     "record_warning",
     "record_relay_activity",
     "recover_waiting_run",
