@@ -274,6 +274,11 @@ class RunEvent(models.Model):
     class Meta:
         ordering = ["run", "seq"]
         constraints = [models.UniqueConstraint(fields=["run", "seq"], name="unique_event_seq_per_run")]
+        indexes = [
+            # Which runs had security events (the admin's filter and column), without reading the
+            # thousands of activity events a run may have: only the few security events are in it.
+            models.Index(fields=["run"], condition=models.Q(kind="security"), name="runs_runevent_security"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.run_id} #{self.seq} {self.kind}"
