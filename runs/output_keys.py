@@ -1,4 +1,4 @@
-"""Provider keys in what the service serves of a run (R-SB10): the line behind the relay.
+"""Provider keys in what the service serves of a run (R-SB10): the second line behind the relay.
 
 The provider relay (engines.relay) keeps the operator's keys out of the sandbox, so an agent
 should never see one. Should it get one all the same (a relay bug, a key left somewhere the agent
@@ -17,10 +17,12 @@ Where, and why there:
   members): its bytes pass through skillrunner.logging.ValueRedactor on their way out
   (`RedactingReader`), in memory bounded by the read size whatever the file, a key cut by a read's
   end included. This catches what a turn's end cannot: a file written while a turn runs (or by a
-  resident process while its run waits), and a key configured after the turn. The bundle, built
+  resident process while its run waits), and a key configured after the turn. It costs a pass per
+  key over the bytes served, and downloads go without Content-Length (chunked). The bundle, built
   once, is kept under a digest of the configured keys (runs.bundles), so a new key gets a new one.
 - The result and the logs are written only by the service, after that check, where the agent
-  cannot write (R-SB7); they are not read again per request (the result is the API's hottest read).
+  cannot write (R-SB7); they are not read again per request (the result is the API's hottest
+  read), so a key configured after a turn is not looked for in them.
 
 Each place a key was found is recorded once per attempt (runs.services.record_keys_in_output),
 however often it is served. Engine transcripts (the session files in engine homes) are never
@@ -39,9 +41,10 @@ from pathlib import Path
 from typing import BinaryIO
 
 from enginehost.config import configured_secrets
+from skillrunner.errors import NotFound
 from skillrunner.logging import ValueRedactor
 
-from . import runfiles, selectors, services
+from . import runfiles, services
 from .models import Run
 from .outcome import list_artifacts
 
@@ -126,10 +129,17 @@ def redact_artifacts(run_dir: Path, secrets: tuple[str, ...]) -> list[str]:
 
 
 def served_artifact(run: Run, relative: str) -> RedactingReader:
-    """The artifact `relative` (`artifacts/x` or `x`) open for serving: keys redacted as it is
-    read, and one found recorded on the run when it is closed. NotFound when it is not there."""
-    handle = selectors.artifact_file(run, relative)
-    path = f"artifacts/{relative.removeprefix('artifacts/')}"
+    """A file under the run's artifacts/, given as `artifacts/x` or `x`, open for serving: keys
+    redacted as it is read, one found recorded on the run when it is closed.
+
+    Opened through runs.runfiles: never a link (at any level), a special file or anything outside.
+    NotFound when there is no such file.
+    """
+    relative = relative.removeprefix("artifacts/")
+    path = f"artifacts/{relative}"
+    handle = runfiles.open_file(run.run_dir, path)
+    if handle is None:
+        raise NotFound("ARTIFACT_NOT_FOUND", f"no artifact {relative!r}")
     return RedactingReader(
         handle,
         configured_secrets(),

@@ -1,7 +1,7 @@
 """Every change to a run goes through here: one transaction per change, each appending its event.
 
 Views, consumers and tasks call these functions; none of them sets a run's status itself.
-One module per concern (admission, dispatching, lifecycle, claims, interactions); the public
+One module per concern (admission, dispatching, lifecycle, claims, interactions, spend, security); the public
 functions are re-exported here, so callers write `services.create_run(...)`.
 """
 
