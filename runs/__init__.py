@@ -6,7 +6,7 @@ through `hooks.py`.
 | module | role |
 |---|---|
 | `models.py` | `Run`, `Interaction`, `RunEvent`, turn usage; the rows that coordinate workers (`OwnerQueue`, the dispatch lock, recovered workers) |
-| `services/` | the only writer of a run's state, one transaction per change with its event: `admission`, `dispatching`, `claims`, `interactions`, `lifecycle.transition` (the state machine) |
+| `services/` | the only writer of a run's state, one transaction per change with its event: `admission`, `dispatching`, `claims`, `interactions`, `lifecycle.transition` (the state machine), `spend` (the relay's counts and refusals), `security` (keys found in output) |
 | `selectors.py` | reads of runs through the caller's visibility |
 | `events.py` | appending numbered run events and waking listeners after commit |
 | `hooks.py` | what other apps add without runs importing them: signals at a status change and at admission with a callback URL, jobs for the supervisor's tick |
@@ -23,5 +23,6 @@ through `hooks.py`.
 | `api.py`, `serializers.py` | the `/v1/jobs` API and its shapes |
 | `views.py`, `forms.py`, `urls_ui.py`, `preview.py`, `questions.py`, `context_processors.py` | the run pages, the new-run form, artifact previews, the inbox's questions and answers |
 | `bundles.py` | a finished run's downloadable bundle |
+| `output_keys.py` | provider keys in what a run's agent left: redacted at the turn's end and as files are served (R-SB10) |
 | `admin.py` | the read-only admin audit of runs |
 """

@@ -7,7 +7,7 @@ from typing import cast
 from django.conf import settings
 from django.contrib import admin
 from django.core.paginator import Paginator
-from django.db.models import OuterRef, QuerySet, Subquery, Sum, Value
+from django.db.models import Exists, OuterRef, QuerySet, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 from django.template.defaultfilters import truncatechars
 from django.urls import reverse
@@ -165,6 +165,26 @@ class TokenUseFilter(admin.SimpleListFilter):
         return queryset if high is None else queryset.filter(total_tokens__lt=high)
 
 
+def _security_events() -> QuerySet[RunEvent]:
+    """The run's security events (R-SB8, R-SB10), read from their own small index."""
+    return RunEvent.objects.filter(run=OuterRef("pk"), kind=EventKind.SECURITY)
+
+
+class SecurityFilter(admin.SimpleListFilter):
+    """Runs whose relay refused a request or whose output held a provider key."""
+
+    title = "security events"
+    parameter_name = "security"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "some"), ("no", "none")]
+
+    def queryset(self, request, queryset):
+        if self.value() not in ("yes", "no"):
+            return queryset
+        return queryset.filter(has_security_events=self.value() == "yes")
+
+
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdmin):
     # Narrow columns first, usage among them: at 1280 px beside the filters, nothing scrolls away.
@@ -178,11 +198,13 @@ class RunAdmin(ReadOnlyAdmin):
         "engine",
         "mode",
         "questions",
+        "security",
         "created_at",
     )
     list_display_links = ("run",)
     list_select_related = ("skill", "owner")
     list_filter = (
+        SecurityFilter,
         TokenUseFilter,
         "status",
         EngineFilter,
@@ -215,6 +237,7 @@ class RunAdmin(ReadOnlyAdmin):
             .annotate(
                 total_tokens=_run_total(tokens),
                 total_cost=_run_total("cost_usd"),
+                has_security_events=Exists(_security_events()),
             )
         )
 
@@ -238,6 +261,10 @@ class RunAdmin(ReadOnlyAdmin):
     @admin.display(description="questions", ordering="interaction_count")
     def questions(self, run: Run) -> int:
         return run.interaction_count
+
+    @admin.display(description="security", boolean=True, ordering="has_security_events")
+    def security(self, run: Run) -> bool:
+        return run.has_security_events  # type: ignore[attr-defined]  # annotated by get_queryset
 
     def get_readonly_fields(self, request, obj=None) -> list[str]:
         return [*super().get_readonly_fields(request, obj), "events"]

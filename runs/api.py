@@ -18,6 +18,7 @@ from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from accounts.authentication import parse_token_header
+from enginehost.config import configured_secrets
 from skillrunner.api_errors import is_unavailable
 from skillrunner.byte_ranges import RangeNotSatisfiable, file_chunks, requested_range
 from skillrunner.errors import ApplicationError, Conflict, NotFound
@@ -28,6 +29,7 @@ from . import selectors, services
 from .bundles import bundle_path
 from .models import Run, RunStatus
 from .outcome import list_artifacts
+from .output_keys import served_artifact
 from .serializers import (
     CancelOutput,
     EventRecord,
@@ -292,15 +294,17 @@ class ArtifactFileView(APIView):
     @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY})
     def get(self, request, request_id, path):
         run = selectors.with_files(selectors.run_for(request.user, request_id))
-        return FileResponse(selectors.artifact_file(run, path), as_attachment=True, filename=path.rsplit("/", 1)[-1])
+        return FileResponse(served_artifact(run, path), as_attachment=True, filename=path.rsplit("/", 1)[-1])
 
 
 class BundleView(APIView):
     @extend_schema(responses={(200, "application/zip"): OpenApiTypes.BINARY})
     def get(self, request, request_id):
         run = selectors.with_files(_terminal(selectors.run_for(request.user, request_id)))
+        bundle, found = bundle_path(run, configured_secrets())
+        services.record_keys_in_output(run.pk, run.attempt_number, found)
         return FileResponse(
-            open(bundle_path(run), "rb"), as_attachment=True, filename="run_bundle.zip", content_type="application/zip"
+            open(bundle, "rb"), as_attachment=True, filename="run_bundle.zip", content_type="application/zip"
         )
 
 

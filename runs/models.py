@@ -280,9 +280,11 @@ class RunEvent(models.Model):
     class Meta:
         ordering = ["run", "seq"]
         constraints = [models.UniqueConstraint(fields=["run", "seq"], name="unique_event_seq_per_run")]
-        # The few security events among all runs' events: a metrics scrape counts the relay's
-        # refusals without reading the log (R-OP11).
-        indexes = [models.Index(fields=["run"], condition=models.Q(kind="security"), name="runs_runevent_security")]
+        indexes = [
+            # The few security events among all runs' events: the admin's filter and column, and a
+            # metrics scrape counting the relay's refusals, without reading the log (R-OP11).
+            models.Index(fields=["run"], condition=models.Q(kind="security"), name="runs_runevent_security"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.run_id} #{self.seq} {self.kind}"

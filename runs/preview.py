@@ -8,11 +8,14 @@ and mailto and opened without referrer. Text is escaped into a <pre>. Anything e
 from __future__ import annotations
 
 from pathlib import PurePosixPath
-from typing import BinaryIO
+from typing import TYPE_CHECKING
 
 import nh3
 from django.utils.html import escape
 from markdown_it import MarkdownIt
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsRead
 
 MARKDOWN_SUFFIXES = frozenset({".md", ".markdown"})
 TEXT_SUFFIXES = frozenset({".txt", ".text", ".log", ".csv", ".tsv", ".json", ".yaml", ".yml", ".toml", ".xml"})
@@ -47,7 +50,7 @@ def render_markdown(text: str) -> str:
     )
 
 
-def render_preview(name: str, handle: BinaryIO) -> str:
+def render_preview(name: str, handle: SupportsRead[bytes]) -> str:
     """The open file ``name`` (a previewable kind) as a safe HTML fragment."""
     suffix = PurePosixPath(name).suffix.lower()
     raw = handle.read(MAX_PREVIEW_BYTES + 1)

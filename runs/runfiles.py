@@ -26,6 +26,7 @@ the service) is trusted.
     move_directory_in(root, src, path) -> move a folder of the service's into the run (reply files)
     move_directory_out(root, path, dst)-> take such a folder back out (its reply was not recorded)
     write_new_file(root, path, data)   -> create a file that was not there (a rewritten manifest)
+    rewrite_file(root, path, rewrite)  -> replace a safe file by a rewritten copy (keys redacted)
     remove_file(root, path)            -> remove one entry, a link itself rather than its target
     copy_files(src, dest, paths, cap)  -> copy safe files from one run into another (result cache)
 """
@@ -34,10 +35,12 @@ from __future__ import annotations
 
 import io
 import os
+import secrets
 import stat
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import BinaryIO
 
 # An agent can make a tree of any shape; listing one never costs more than this.
 MAX_DEPTH = 32
@@ -116,9 +119,15 @@ def open_file(root: Path, path: str) -> io.BufferedReader | None:
         return None
     try:
         with _directory(root, components[:-1]) as parent:
-            fd = os.open(components[-1], _READ_FLAGS, dir_fd=parent)
+            return _open_in(parent, components[-1])
     except (OSError, ValueError):
         return None
+
+
+def _open_in(parent: int, name: str) -> io.BufferedReader | None:
+    """`name` in the directory `parent` open for reading if it is a safe file, else None; raises
+    OSError when it cannot be opened at all (missing, a link)."""
+    fd = os.open(name, _READ_FLAGS, dir_fd=parent)
     try:
         if not _is_safe_file(os.fstat(fd)):
             os.close(fd)
@@ -261,6 +270,39 @@ def write_new_file(root: Path, path: str, content: bytes) -> bool:
         return False
     with os.fdopen(fd, "wb") as target:
         target.write(content)
+    return True
+
+
+def rewrite_file(root: Path, path: str, rewrite: Callable[[BinaryIO, BinaryIO], None]) -> bool:
+    """Replace root/path, a safe file, with what `rewrite(source, target)` writes from it.
+
+    The new file is made beside it (its directory reached without links, the file created
+    exclusively, with the old one's permissions) and renamed over its entry: nothing is ever written
+    through a link, even one the agent swapped in meanwhile. False, nothing changed, when refused.
+    """
+    components = parts(path)
+    if components is None:
+        return False
+    name = components[-1]
+    try:
+        with _directory(root, components[:-1]) as parent:
+            source = _open_in(parent, name)
+            if source is None:
+                return False
+            partial = f".rewrite-{secrets.token_hex(8)}.partial"  # short: any name may be NAME_MAX long
+            with source:
+                fd = os.open(partial, _CREATE_FLAGS, 0o600, dir_fd=parent)
+                try:
+                    with os.fdopen(fd, "wb") as target:
+                        os.fchmod(fd, stat.S_IMODE(os.fstat(source.fileno()).st_mode))
+                        rewrite(source, target)
+                    os.rename(partial, name, src_dir_fd=parent, dst_dir_fd=parent)
+                except BaseException:
+                    with suppress(OSError):
+                        os.unlink(partial, dir_fd=parent)
+                    raise
+    except OSError:
+        return False
     return True
 
 

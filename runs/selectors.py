@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from datetime import timedelta
 from functools import cache
 from pathlib import Path
-from typing import Any, BinaryIO, NamedTuple
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -176,18 +176,6 @@ def cached_from(run: Run) -> str | None:
 def uploaded_files(run: Run) -> list[str]:
     """The input files the run was given, by their names in its upload."""
     return [path.removeprefix("uploads/") for path in runfiles.list_files(run.run_dir, "uploads")]
-
-
-def artifact_file(run: Run, relative: str) -> BinaryIO:
-    """A file under the run's artifacts/, given as `artifacts/x` or `x`, open for reading.
-
-    Opened through runs.runfiles: never a link (at any level), a special file or anything outside.
-    """
-    relative = relative.removeprefix("artifacts/")
-    handle = runfiles.open_file(run.run_dir, f"artifacts/{relative}")
-    if handle is None:
-        raise NotFound("ARTIFACT_NOT_FOUND", f"no artifact {relative!r}")
-    return handle
 
 
 def with_files(run: Run) -> Run:

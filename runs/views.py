@@ -25,9 +25,10 @@ from skillrunner.throttles import RUN_CREATE_SCOPE, check_rate, form_over_rate
 from skills.models import SkillVersion
 from skills.selectors import current_version, installed_skills
 
-from . import questions, runfiles, selectors, services
+from . import questions, selectors, services
 from .forms import INPUT, PARAMETER, NewRunForm, RunFilterForm, field_label
 from .models import Run, RunStatus
+from .output_keys import served_artifact
 from .preview import previewable, render_preview
 
 RUNS_PER_PAGE = 25
@@ -95,9 +96,10 @@ def _preview_of(run: Run, path: str) -> tuple[str, str]:
     relative = path.removeprefix("artifacts/")
     if not previewable(relative):
         raise Http404("no preview for this kind of file")
-    handle = runfiles.open_file(run.run_dir, f"artifacts/{relative}")
-    if handle is None:
-        raise Http404("no such artifact")
+    try:
+        handle = served_artifact(run, relative)
+    except NotFound:
+        raise Http404("no such artifact") from None
     with handle:
         return relative, render_preview(relative, handle)
 

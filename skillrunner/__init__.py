@@ -16,5 +16,5 @@ from their AppConfig.ready (their readiness checks).
 | `queue_broker.py`, `wakeups.py`, `group_messages.py` | the embedded default's woken task broker; waking a waiter in another process; channel-layer messages from sync code (datagrams to this host's watchers without a cross-process layer) |
 | `archives.py`, `byte_ranges.py`, `lookups.py`, `converters.py` | safe zip extraction, byte ranges, ids a client sent, URL converters |
 | `links.py`, `context_processors.py`, `forms.py`, `readonly_admin.py` | links to pages from outside a request, what every page and form shares, read-only admin bases |
-| `logging.py` | secrets kept out of log output, in bounded memory |
+| `logging.py` | secrets kept out of log output, and configured keys out of any bytes (`ValueRedactor`), in bounded memory |
 """

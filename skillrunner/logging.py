@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import BinaryIO, TextIO
 
 REDACTED = "[REDACTED]"
+REDACTED_BYTES = REDACTED.encode()
 # Each pattern with what continues its value; group 1, where there is one, is the name kept
 # before the value.
 SECRET_PATTERNS = [
@@ -50,15 +51,40 @@ def redact(text: str, extra_secrets: tuple[str, ...] = ()) -> str:
     return text
 
 
-def redact_stream(source: BinaryIO, target: TextIO, extra_secrets: tuple[str, ...] = ()) -> None:
+class ValueRedactor:
+    """`redact_values` over bytes given piece by piece: a file of any size and any content (nothing
+    is decoded, so a binary file stays intact), in memory bounded by the pieces. It holds back the
+    last bytes of each piece, too few to hold a whole value, until more comes, so a value cut in two
+    by a piece's end is still found. `found` counts the values replaced so far."""
+
+    def __init__(self, secrets: tuple[str, ...]):
+        self._values = [secret.encode() for secret in _secret_values(secrets)]
+        self._hold = max((len(value) for value in self._values), default=1) - 1
+        self._pending = b""
+        self.found = 0
+
+    def feed(self, data: bytes, final: bool = False) -> bytes:
+        """What of `data` (and the bytes held before) can be let out now, redacted."""
+        data = self._pending + data
+        for value in self._values:
+            if count := data.count(value):
+                self.found += count
+                data = data.replace(value, REDACTED_BYTES)
+        cut = len(data) if final else max(len(data) - self._hold, 0)
+        self._pending = data[cut:]
+        return data[:cut]
+
+
+def redact_stream(source: BinaryIO, target: TextIO, extra_secrets: tuple[str, ...] = ()) -> int:
     """What `redact` makes of the whole of `source` (UTF-8), written to `target` in memory
     bounded by READ_BYTES and HOLD_CHARS, however long its lines: each of redact's replacements
-    in turn, over pieces cut where none of its matches straddles the cut."""
-    steps = [
+    in turn, over pieces cut where none of its matches straddles the cut. Returns how many of
+    `extra_secrets`' values it replaced."""
+    values = [
         _StreamSubstitution(re.compile(re.escape(secret)), lambda _: REDACTED, None, max(HOLD_CHARS, len(secret)))
         for secret in _secret_values(extra_secrets)
     ]
-    steps += [_StreamSubstitution(pattern, _keep_name, value, HOLD_CHARS) for pattern, value in SECRET_PATTERNS]
+    steps = values + [_StreamSubstitution(pattern, _keep_name, value, HOLD_CHARS) for pattern, value in SECRET_PATTERNS]
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
     def write(text: str, final: bool = False) -> None:
@@ -69,6 +95,7 @@ def redact_stream(source: BinaryIO, target: TextIO, extra_secrets: tuple[str, ..
     for chunk in iter(lambda: source.read(READ_BYTES), b""):
         write(decoder.decode(chunk))
     write(decoder.decode(b"", final=True), final=True)
+    return sum(step.replaced for step in values)
 
 
 class _StreamSubstitution:
@@ -84,6 +111,7 @@ class _StreamSubstitution:
         self._hold = hold
         self._pending = ""
         self._dropping = False
+        self.replaced = 0
 
     def feed(self, text: str, final: bool) -> str:
         if self._dropping:
@@ -105,6 +133,7 @@ class _StreamSubstitution:
                 self._dropping = cut == len(text) and self._value is not None
             out += (text[done : match.start()], self._replace(match))
             done = match.end()
+            self.replaced += 1
         cut = max(cut, 0)
         out.append(text[done:cut])
         self._pending = text[cut:]

@@ -6,7 +6,7 @@ claim (runs.services), prepare the request, run it through the engine adapter (e
 
 | module | role |
 |---|---|
-| `execution.py` | one turn: claim, build the request, drive the adapter (a resident process for sticky runs), decide and record the outcome; the worker's one retry policy for the database (`retry_while_database_away`) |
+| `execution.py` | one turn: claim, build the request, drive the adapter (a resident process for sticky runs), decide and record the outcome, with the provider keys it left redacted and recorded (R-SB10); the worker's one retry policy for the database (`retry_while_database_away`) |
 | `turn_activity.py` | a turn's agent activity as `activity` events, coalesced and capped |
 | `tasks.py` | the django-q2 entry point of a turn |
 | `cluster.py` | the worker's django-q2 cluster, started and stopped by the worker |

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import io
 import json
 import logging
 import os
@@ -39,12 +40,13 @@ from runs.artifacts import collect_artifacts
 from runs.inputs import resolve_file_inputs
 from runs.models import InteractiveProfile, Run, RunStatus
 from runs.outcome import TurnDecision, decide, list_artifacts
+from runs.output_keys import RESULT, redact_artifacts
 from runs.repair import RepairBudget, review
 from runs.spend import relay_ledger
 from runs.supervision import OUTCOME_RETRY_SECONDS, stale_claim_seconds
 from skillrunner import wakeups
 from skillrunner.forking import Flag
-from skillrunner.logging import redact, redact_stream, redact_values
+from skillrunner.logging import redact_stream, redact_values
 
 from .turn_activity import ActivitySink
 
@@ -245,26 +247,29 @@ def build_turn_request(run: Run, ledger: RelayLedger) -> tuple[TurnRequest, dict
     return request, warning
 
 
-def _save_logs(records_dir: Path, attempt_number: int, prompt: str, turn: TurnResult) -> None:
-    """The turn's prompt and complete output, redacted; the raw output file becomes the log."""
+def _save_logs(
+    records_dir: Path, attempt_number: int, prompt: str, turn: TurnResult, secrets: tuple[str, ...]
+) -> list[str]:
+    """The turn's prompt and complete output, redacted; the raw output file becomes the log.
+    Returns the engine's logs that held a configured key (R-SB10), as the places to record."""
     logs = records_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    secrets = configured_secrets()
+    found = []
     for name, text in (("prompt", prompt), ("stdout", turn.stdout), ("stderr", turn.stderr)):
         target = logs / f"attempt-{attempt_number}.{name}.txt"
         raw = _raw_log(logs, attempt_number, name)
-        if not raw.exists():
-            target.write_text(redact(text or "", secrets), encoding="utf-8")
-            continue
         # Piece by piece: output of any size, a single line too, never held in memory whole.
-        with open(raw, "rb") as source, open(target, "w", encoding="utf-8") as log:
-            redact_stream(source, log, secrets)
-        raw.unlink()
+        with open(raw, "rb") if raw.exists() else io.BytesIO((text or "").encode()) as source:
+            with open(target, "w", encoding="utf-8") as log:
+                keys = redact_stream(source, log, secrets)
+        raw.unlink(missing_ok=True)
+        if keys and name != "prompt":  # the prompt is the service's and the user's words, not output
+            found.append(f"logs/{target.name}")
+    return found
 
 
-def _without_secrets(turn: TurnResult) -> TurnResult:
+def _without_secrets(turn: TurnResult, secrets: tuple[str, ...]) -> TurnResult:
     """An engine may echo its own API key; nothing it says reaches events, results or bundles with it."""
-    secrets = configured_secrets()
     if not secrets:
         return turn
 
@@ -286,14 +291,26 @@ def _without_secrets(turn: TurnResult) -> TurnResult:
     )
 
 
+def _record_keys_found(run: Run, found: list[str], secrets: tuple[str, ...]) -> None:
+    """R-SB10 at the turn's end: the files the agent left in artifacts/ redacted in place, and
+    every place a configured key was found (`found` so far, and those files) recorded once."""
+    found = found + redact_artifacts(run.run_dir, secrets)
+    if found:
+        retry_while_database_away(services.record_keys_in_output, run.pk, run.attempt_number, found)
+
+
 def _finish_turn(
     run: Run, worker: str, prompt: str, turn: TurnResult, control: ClaimControl, resident: ResidentSession | None = None
 ) -> Run | None:
     """Decide the turn and record it; ``resident`` is the process a sticky run continues in."""
     duration_ms = control.end_turn()  # activity events come before the turn's outcome
-    _save_logs(run.records_dir, run.attempt_number, prompt, turn)
-    turn = _without_secrets(turn)
+    secrets = configured_secrets()
+    found = _save_logs(run.records_dir, run.attempt_number, prompt, turn, secrets)
+    answer, turn = turn, _without_secrets(turn, secrets)
+    if turn != answer:
+        found.append(RESULT)
     if turn.failure_reason == FAILURE_ABORTED:
+        _record_keys_found(run, found, secrets)
         return None  # the claim ended (cancel): services already recorded why
     output_schema = run.version.schemas["output"]
     decision = decide(
@@ -320,6 +337,7 @@ def _finish_turn(
     decision = review(
         decision, budget, output_schema=output_schema, run_dir=run.run_dir, mode=run.options.execution_mode
     )
+    _record_keys_found(run, found, secrets)  # after collection moved the answer's files into artifacts/
     return retry_while_database_away(
         services.complete_turn, run.pk, run.attempt_number, worker, turn, decision, duration_ms
     )

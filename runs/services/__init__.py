@@ -1,7 +1,7 @@
 """Every change to a run goes through here: one transaction per change, each appending its event.
 
 Views, consumers and tasks call these functions; none of them sets a run's status itself.
-One module per concern (admission, dispatching, lifecycle, claims, interactions); the public
+One module per concern (admission, dispatching, lifecycle, claims, interactions, spend, security); the public
 functions are re-exported here, so callers write `services.create_run(...)`.
 """
 
@@ -26,6 +26,7 @@ from .interactions import (
     submit_reply,
 )
 from .lifecycle import TRANSITIONS, cancel_run, fail_run, record_warning, sticky_wait_name
+from .security import record_keys_in_output
 from .spend import record_relay_activity
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "fail_run",
     "on_wait_timeout",
     "record_engine_pid",
+    "record_keys_in_output",
     "record_warning",
     "record_relay_activity",
     "recover_waiting_run",

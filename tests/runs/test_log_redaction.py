@@ -12,6 +12,7 @@ import tracemalloc
 
 import pytest
 
+from enginehost.config import configured_secrets
 from engines.process import run_process
 from engines.types import TurnResult
 from skillrunner.logging import READ_BYTES, REDACTED, redact, redact_stream
@@ -77,13 +78,14 @@ def test_a_100_mb_line_is_logged_redacted_in_bounded_memory(configure_engine, tm
         )
         raw.close()
         turn = TurnResult(outcome="final", stdout=result.stdout, stderr=result.stderr, exit_code=result.exit_code)
-        _save_logs(tmp_path / "records", 1, "the prompt", turn)
+        found = _save_logs(tmp_path / "records", 1, "the prompt", turn, configured_secrets())
         growth = tracemalloc.get_traced_memory()[1] - before
     finally:
         tracemalloc.stop()
     print(f"peak memory growth while running and logging {TOTAL_BYTES >> 20} MiB: {growth / 2**20:.1f} MiB")
 
     assert result.exit_code == 0 and lines == []  # one line, too long for a line reader
+    assert found == ["logs/attempt-1.stdout.txt"]  # the places to record (R-SB10)
     log = logs / "attempt-1.stdout.txt"
     assert not (logs / "attempt-1.stdout.raw").exists()
     with open(log, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as text:

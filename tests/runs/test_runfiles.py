@@ -113,6 +113,30 @@ def test_move_file_never_writes_through_a_linked_target_directory(run, tmp_path)
     assert list(elsewhere.iterdir()) == []
 
 
+def test_rewrite_file_replaces_safe_files_only_and_never_writes_through_a_link(run):
+    root, secret = run
+    (root / "artifacts" / "ok.txt").chmod(0o640)
+
+    def upper(source, target):
+        target.write(source.read().upper())
+
+    assert runfiles.rewrite_file(root, "artifacts/ok.txt", upper)
+    assert (root / "artifacts" / "ok.txt").read_bytes() == b"FINE"
+    assert (root / "artifacts" / "ok.txt").stat().st_mode & 0o777 == 0o640
+    (root / "artifacts" / "leak.txt").symlink_to(secret)
+    os.link(secret, root / "artifacts" / "hard.txt")
+    (root / "artifacts" / "up").symlink_to(secret.parent, target_is_directory=True)
+    for path in ("artifacts/leak.txt", "artifacts/hard.txt", "artifacts/up/secret_key", "artifacts/sub"):
+        assert not runfiles.rewrite_file(root, path, upper), path
+    assert secret.read_bytes() == SECRET and (root / "artifacts" / "leak.txt").is_symlink()
+
+    def fails(source, target):
+        raise OSError("disk full")
+
+    assert not runfiles.rewrite_file(root, "artifacts/sub/deep.txt", fails)
+    assert sorted(os.listdir(root / "artifacts" / "sub")) == ["deep.txt"]  # no partial file left behind
+
+
 def test_copy_files_copies_only_safe_files_within_the_cap(run, tmp_path):
     root, secret = run
     (root / "artifacts" / "leak.txt").symlink_to(secret)
