@@ -107,10 +107,18 @@ def _probe_command(engine: str, victim, provider_url: str) -> str:
     return "; ".join(steps)
 
 
-@pytest.mark.parametrize("engine", sorted(KEY_HEADERS))
-def test_real_cli_shell_tool_cannot_escape_or_see_the_key(engine, api, victim, settings):
+# Local mode (R-UP1) runs every engine in provider network mode, behind the same relay: one CLI
+# of each model API there as well.
+CASES = [(engine, "provider") for engine in sorted(KEY_HEADERS)] + [
+    (engine, "local") for engine in ("claude", "codex", "gemini", "qwen")
+]
+
+
+@pytest.mark.parametrize("engine,mode", CASES)
+def test_real_cli_shell_tool_cannot_escape_or_see_the_key(engine, mode, api, victim, settings):
     with ScriptedModelServer() as provider:
         settings.SKILLRUNNER_SANDBOX_NETWORK = "provider"
+        settings.SKILLRUNNER_LOCAL_MODE = mode == "local"
         engines = {name: dict(conf) for name, conf in settings.SKILLRUNNER_ENGINES.items()}
         engines[engine].update(
             binary=str(require_engine(engine)),
