@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
-from django.db.models import F
-
 from runs.models import TurnUsage
+from skillrunner.counters import add_to_row
 
 from .models import TurnDurations
 
@@ -26,8 +25,5 @@ def count_turn(sender, instance: TurnUsage, created: bool, raw: bool = False, **
     """post_save of TurnUsage."""
     if not created or raw or instance.duration_ms is None:
         return
-    bucket = bucket_of(instance.duration_ms)
-    row, _ = TurnDurations.objects.select_for_update().get_or_create(engine=instance.run.engine, bucket=bucket)
-    TurnDurations.objects.filter(pk=row.pk).update(
-        turns=F("turns") + 1, duration_ms=F("duration_ms") + instance.duration_ms
-    )
+    key = {"engine": instance.run.engine, "bucket": bucket_of(instance.duration_ms)}
+    add_to_row(TurnDurations, key, turns=1, duration_ms=instance.duration_ms)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
 from engines.relay import RelayRefusal
+from skillrunner.counters import add_to_row
 
 from ..events import append_events
 from ..models import Run, TokenSpend
@@ -25,7 +26,7 @@ def record_relay_activity(
             return None
         if tokens:
             Run.objects.filter(pk=request_id).update(model_tokens=F("model_tokens") + tokens)
-            _add_to_day(run.owner_id, day, tokens)
+            add_to_row(TokenSpend, {"owner_id": run.owner_id, "day": day}, tokens=tokens)
         if refusals:
             append_events(run, [("security", security_event(attempt_number, refusal)) for refusal in refusals])
         run_spent = Run.objects.filter(pk=request_id).values_list("model_tokens", flat=True).get()
@@ -42,13 +43,3 @@ def security_event(attempt_number: int, refusal: RelayRefusal) -> dict:
         "path": refusal.path,
         "message": refusal.detail,
     }
-
-
-def _add_to_day(owner_id: int, day, tokens: int) -> None:
-    if TokenSpend.objects.filter(owner_id=owner_id, day=day).update(tokens=F("tokens") + tokens):
-        return
-    try:
-        with transaction.atomic():
-            TokenSpend.objects.create(owner_id=owner_id, day=day, tokens=tokens)
-    except IntegrityError:  # another worker made the day's row meanwhile
-        TokenSpend.objects.filter(owner_id=owner_id, day=day).update(tokens=F("tokens") + tokens)

@@ -200,13 +200,16 @@ def test_a_status_change_saves_its_events_with_the_run(api, fake_codex, manual_d
     assert [e["seq"] for e in events] == [1, 2, 3, 4, 5, 6]
     assert Run.objects.get(pk=rid).last_event_seq == 6
     # claim: the run, its owner's place in the dispatch order, its status event; the engine's pid;
-    # completion: usage, the run, three events
+    # completion: usage, its duration counted for the metrics (its bucket's row made, the first
+    # time), the run, three events
     assert writes == [
         "runs_run",
         "runs_ownerqueue",
         "runs_runevent",
         "runs_run",
         "runs_turnusage",
+        "metrics_turndurations",
+        "metrics_turndurations",
         "runs_run",
         "runs_runevent",
     ]
