@@ -280,6 +280,7 @@ class Deployment:
             SKILLRUNNER_MAX_CONCURRENT_TURNS=str(max_turns),
             SKILLRUNNER_HEARTBEAT_SECONDS="1",
             SKILLRUNNER_KILL_GRACE_SECONDS="1",
+            SKILLRUNNER_DRAIN_SECONDS="0",  # as before R-OP10, unless a test is about the drain
             SKILLRUNNER_CODEX_BIN=str(self.engine.binary),
             SKILLRUNNER_CODEX_API_KEY=self.secrets["SKILLRUNNER_CODEX_API_KEY"],
             SKILLRUNNER_GEMINI_API_KEY=self.secrets["SKILLRUNNER_GEMINI_API_KEY"],
