@@ -25,11 +25,14 @@ ENGINE_CLI_DIR := engines/cli
 #   tests/test_wakeups.py: a sticky run's worker woken through a Redis list instead of a socket.
 #   tests/runs/test_migrations.py: data migrations on PostgreSQL.
 #   tests/metrics: the scrape's aggregate queries (JSON keys, GROUP BY) read on PostgreSQL.
+#   tests/scaleout/test_rolling_restart.py: two workers and two webs restarted one after the other
+#     with runs in flight (R-OP10); here only, not in the first pass (ROLLING_RESTART below).
 SCALEOUT_TESTS := tests/api tests/interactive tests/ui/test_pages.py tests/upstream/test_plugin_contract.py \
 	tests/upstream/test_reply_files.py tests/live tests/real_engines/test_service_real_engines.py \
 	tests/notifications tests/runs/test_fair_share.py tests/runs/test_thread_connections.py \
 	tests/runs/test_seed_history.py tests/runs/test_retention.py tests/upstream/test_streams.py \
-	tests/test_wakeups.py tests/runs/test_migrations.py tests/metrics
+	tests/test_wakeups.py tests/runs/test_migrations.py tests/metrics tests/scaleout/test_rolling_restart.py
+ROLLING_RESTART := tests/scaleout/test_rolling_restart.py
 # Of the real CLIs there, Codex stands for the resumable engines and Claude Code for sticky_process
 # (engines/base.py: the only profile runs/ tells apart; nothing under runs/ looks at which engine
 # it is, and engines/ never reaches the database): their turns take every path the others take
@@ -106,7 +109,7 @@ test-services: test-venv
 # clone's `make test`: 886 s split two and two, 796 s and 801 s three and one). Every test has its own data
 # dir, database and ports, and each process its own Redis database (tests/settings.py). The second
 # pass's output follows the first's; each pass's wall time is printed at the end.
-EMBEDDED_PASS = $(PY) -m pytest -n 3 --dist loadscope tests
+EMBEDDED_PASS = $(PY) -m pytest -n 3 --dist loadscope --ignore=$(ROLLING_RESTART) tests
 SCALEOUT_PASS = DATABASE_URL=$(SCALEOUT_DATABASE_URL) REDIS_URL=$(SCALEOUT_REDIS_URL) \
 	$(PY) -m pytest -n 1 --dist loadscope -k "$(SCALEOUT_SELECT)" $(wildcard $(SCALEOUT_TESTS))
 test-suites:

@@ -7,6 +7,7 @@ log (R-UI1). In: replies and cancels, handed to the same services as the REST en
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from typing import Any
@@ -27,9 +28,13 @@ from skillrunner.api_errors import exception_handler
 from skillrunner.errors import ApplicationError, NotFound
 from skillrunner.throttles import REPLY_SCOPE, check_rate
 
+from .shutdown import CLOSE_GOING_AWAY, open_sockets
 from .watcher import RunChangeWaiter
 
 logger = logging.getLogger(__name__)
+
+# How long a stopping web process waits for each client to acknowledge its 1001 (R-OP10).
+GOING_AWAY_SECONDS = 2.0
 
 CLOSE_NORMAL = 1000
 CLOSE_INTERNAL_ERROR = 1011
@@ -108,10 +113,47 @@ class LiveConnectionConsumer(AsyncJsonWebsocketConsumer):
 
     connection: LiveConnection | None = None
     tail_task: asyncio.Task | None = None
+    talking = False  # accepted, and neither side has closed yet
     # No channel of its own in the channel layer: live.watcher wakes it. An alias naming no layer gets
     # none (channels.layers.get_channel_layer); with one, every socket kept a receive of its own
     # waiting on the layer, for messages nothing sends to it.
     channel_layer_alias = "none"
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except asyncio.CancelledError:
+            # Cancelled by a stopping web process (live.shutdown): the client is told the server
+            # goes away (1001), and resumes from its last seq on another one (R-OP10).
+            if self.talking:
+                await asyncio.wait_for(self.go_away(receive), GOING_AWAY_SECONDS + 1)
+            raise
+        finally:
+            open_sockets.discard(asyncio.current_task())
+
+    async def go_away(self, receive) -> None:
+        """Stop sending, close with 1001, and end as a disconnect does once the client has
+        acknowledged, or after GOING_AWAY_SECONDS."""
+        if self.tail_task is not None:
+            self.tail_task.cancel()
+            await asyncio.wait([self.tail_task])
+        await self.close(code=CLOSE_GOING_AWAY)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(GOING_AWAY_SECONDS):
+                while (await receive())["type"] != "websocket.disconnect":
+                    pass
+        await self.disconnect(CLOSE_GOING_AWAY)
+
+    async def accept(self, subprotocol=None, headers=None) -> None:
+        await super().accept(subprotocol, headers)
+        self.talking = True
+        application = asyncio.current_task()  # the socket's application: connect() runs in it
+        assert application is not None
+        open_sockets.add(application)
+
+    async def close(self, code=None, reason=None) -> None:
+        self.talking = False
+        await super().close(code, reason)
 
     async def open_live_connection(self) -> bool:
         """Accept the socket for an authenticated user with room under the cap, or close it: 4401, 4429."""
@@ -140,6 +182,7 @@ class LiveConnectionConsumer(AsyncJsonWebsocketConsumer):
         await self.close(code=CLOSE_UNAUTHENTICATED)
 
     async def disconnect(self, code: int) -> None:
+        self.talking = False
         if self.tail_task is not None:
             self.tail_task.cancel()
         if self.connection is not None:

@@ -361,6 +361,8 @@ class WorkerCluster(models.Model):
     pid = models.PositiveIntegerField()
     recovered_at = models.DateTimeField()
     heartbeat_at = models.DateTimeField()
+    # Stopping (R-OP10): it takes no more turns and lets those it runs finish.
+    draining = models.BooleanField(default=False)
 
     def __str__(self) -> str:
         return f"{self.host}:{self.pid}:{self.token}"

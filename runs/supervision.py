@@ -144,25 +144,33 @@ def record_worker_recovered(token: str) -> None:
     )
 
 
-def renew_worker_heartbeat(token: str) -> bool:
+def renew_worker_heartbeat(token: str, *, draining: bool = False) -> bool:
     """False when this worker has no row (not recorded yet, or removed as dead by a peer)."""
-    return WorkerCluster.objects.filter(token=token).update(heartbeat_at=timezone.now()) == 1
+    updated = WorkerCluster.objects.filter(token=token).update(heartbeat_at=timezone.now(), draining=draining)
+    return updated == 1
 
 
 def forget_worker(token: str) -> None:
     WorkerCluster.objects.filter(token=token).delete()
 
 
-def a_recovered_worker_is_alive() -> bool:
-    """R-OP7: some worker finished its start-up recovery and lives now; what a dead one left
-    behind never counts."""
+# /readyz's answer while every live worker is stopping (R-OP10): alive, but taking no more turns.
+DRAINING = "draining"
+
+
+def _live_workers() -> list[WorkerCluster]:
+    """Workers that finished their start-up recovery and live now; what a dead one left behind
+    never counts (R-OP7)."""
     stale_before = timezone.now() - timedelta(seconds=WORKER_STALE_SECONDS)
-    return any(_worker_is_alive(cluster, stale_before) for cluster in WorkerCluster.objects.all())
+    return [cluster for cluster in WorkerCluster.objects.all() if _worker_is_alive(cluster, stale_before)]
 
 
 def worker_check() -> str:
     """/readyz's check (registered in RunsConfig.ready)."""
-    return "ok" if a_recovered_worker_is_alive() else "no live worker has finished its start-up recovery"
+    live = _live_workers()
+    if any(not cluster.draining for cluster in live):
+        return "ok"
+    return DRAINING if live else "no live worker has finished its start-up recovery"
 
 
 def _worker_is_alive(cluster: WorkerCluster, stale_before) -> bool:

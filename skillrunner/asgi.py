@@ -56,8 +56,10 @@ django_asgi = ReusedThreadsASGIHandler()
 from channels.routing import ProtocolTypeRouter  # noqa: E402  (needs Django set up)
 
 from live.routing import websocket_application  # noqa: E402
+from live.shutdown import install_in_daphne  # noqa: E402
 
 application = ProtocolTypeRouter({"http": django_asgi, "websocket": websocket_application})
+install_in_daphne()  # a stopping web process closes its websockets with 1001 (R-OP10)
 
 # The cyclic collector's youngest generation is collected after 50,000 new objects instead of 700:
 # with a thousand live connections a web process holds some 400,000 objects, and the full passes

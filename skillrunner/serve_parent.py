@@ -4,8 +4,9 @@ waits on stop signals and its children's pidfds, then stops both children togeth
 The exec drops the Django process's memory: every page of it the children had already copied was
 the parent's alone (24 MiB); this process is 6. Nothing here may import Django.
 
-    python -m skillrunner.serve_parent <pid> [<pid> ...]   (children of this process, each
-    leading its process group, with SIGINT and SIGTERM blocked until the handlers are set)
+    python -m skillrunner.serve_parent <grace seconds> <pid> [<pid> ...]   (children of this
+    process, each leading its process group, with SIGINT and SIGTERM blocked until the handlers
+    are set; the grace period covers the worker's drain and its stop, R-OP10)
 """
 
 from __future__ import annotations
@@ -17,19 +18,21 @@ import sys
 import time
 
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
-STOP_GRACE_SECONDS = 30
 
 
-def supervise(children: list[int]) -> int:
-    """Wait until a stop signal or a child's end, then stop the rest: SIGTERM, and after the grace
-    period SIGKILL to the child's whole process group. 0 when stopped by a signal."""
+def supervise(grace: float, children: list[int]) -> int:
+    """Wait until a stop signal or a child's end, then stop the rest: SIGTERM, and after `grace`
+    seconds SIGKILL to the child's whole process group. Another stop signal meanwhile is passed
+    on (it ends the worker's drain at once). 0 when stopped by a signal."""
     wake_read, wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(wake_write)
     stopping = False
+    signals = 0
 
     def stop(signum, frame):
-        nonlocal stopping
+        nonlocal stopping, signals
         stopping = True
+        signals += 1
 
     for signum in STOP_SIGNALS:
         signal.signal(signum, stop)
@@ -43,12 +46,20 @@ def supervise(children: list[int]) -> int:
         running -= {pid for pid in running if _reaped(pid)}
     for pid in running:
         os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_GRACE_SECONDS
+    deadline = time.monotonic() + grace
+    passed_on = min(signals, 1)  # the SIGTERM above passed on the first
+    while running and time.monotonic() < deadline:
+        select.select([wake_read, *(exits[pid] for pid in running)], [], [], max(0.0, deadline - time.monotonic()))
+        while _drained(wake_read):
+            pass
+        running -= {pid for pid in running if _reaped(pid)}
+        if signals > passed_on:
+            passed_on = min(signals, 1)  # the SIGTERM above passed on the first
+            for pid in running:
+                os.kill(pid, signal.SIGTERM)
     for pid in running:
-        select.select([exits[pid]], [], [], max(0.1, deadline - time.monotonic()))
-        if not _reaped(pid):
-            os.killpg(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
+        os.killpg(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
     return 0 if stopping else 1
 
 
@@ -64,4 +75,4 @@ def _drained(fd: int) -> bool:
 
 
 if __name__ == "__main__":
-    sys.exit(supervise([int(pid) for pid in sys.argv[1:]]))
+    sys.exit(supervise(float(sys.argv[1]), [int(pid) for pid in sys.argv[2:]]))

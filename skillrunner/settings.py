@@ -42,6 +42,17 @@ def _networks(name: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network,
     return tuple(networks)
 
 
+def _non_negative_seconds(name: str, default: float) -> float:
+    raw = env.str(name, default=str(default))
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value < float("inf"):  # also refuses nan
+        raise ImproperlyConfigured(f"{name} must be a number of seconds, 0 or more, got {raw!r}")
+    return value
+
+
 DATA_DIR = Path(env.str("SKILLRUNNER_DATA_DIR", default=str(BASE_DIR / "data"))).resolve()
 DEBUG = env.bool("DEBUG", default=False)
 # Without SECRET_KEY, the per-installation key kept with the data (so `make run` works out of
@@ -314,6 +325,9 @@ SKILLRUNNER_USER_MAX_WEBHOOKS = _positive_int("SKILLRUNNER_USER_MAX_WEBHOOKS", 2
 # A run still waiting for its upload after this long fails with UPLOAD_TIMEOUT (R-FS1).
 SKILLRUNNER_UPLOAD_TIMEOUT_SECONDS = _positive_int("SKILLRUNNER_UPLOAD_TIMEOUT_SECONDS", 3600)
 SKILLRUNNER_KILL_GRACE_SECONDS = env.float("SKILLRUNNER_KILL_GRACE_SECONDS", default=5.0)
+# R-OP10: a stopping worker's turns get this long to finish before they fail as interrupted; 0
+# stops them at once.
+SKILLRUNNER_DRAIN_SECONDS = _non_negative_seconds("SKILLRUNNER_DRAIN_SECONDS", 30.0)
 # Upper bound on building one skill's runtime.dependencies environment with uv (R-SK7).
 SKILLRUNNER_DEPENDENCY_BUILD_TIMEOUT = _positive_int("SKILLRUNNER_DEPENDENCY_BUILD_TIMEOUT", 300)
 SKILLRUNNER_HEARTBEAT_SECONDS = env.float("SKILLRUNNER_HEARTBEAT_SECONDS", default=10.0)

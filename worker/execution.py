@@ -59,8 +59,8 @@ PROCESS_CHECK_SECONDS = 1.0
 CLUSTER_TOKEN_ENV = "SKILLRUNNER_CLUSTER_TOKEN"
 
 # Shared by a worker with the cluster processes it forks: once set, the cluster is stopping and a
-# turn it still takes from the queue stays queued for the next start (R-LC13), so a stop never
-# waits for a turn that began after it.
+# turn it still takes from the queue stays queued for another worker or the next start (R-LC13),
+# so a stop never waits for a turn that began after it, nor for a sticky run's reply (R-OP10).
 _stopping: Flag | None = None
 
 
@@ -452,6 +452,11 @@ def _await_sticky_reply(run: Run, worker: str, session: ResidentSession) -> Run 
                     return Run.objects.select_related("skill", "skill_version").get(pk=run.pk)
                 if beat:
                     last_beat = time.monotonic()
+            if _stopping is not None and _stopping.is_set():
+                # The worker stops (R-OP10): its turns end, and the resident process cannot outlive
+                # it. The run keeps waiting until the worker releases its claims, which fails it
+                # as R-LC13 fails a sticky run whose process is gone (INTERACTION_PROCESS_LOST).
+                return None
             if not session.is_alive():
                 retry_while_database_away(
                     services.fail_run,

@@ -958,6 +958,12 @@
         window.location.assign(page.dataset.loginUrl + "?next=" + encodeURIComponent(window.location.pathname));
       } else if (event.code === 4404) {
         setConnection("This run is not available.");
+      } else if (event.code === 1001) {
+        // The server is stopping (a restart, R-OP10): another one answers at once; the events
+        // after state.lastSeq come from there, none twice.
+        setConnection("The server restarted. Reconnecting…");
+        state.retryMs = RETRY_FIRST_MS;
+        window.setTimeout(connect, 0);
       } else {
         // 4429: this user has too many live connections open; one may close meanwhile.
         setConnection(event.code === 4429 ? "Too many open pages. Retrying…" : "Connection lost. Reconnecting…");

@@ -49,7 +49,7 @@ def test_readyz_without_a_worker_is_not_ready(api):
     assert body["checks"]["worker"] != "ok"
 
 
-def _worker(*, host: str | None = None, pid: int | None = None, beat_age: float = 1.0):
+def _worker(*, host: str | None = None, pid: int | None = None, beat_age: float = 1.0, draining: bool = False):
     from runs.models import WorkerCluster
 
     now = timezone.now()
@@ -59,6 +59,7 @@ def _worker(*, host: str | None = None, pid: int | None = None, beat_age: float 
         pid=pid or os.getpid(),
         recovered_at=now - timedelta(seconds=beat_age),
         heartbeat_at=now - timedelta(seconds=beat_age),
+        draining=draining,
     )
 
 
@@ -73,6 +74,16 @@ def test_readyz_with_a_live_recovered_worker_is_ready(api):
     response = api.get("/v1/system/readyz")
     assert response.status_code == 200, response.content
     assert response.json() == {"status": "ready", "checks": {"database": "ok", "worker": "ok", "sandbox": "ok"}}
+
+
+def test_readyz_with_only_a_draining_worker_says_draining(api):
+    """R-OP10: a stopping worker lives on while its turns finish, but takes no more of them."""
+    _worker(draining=True)
+    response = api.get("/v1/system/readyz")
+    assert response.status_code == 503
+    assert response.json()["checks"]["worker"] == "draining"
+    _worker()  # another one serves meanwhile
+    assert api.get("/v1/system/readyz").status_code == 200
 
 
 def test_readyz_with_a_fresh_worker_on_another_machine_is_ready(api):
@@ -147,7 +158,7 @@ def test_a_recovering_worker_clears_what_dead_workers_left(db):
     alive_elsewhere = _worker(host="another-machine")
     supervision.record_worker_recovered("mine")
     assert set(WorkerCluster.objects.values_list("token", flat=True)) == {"mine", alive_elsewhere.token}
-    assert supervision.a_recovered_worker_is_alive()
+    assert supervision.worker_check() == "ok"
     supervision.forget_worker("mine")
     assert not WorkerCluster.objects.filter(token="mine").exists()
 

@@ -23,6 +23,7 @@ import pytest
 from tests.support.fake_codex import FakeCodex
 from tests.support.live_service import LiveService
 from tests.support.processes import children, describe, process_alive, processes_in
+from tests.support.wsclient import WebSocket
 
 pytestmark = [pytest.mark.timeout(150)]
 
@@ -88,7 +89,7 @@ def test_every_stop_leaves_no_process_and_every_run_in_place(tmp_path, kind, sto
         {"message": "Where to?", "wait_for": str(release)},
         {"files": {"artifacts/plan.md": "# plan\n"}, "message": json.dumps(PLAN)},
     )
-    live = LiveService(
+    live = LiveService(  # the drain off (LiveService's default): the running turn never ends on its own
         tmp_path / "data",
         env={"SKILLRUNNER_CODEX_BIN": str(fake.binary), "SKILLRUNNER_MAX_CONCURRENT_TURNS": "1"},
     )
@@ -273,3 +274,109 @@ def _wait_until_serving(live: LiveService, log: str) -> None:
     """Until the worker says it serves, its children may include short-lived ones besides its
     cluster's sentinel (the start-up recovery's child, the sandbox check's bwrap)."""
     live.wait_until(lambda: re.search(r"^worker \w+ started$", live.log(log), re.M), 30, "the worker to serve")
+
+
+# R-OP10: (drain seconds, the running turn's length, stop signals, the run's status afterwards).
+DRAINS = {
+    "the turn finishes": (20, 3, 1, "waiting_user"),
+    "the turn outlasts the drain": (1, 30, 1, "failed"),
+    "a second signal": (60, 30, 2, "failed"),
+}
+
+
+@pytest.mark.parametrize(
+    "kind, case",
+    [("worker", case) for case in DRAINS] + [("serve", "the turn finishes"), ("serve", "a second signal")],
+)
+def test_a_stopping_worker_drains_its_running_turn(tmp_path, kind, case):
+    """R-OP10: SIGTERM a second into a turn. The worker takes no more turns and says `draining`
+    (/readyz) while the turn runs; a turn that ends within SKILLRUNNER_DRAIN_SECONDS is recorded as
+    usual (its question asked, the run waiting) and the process ends right after it. One that
+    outlasts the drain, or a second signal, ends the drain at once: the turn fails
+    ORCHESTRATOR_RESTART_INTERRUPTED. Either way nothing of the stopped tree is left, and a run
+    queued behind the turn waits, untouched, for the next worker."""
+    drain, turn_seconds, signals, outcome = DRAINS[case]
+    (tmp_path / "engine").mkdir()
+    fake = FakeCodex(tmp_path / "engine", tmp_path / "data")
+    fake.script({"sleep": turn_seconds, "message": "Where to?"}, {"message": json.dumps(PLAN)})
+    live = LiveService(
+        tmp_path / "data",
+        env={
+            "SKILLRUNNER_CODEX_BIN": str(fake.binary),
+            "SKILLRUNNER_MAX_CONCURRENT_TURNS": "1",
+            "SKILLRUNNER_DRAIN_SECONDS": str(drain),
+            "SKILLRUNNER_KILL_GRACE_SECONDS": "1",
+        },
+    )
+    try:
+        token = live.token("alice")
+        if kind == "worker":
+            live.start_web()
+        tree = live.start_tree(kind)
+        live.wait_until(lambda: live.readyz() == 200, 60, "the worker to serve")
+        running = live.start_trip(token)
+        live.wait_until(lambda: fake.invocations(), 20, "the engine to start")
+        queued = live.start_trip(token)
+        time.sleep(1)
+        stopped_at = time.monotonic()
+        tree.signal(signal.SIGTERM, "parent")
+        if kind == "worker":
+            live.wait_until(lambda: live._readiness().get("worker") == "draining", 5, "/readyz to say draining")
+        for _ in range(signals - 1):
+            time.sleep(SECOND_SIGNAL_AFTER)
+            tree.signal(signal.SIGTERM, "parent")
+        left = tree.wait(turn_seconds + LEFT_AFTER_SECONDS)
+        assert not left, f"{len(left)} processes left after the stop:\n{describe(left)}\n" + stacks_of(
+            left, live.log, kind
+        )
+        took = time.monotonic() - stopped_at
+        assert "Traceback" not in live.log(kind), live.log(kind)[-3000:]
+        assert f"draining (up to {drain} s)" in live.log(kind)
+        assert len(fake.invocations()) == 1, "a draining worker took another turn"
+
+        if kind == "serve":
+            live.start_web()  # to read the runs
+            live.wait_until(lambda: live._ping() == 204, 60, "the web to answer")
+        after = _status(live, token, running)
+        assert after["status"] == outcome, after
+        if outcome == "failed":
+            assert after["error"]["code"] == "ORCHESTRATOR_RESTART_INTERRUPTED", after
+            # Neither the turn nor (after a second signal) the drain was waited out: the stop is
+            # bounded by the drain, then SKILLRUNNER_KILL_GRACE_SECONDS + 3 s.
+            assert took < min(drain + 6, turn_seconds / 2), f"the stop took {took:.1f} s"
+        else:
+            assert after["pending_interaction_id"] == 1
+            assert turn_seconds - 1 <= took < drain, f"the stop took {took:.1f} s"
+        assert _status(live, token, queued)["status"] == "queued"
+    finally:
+        live.stop()
+
+
+def test_a_stopping_web_closes_its_sockets_with_going_away(tmp_path):
+    """R-OP10: SIGTERM to a web process closes each of its websockets with 1001 (the client
+    reconnects to another web process and resumes from its last seq) before the process ends."""
+    (tmp_path / "engine").mkdir()
+    fake = FakeCodex(tmp_path / "engine", tmp_path / "data")
+    fake.script({"message": "Where to?"})
+    live = LiveService(tmp_path / "data", env={"SKILLRUNNER_CODEX_BIN": str(fake.binary)})
+    try:
+        token = live.token("alice")
+        live.start_worker()
+        tree = live.start_tree("web")
+        live.wait_until(lambda: live.readyz() == 200, 60, "the service to serve")
+        waiting = live.start_trip(token)
+        live.wait_for_status(token, waiting, {"waiting_user"})
+        headers = {"Authorization": f"Token {token}"}
+        run_socket = WebSocket(live.port, f"/ws/runs/{waiting}/?after_seq=0", headers)
+        assert run_socket.recv()["type"] == "snapshot"
+        inbox = WebSocket(live.port, "/ws/inbox/", headers)
+        assert inbox.recv()["type"] == "inbox"
+        tree.signal(signal.SIGTERM, "parent")
+        for socket in (run_socket, inbox):
+            socket.recv_until_closed(timeout=10)
+            assert socket.close_code == 1001
+            socket.close()
+        assert not tree.wait(LEFT_AFTER_SECONDS)
+        assert "Traceback" not in live.log("web"), live.log("web")[-3000:]
+    finally:
+        live.stop()

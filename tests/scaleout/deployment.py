@@ -280,6 +280,7 @@ class Deployment:
             SKILLRUNNER_MAX_CONCURRENT_TURNS=str(max_turns),
             SKILLRUNNER_HEARTBEAT_SECONDS="1",
             SKILLRUNNER_KILL_GRACE_SECONDS="1",
+            SKILLRUNNER_DRAIN_SECONDS="0",  # as before R-OP10, unless a test is about the drain
             SKILLRUNNER_CODEX_BIN=str(self.engine.binary),
             SKILLRUNNER_CODEX_API_KEY=self.secrets["SKILLRUNNER_CODEX_API_KEY"],
             SKILLRUNNER_GEMINI_API_KEY=self.secrets["SKILLRUNNER_GEMINI_API_KEY"],
@@ -385,6 +386,17 @@ class Deployment:
 
     def kill_worker(self, index: int, sig: int = signal.SIGKILL) -> None:
         _kill_group(self.workers[index], sig)
+
+    @staticmethod
+    def terminate(process: subprocess.Popen, timeout: float) -> int:
+        """SIGTERM to the main process only, as systemd's KillMode=mixed stops a unit; its exit
+        status, or a failure (after SIGKILL to its group) if it outlives `timeout`."""
+        process.terminate()
+        try:
+            return process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(process)
+            raise AssertionError(f"process {process.pid} still ran {timeout} s after SIGTERM") from None
 
     def worker_index_of_group(self, group: int | None) -> int | None:
         for index, process in enumerate(self.workers):

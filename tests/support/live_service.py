@@ -179,8 +179,11 @@ class LiveService:
             SECRET_KEY="live-test-secret-key",
             PYTHONUNBUFFERED="1",
             PYTHONFAULTHANDLER="1",  # a process sent SIGABRT writes every thread's stack to its log
-            **(env or {}),
+            # A stop ends the turns at once, as before R-OP10, unless a test is about the drain:
+            # stop() would otherwise wait for every turn still running.
+            SKILLRUNNER_DRAIN_SECONDS="0",
         )
+        self.env.update(env or {})
         # The database is there, migrated, from the start: a copy of this process's template.
         self.database_url = self.env.get("DATABASE_URL", "")
         redis = bool(self.env.get("REDIS_URL"))

@@ -30,6 +30,10 @@ from skillrunner.forking import (
 from skillrunner.links import use_served_url
 from skillrunner.serve_parent import STOP_SIGNALS
 from skillrunner.startup import prepare_installation
+from worker.cluster import stop_grace_seconds
+
+# Beyond the worker's own bound (drain + stop): time for its last writes before it is killed.
+STOP_MARGIN_SECONDS = 5.0
 
 
 class Command(BaseCommand):
@@ -65,8 +69,10 @@ class Command(BaseCommand):
         children = [_fork(_serve_web, host, port), _fork(call_command, "worker", "--no-load-skills")]
         self.stdout.write(f"Skill Runner on http://{host}:{port}/ (Ctrl-C stops web and worker)")
         self.stdout.flush()
+        # The worker's drain, then its stop, then a margin: the children are killed after that.
+        grace = settings.SKILLRUNNER_DRAIN_SECONDS + stop_grace_seconds() + STOP_MARGIN_SECONDS
         python = sys.executable  # the same process (pid, children, blocked signals) goes on without Django
-        os.execv(python, [python, "-m", "skillrunner.serve_parent", *map(str, children)])
+        os.execv(python, [python, "-m", "skillrunner.serve_parent", str(grace), *map(str, children)])
 
 
 def _migrate() -> None:

@@ -104,10 +104,10 @@ class Command(BaseCommand):
             if time.monotonic() - last_beat >= WORKER_HEARTBEAT_SECONDS:
                 last_beat = time.monotonic()
                 self._beat(token)
+        self._stop(token, cluster, stop, supervisor, signalled, wake_read)
         signal.set_wakeup_fd(-1)
         os.close(wake_read)
         os.close(wake_write)
-        self._stop(token, cluster, stop, supervisor)
         if not signalled:  # a worker without its cluster serves nothing: a process manager restarts it
             raise CommandError("the task cluster ended on its own; the worker stopped")
 
@@ -117,14 +117,19 @@ class Command(BaseCommand):
         cluster: TaskCluster,
         stop: threading.Event,
         supervisor: threading.Thread,
+        signalled: list[int],
+        wake_read: int,
     ) -> None:
-        """No new turn starts here and nothing dispatches from here; this worker's turns end
-        (released claims: their processes see them gone and kill their engines, and so does
-        this process) while the cluster winds down, all within stop_grace_seconds() of the
-        signal. Bounded whatever the cluster is doing: what is left then is killed."""
-        deadline = time.monotonic() + stop_grace_seconds()
+        """No new turn starts here and nothing dispatches from here. Signalled, the turns running
+        get SKILLRUNNER_DRAIN_SECONDS to finish (_drain); then this worker's turns that are left end
+        (released claims: their processes see them gone and kill their engines, and so does this
+        process) while the cluster winds down, all within stop_grace_seconds(). Bounded whatever
+        the cluster is doing: what is left then is killed."""
         stop.set()
         cluster.ask_to_stop()
+        if signalled and settings.SKILLRUNNER_DRAIN_SECONDS > 0:
+            self._drain(token, cluster, signalled, wake_read)
+        deadline = time.monotonic() + stop_grace_seconds()
         supervisor.join(timeout=max(0.0, deadline - time.monotonic()))
         close_old_connections()
         try:
@@ -137,6 +142,29 @@ class Command(BaseCommand):
         except Exception:
             logger.warning("could not remove worker %s from the worker table", token, exc_info=True)
 
+    def _drain(self, token: str, cluster: TaskCluster, signalled: list[int], wake_read: int) -> None:
+        """R-OP10: until the cluster has ended (it ends once its running turns have: it takes no
+        more, and a sticky run's wait for a reply ends when its worker stops), the drain time is
+        over or another signal comes. Meanwhile the worker's row says it drains (/readyz)."""
+        deadline = time.monotonic() + settings.SKILLRUNNER_DRAIN_SECONDS
+        signals = len(signalled)
+        self.stdout.write(f"worker {token} draining (up to {settings.SKILLRUNNER_DRAIN_SECONDS:g} s)")
+        self.stdout.flush()
+        next_beat = time.monotonic()
+        while cluster.is_alive() and len(signalled) == signals:
+            now = time.monotonic()
+            if now >= deadline:
+                logger.warning("turns still running after the drain time; they fail as interrupted")
+                return
+            if now >= next_beat:
+                self._beat(token, draining=True)
+                next_beat = now + WORKER_HEARTBEAT_SECONDS
+            ready, _, _ = select.select([wake_read, cluster.sentinel_fd], [], [], min(deadline, next_beat) - now)
+            if wake_read in ready:
+                os.read(wake_read, 512)
+        if len(signalled) > signals:
+            logger.warning("stopped again while draining; the turns still running fail as interrupted")
+
     def _recover(self, load_skills: bool) -> None:
         """Everything before the cluster takes work; each step may run again after a failure."""
         if removed := remove_orphaned_state():
@@ -146,12 +174,13 @@ class Command(BaseCommand):
         sync_retention_schedule()
         recover_on_worker_start()
 
-    def _beat(self, token: str) -> None:
-        """Renew this worker's presence (the first beat records it). A database outage must not
-        end the worker: the beat is simply missed."""
+    def _beat(self, token: str, *, draining: bool = False) -> None:
+        """Renew this worker's presence (the first beat records it; a draining worker's is not
+        recorded again once gone). A database outage must not end the worker: the beat is simply
+        missed."""
         try:
             close_old_connections()
-            if not renew_worker_heartbeat(token):
+            if not renew_worker_heartbeat(token, draining=draining) and not draining:
                 record_worker_recovered(token)
         except Exception:
             logger.warning("worker heartbeat failed", exc_info=True)

@@ -1,0 +1,52 @@
+"""A stopping web process closes its websockets with 1001, "going away" (R-OP10): the client
+reconnects to another web process and resumes from its last seq there. Without it, it saw the
+TCP connection drop.
+
+daphne, on SIGTERM or SIGINT, stops its reactor after the "before shutdown" triggers are done:
+the one registered here cancels every open socket's application, which closes its socket
+(live.consumers.LiveConnectionConsumer). daphne's own trigger is not enough: it ends at the first
+connection that has no application (an idle keep-alive HTTP connection) without cancelling the
+rest. And autobahn lets an application close with 1000 or 3000-4999 only, so 1001 (RFC 6455's
+code for a server going down) is sent as its own protocol would send it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+CLOSE_GOING_AWAY = 1001
+
+# The application tasks of this process's open sockets (all in its one event loop).
+open_sockets: set[asyncio.Task] = set()
+
+
+def close_sockets_going_away():
+    """Cancel every open socket's application; the stop waits until each has closed."""
+    from twisted.internet.defer import Deferred
+
+    sockets = list(open_sockets)
+    for task in sockets:
+        task.cancel()
+    return Deferred.fromFuture(asyncio.gather(*sockets, return_exceptions=True))
+
+
+def install_in_daphne() -> None:
+    """When daphne serves this process (it installed its reactor on import): register the trigger
+    before daphne adds its own as it starts serving, and let its sockets close with 1001."""
+    if "daphne.server" not in sys.modules:
+        return
+    from daphne.ws_protocol import WebSocketProtocol
+    from twisted.internet import reactor
+
+    server_close = WebSocketProtocol.serverClose
+
+    def close(protocol: WebSocketProtocol, code: int | None = None) -> None:
+        if code == CLOSE_GOING_AWAY:
+            protocol.sendCloseFrame(code=code)
+        else:
+            server_close(protocol, code)
+
+    WebSocketProtocol.serverClose = close
+    # (the interface's stub declares its methods without `self`)
+    reactor.addSystemEventTrigger("before", "shutdown", close_sockets_going_away)  # type: ignore[arg-type]
