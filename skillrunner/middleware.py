@@ -25,7 +25,8 @@ def oversized_body(request) -> ApplicationError | None:
         length = int(request.META.get("CONTENT_LENGTH") or 0)
     except ValueError:
         length = 0
-    multipart = request.content_type == "multipart/form-data"
+    # From the header: Django's request and DRF's both have META, not the same `content_type`.
+    multipart = request.META.get("CONTENT_TYPE", "").partition(";")[0].strip().lower() == "multipart/form-data"
     limit = settings.SKILLRUNNER_MAX_UPLOAD_BYTES if multipart else settings.SKILLRUNNER_MAX_JSON_BODY_BYTES
     if length <= limit:
         return None
