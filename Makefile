@@ -22,13 +22,15 @@ ENGINE_CLI_DIR := engines/cli
 #     (connections a thread leaves open), test_seed_history.py (server-side on PostgreSQL),
 #     test_retention.py (old runs found by date).
 #   tests/upstream/test_streams.py: streams woken through the Redis channel layer.
+#   tests/upstream/test_management_and_files.py: upstream's run pages counted and ordered by the
+#     database, the status fast read's raw statement.
 #   tests/test_wakeups.py: a sticky run's worker woken through a Redis list instead of a socket.
 #   tests/runs/test_migrations.py: data migrations on PostgreSQL.
 SCALEOUT_TESTS := tests/api tests/interactive tests/ui/test_pages.py tests/upstream/test_plugin_contract.py \
 	tests/upstream/test_reply_files.py tests/live tests/real_engines/test_service_real_engines.py \
 	tests/notifications tests/runs/test_fair_share.py tests/runs/test_thread_connections.py \
 	tests/runs/test_seed_history.py tests/runs/test_retention.py tests/upstream/test_streams.py \
-	tests/test_wakeups.py tests/runs/test_migrations.py
+	tests/test_wakeups.py tests/runs/test_migrations.py tests/upstream/test_management_and_files.py
 # Of the real CLIs there, Codex stands for the resumable engines and Claude Code for sticky_process
 # (engines/base.py: the only profile runs/ tells apart; nothing under runs/ looks at which engine
 # it is, and engines/ never reaches the database): their turns take every path the others take
