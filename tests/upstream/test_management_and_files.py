@@ -48,7 +48,11 @@ def test_skills_their_detail_and_schemas(api, install_skill):
     install_skill("haiku-writer")
     [summary] = api.get("/v1/management/skills").json()["skills"]
     assert set(summary) == SUMMARY_KEYS
-    assert (summary["id"], summary["health"], summary["execution_modes"]) == ("haiku-writer", "healthy", ["auto", "interactive"])
+    assert (summary["id"], summary["health"], summary["execution_modes"]) == (
+        "haiku-writer",
+        "healthy",
+        ["auto", "interactive"],
+    )
     detail = api.get("/v1/management/skills/haiku-writer").json()
     assert set(detail) == SUMMARY_KEYS | {"runtime", "schemas", "entrypoints", "files"}
     assert set(detail["schemas"]) == {"input", "parameter", "output"}
