@@ -54,7 +54,7 @@ def test_answers_in_place_as_json_and_as_a_plain_form(browser, api, two_waiting)
         "/inbox/", {"request_id": first, "interaction_id": "1", "option": "0"}, HTTP_ACCEPT="application/json"
     )
     assert answer.status_code == 200, answer.content
-    assert answer.json() == {"request_id": first, "status": "queued", "accepted": True, "mode": "interaction"}
+    assert answer.json() == {"request_id": first, "status": "queued", "accepted": True}
     assert status_of(api, first)["status"] == "succeeded"
     assert api.get(f"/v1/jobs/{first}/interaction/history").json()["interactions"][0]["response"] == "Oslo"
     form = browser.post("/inbox/", {"request_id": second, "interaction_id": "1", "response": "In May"})
