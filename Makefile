@@ -22,6 +22,8 @@ ENGINE_CLI_DIR := engines/cli
 #     (connections a thread leaves open), test_seed_history.py (server-side on PostgreSQL),
 #     test_retention.py (old runs found by date).
 #   tests/upstream/test_streams.py: streams woken through the Redis channel layer.
+#   tests/upstream/test_management_and_files.py: upstream's run pages counted and ordered by the
+#     database, the status fast read's raw statement.
 #   tests/test_wakeups.py: a sticky run's worker woken through a Redis list instead of a socket.
 #   tests/runs/test_migrations.py: data migrations on PostgreSQL.
 #   tests/metrics: the scrape's aggregate queries (JSON keys, GROUP BY) read on PostgreSQL.
@@ -31,7 +33,8 @@ SCALEOUT_TESTS := tests/api tests/interactive tests/ui/test_pages.py tests/upstr
 	tests/upstream/test_reply_files.py tests/live tests/real_engines/test_service_real_engines.py \
 	tests/notifications tests/runs/test_fair_share.py tests/runs/test_thread_connections.py \
 	tests/runs/test_seed_history.py tests/runs/test_retention.py tests/upstream/test_streams.py \
-	tests/test_wakeups.py tests/runs/test_migrations.py tests/metrics tests/scaleout/test_rolling_restart.py
+	tests/test_wakeups.py tests/runs/test_migrations.py tests/metrics tests/scaleout/test_rolling_restart.py \
+	tests/upstream/test_management_and_files.py
 ROLLING_RESTART := tests/scaleout/test_rolling_restart.py
 # Of the real CLIs there, Codex stands for the resumable engines and Claude Code for sticky_process
 # (engines/base.py: the only profile runs/ tells apart; nothing under runs/ looks at which engine

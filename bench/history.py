@@ -51,7 +51,7 @@ def main() -> int:
         ("GET /v1/jobs (staff, all runs)", staff_client, "/v1/jobs"),
         ("GET /v1/jobs?status=failed (owner)", owner_client, "/v1/jobs?status=failed"),
         ("GET /v1/jobs/{id}", owner_client, f"/v1/jobs/{run.pk}"),
-        ("GET /v1/jobs/{id}/events/history", owner_client, f"/v1/jobs/{run.pk}/events/history"),
+        ("GET /v1/jobs/{id}/events/history", owner_client, f"/v1/jobs/{run.pk}/events/history?after_seq=0"),
         ("run list page", owner_client, "/"),
         ("run page", owner_client, f"/runs/{run.pk}/"),
         ("run page, oldest run", owner_client, f"/runs/{oldest.pk}/"),

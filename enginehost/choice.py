@@ -54,6 +54,12 @@ def engine_choices(version: SkillVersion) -> list[EngineChoice]:
     return [engine_choice(engine, version) for engine in engines]
 
 
+def catalogued_models(engine: str) -> list[str]:
+    """The models the engine's catalogue lists (GET /v1/engines/{engine}/models): its own and
+    the operator's default, the ones a run may name (R-UP9)."""
+    return [model["id"] for model in get_adapter(engine).models(engine_config(engine, PROBE_HOME))]
+
+
 def run_model(run) -> str | None:
     """The model `run` uses: its own, else the default its turns get (the skill's as recorded
     with the run, else the operator's); None when the CLI decides."""

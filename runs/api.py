@@ -22,6 +22,7 @@ from enginehost.config import configured_secrets
 from skillrunner.api_errors import is_unavailable
 from skillrunner.byte_ranges import RangeNotSatisfiable, file_chunks, requested_range
 from skillrunner.errors import ApplicationError, Conflict, NotFound
+from skillrunner.middleware import oversized_body
 from skillrunner.negotiation import JsonWhateverTheClientAccepts
 from skillrunner.throttles import REPLY_SCOPE, RUN_CREATE_SCOPE
 
@@ -54,13 +55,6 @@ class RunPagination(PageNumberPagination):
     page_size = 50
     page_size_query_param = "page_size"
     max_page_size = 200
-
-
-def _uploaded_file(request):
-    upload = request.FILES.get("file")
-    if upload is None:
-        raise ApplicationError("UPLOAD_FILE_MISSING", "send the zip as multipart field `file`")
-    return upload
 
 
 class JobListCreateView(APIView):
@@ -120,6 +114,7 @@ class JobListCreateView(APIView):
 
 class JobUploadView(APIView):
     parser_classes = [MultiPartParser, FormParser]
+    answers_oversized_body = True  # refused here, so that the run it was for ends too (R-UP8)
 
     @extend_schema(
         request={
@@ -137,18 +132,13 @@ class JobUploadView(APIView):
     )
     def post(self, request, request_id):
         run = selectors.run_for(request.user, request_id)
-        package = request.FILES.get("skill_package")
-        if run.skill_version_id is None and run.status == RunStatus.QUEUED:
-            if package is None:
-                raise ApplicationError(
-                    "SKILL_PACKAGE_MISSING",
-                    "this run brings its own skill: send its zip as multipart field `skill_package`",
-                )
-            extracted = services.attach_skill_package(run, package, request.FILES.get("file"))
-        elif package is not None:
-            raise Conflict("SKILL_PACKAGE_NOT_EXPECTED", "this run's skill is already there")
-        else:
-            extracted = services.attach_upload(run, _uploaded_file(request))
+        too_large = oversized_body(request)
+        if too_large is not None:
+            services.fail_awaiting_upload(run.pk, too_large.code, too_large.message)
+            raise too_large
+        extracted = services.receive_upload(
+            run, package=request.FILES.get("skill_package"), files=request.FILES.get("file")
+        )
         run.refresh_from_db()
         return Response(
             {"request_id": str(run.pk), "cache_hit": run.cache_hit, "status": run.status, "extracted_files": extracted}
@@ -254,7 +244,8 @@ class CancelView(APIView):
         )
 
 
-def _terminal(run):
+def terminal(run):
+    """`run`, once it has ended (409 RESULT_NOT_READY before)."""
     if not run.is_terminal:
         raise Conflict(
             "RESULT_NOT_READY", f"the run is {run.status}; its result exists once it ends", status=run.status
@@ -267,7 +258,7 @@ class ResultView(TokenReadView):
 
     @extend_schema(responses=ResultOutput)
     def get(self, request, request_id):
-        run = _terminal(selectors.run_for(request.user, request_id))
+        run = terminal(selectors.run_for(request.user, request_id))
         return Response(_result_body(run))
 
     def fast_answer(self, read: selectors.StatusRead) -> dict[str, Any] | None:
@@ -300,7 +291,7 @@ class ArtifactFileView(APIView):
 class BundleView(APIView):
     @extend_schema(responses={(200, "application/zip"): OpenApiTypes.BINARY})
     def get(self, request, request_id):
-        run = selectors.with_files(_terminal(selectors.run_for(request.user, request_id)))
+        run = selectors.with_files(terminal(selectors.run_for(request.user, request_id)))
         bundle, found = bundle_path(run, configured_secrets())
         services.record_keys_in_output(run.pk, run.attempt_number, found)
         return FileResponse(

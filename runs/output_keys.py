@@ -128,20 +128,25 @@ def redact_artifacts(run_dir: Path, secrets: tuple[str, ...]) -> list[str]:
     return found
 
 
-def served_artifact(run: Run, relative: str) -> RedactingReader:
-    """A file under the run's artifacts/, given as `artifacts/x` or `x`, open for serving: keys
-    redacted as it is read, one found recorded on the run when it is closed.
-
-    Opened through runs.runfiles: never a link (at any level), a special file or anything outside.
-    NotFound when there is no such file.
-    """
-    relative = relative.removeprefix("artifacts/")
-    path = f"artifacts/{relative}"
+def served_file(run: Run, path: str) -> RedactingReader | None:
+    """A file of the run's folder (`path` relative to it), open for serving: keys redacted as it
+    is read, one found recorded on the run when it is closed. Opened through runs.runfiles: never
+    a link (at any level), a special file or anything outside. None when there is no such file."""
     handle = runfiles.open_file(run.run_dir, path)
     if handle is None:
-        raise NotFound("ARTIFACT_NOT_FOUND", f"no artifact {relative!r}")
+        return None
     return RedactingReader(
         handle,
         configured_secrets(),
         on_found=lambda: services.record_keys_in_output(run.pk, run.attempt_number, [path]),
     )
+
+
+def served_artifact(run: Run, relative: str) -> RedactingReader:
+    """served_file for a file under artifacts/, given as `artifacts/x` or `x`; NotFound when there
+    is no such file."""
+    relative = relative.removeprefix("artifacts/")
+    reader = served_file(run, f"artifacts/{relative}")
+    if reader is None:
+        raise NotFound("ARTIFACT_NOT_FOUND", f"no artifact {relative!r}")
+    return reader

@@ -20,7 +20,7 @@ the service) is trusted.
     parts(path)                        -> the checked components of a relative path, or None
     open_file(root, path)              -> a binary file object open for reading, or None
     is_file(root, path)                -> whether open_file would open it
-    list_files(root, under)            -> run-relative paths of the safe files beneath `under`
+    list_files(root, under)            -> run-relative paths of the safe files beneath `under` (or all)
     run_relative(root, value)          -> a path the agent gave (relative or absolute) made run-relative
     move_file(root, source, target)    -> move a safe file within the run (artifact collection)
     move_directory_in(root, src, path) -> move a folder of the service's into the run (reply files)
@@ -139,13 +139,14 @@ def _open_in(parent: int, name: str) -> io.BufferedReader | None:
     return os.fdopen(fd, "rb")
 
 
-def list_files(root: Path, under: str) -> list[str]:
-    """Sorted run-relative paths of the regular, single-link files beneath root/under.
+def list_files(root: Path, under: str = "") -> list[str]:
+    """Sorted run-relative paths of the regular, single-link files beneath root/under (the whole
+    root when `under` is empty).
 
     Links (to files or directories) and special files are skipped, never entered; `under`
     itself being a link gives an empty list. At most MAX_LISTED paths, MAX_DEPTH levels.
     """
-    components = parts(under)
+    components = parts(under) if under else ()
     if components is None:
         return []
     found: list[str] = []
@@ -167,15 +168,16 @@ def _walk(fd: int, prefix: str, found: list[str], depth: int) -> None:
             info = os.stat(entry.name, dir_fd=fd, follow_symlinks=False)
         except OSError:
             continue
+        path = f"{prefix}/{entry.name}" if prefix else entry.name
         if _is_safe_file(info):
-            found.append(f"{prefix}/{entry.name}")
+            found.append(path)
         elif stat.S_ISDIR(info.st_mode) and depth > 1:
             try:
                 child = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
             except OSError:
                 continue
             try:
-                _walk(child, f"{prefix}/{entry.name}", found, depth - 1)
+                _walk(child, path, found, depth - 1)
             finally:
                 os.close(child)
 

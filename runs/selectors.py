@@ -84,7 +84,8 @@ STATUS_FIELDS = (
 def _status_by_token_sql(with_result: bool) -> str:
     """One statement for the token, its user, one run they may see (runs_visible_to's rule) and
     its turns' usage: one row per turn, or one with null turn columns."""
-    fields = STATUS_FIELDS + (("result",) if with_result else ())
+    # The options too: a view beside the service's own status (upstream's) shows some of them.
+    fields = STATUS_FIELDS + ("runtime_options",) + (("result",) if with_result else ())
     run_columns = ", ".join(f"r.{name}" for name in fields)
     turn_columns = ", ".join(f"u.{name} AS turn_{name}" for name in ("id", "attempt_number", *USAGE_KEYS))
     return (

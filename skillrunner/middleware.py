@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.http import JsonResponse
+from django.urls import Resolver404, resolve
 
 from .errors import ApplicationError
 
@@ -18,25 +19,44 @@ def error_response(status: int, code: str, message: str) -> JsonResponse:
     return JsonResponse({"detail": ApplicationError(code, message).as_detail()}, status=status)
 
 
+def oversized_body(request) -> ApplicationError | None:
+    """413 REQUEST_TOO_LARGE for a body announced over its limit, else None."""
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    # From the header: Django's request and DRF's both have META, not the same `content_type`.
+    multipart = request.META.get("CONTENT_TYPE", "").partition(";")[0].strip().lower() == "multipart/form-data"
+    limit = settings.SKILLRUNNER_MAX_UPLOAD_BYTES if multipart else settings.SKILLRUNNER_MAX_JSON_BODY_BYTES
+    if length <= limit:
+        return None
+    return ApplicationError(
+        "REQUEST_TOO_LARGE", f"request body of {length} bytes exceeds the limit of {limit}", status_code=413
+    )
+
+
 class RequestSizeLimitMiddleware:
     """413 REQUEST_TOO_LARGE for an announced body over the limit (a chunked body, which has no
-    Content-Length, is left to the limits of the parsers that read it)."""
+    Content-Length, is left to the limits of the parsers that read it). A view class that sets
+    `answers_oversized_body` gets the request instead, to refuse it itself (an upload's run ends
+    with the refusal, R-UP8) without reading the body."""
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request):
-        try:
-            length = int(request.META.get("CONTENT_LENGTH") or 0)
-        except ValueError:
-            length = 0
-        multipart = request.content_type == "multipart/form-data"
-        limit = settings.SKILLRUNNER_MAX_UPLOAD_BYTES if multipart else settings.SKILLRUNNER_MAX_JSON_BODY_BYTES
-        if length > limit:
-            return error_response(
-                413, "REQUEST_TOO_LARGE", f"request body of {length} bytes exceeds the limit of {limit}"
-            )
-        return self.get_response(request)
+        refused = oversized_body(request)
+        if refused is None or _answers_oversized_body(request):
+            return self.get_response(request)
+        return error_response(refused.status_code, refused.code, refused.message)
+
+
+def _answers_oversized_body(request) -> bool:
+    try:
+        view = resolve(request.path_info).func
+    except Resolver404:
+        return False
+    return getattr(getattr(view, "view_class", None), "answers_oversized_body", False)
 
 
 API_PREFIX = "/v1/"

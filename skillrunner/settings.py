@@ -322,6 +322,10 @@ SKILLRUNNER_USER_MAX_STREAMS = _positive_int("SKILLRUNNER_USER_MAX_STREAMS", 20)
 # Webhook endpoints one user may register (R-FS2): each status change of their runs is one
 # delivery per endpoint. Runs' callback_url endpoints do not count.
 SKILLRUNNER_USER_MAX_WEBHOOKS = _positive_int("SKILLRUNNER_USER_MAX_WEBHOOKS", 20)
+# A run may name only a model its engine's catalogue lists (GET /v1/engines/{engine}/models: the
+# engine's known models and the operator's SKILLRUNNER_<ENGINE>_MODEL); true lets any name through
+# to the CLI, for a provider whose models the catalogue does not know (R-UP9).
+SKILLRUNNER_ALLOW_ANY_MODEL = env.bool("SKILLRUNNER_ALLOW_ANY_MODEL", default=False)
 # A run still waiting for its upload after this long fails with UPLOAD_TIMEOUT (R-FS1).
 SKILLRUNNER_UPLOAD_TIMEOUT_SECONDS = _positive_int("SKILLRUNNER_UPLOAD_TIMEOUT_SECONDS", 3600)
 SKILLRUNNER_KILL_GRACE_SECONDS = env.float("SKILLRUNNER_KILL_GRACE_SECONDS", default=5.0)

@@ -42,10 +42,11 @@ api_v1 = [
     path("v1/engines", engines.EngineListView.as_view(), name="engine-list"),
     path("v1/engines/<str:engine>/models", engines.EngineModelsView.as_view(), name="engine-models"),
     path("v1/jobs", jobs.JobListCreateView.as_view(), name="job-list"),
-    path(job, jobs.JobDetailView.as_view(), name="job-detail"),
+    # The service's fields and upstream's (SPEC R-UP10), as are the reply's.
+    path(job, upstream.JobDetailView.as_view(), name="job-detail"),
     path(f"{job}/upload", jobs.JobUploadView.as_view(), name="job-upload"),
     path(f"{job}/interaction/pending", jobs.PendingInteractionView.as_view(), name="job-pending"),
-    path(f"{job}/interaction/reply", jobs.ReplyView.as_view(), name="job-reply"),
+    path(f"{job}/interaction/reply", upstream.ReplyView.as_view(), name="job-reply"),
     path(f"{job}/interaction/history", jobs.InteractionHistoryView.as_view(), name="job-history"),
     path(f"{job}/cancel", jobs.CancelView.as_view(), name="job-cancel"),
     path(f"{job}/result", jobs.ResultView.as_view(), name="job-result"),

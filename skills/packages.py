@@ -232,8 +232,13 @@ def runtime_dependencies(manifest: dict[str, Any]) -> list[str]:
     return [item.strip() for item in value]
 
 
-def load_skill_dir(root: Path, *, legacy: bool = False) -> SkillPackage:
-    """Validate the package in `root`. `legacy` accepts a missing execution_modes (R-SK4)."""
+# The version a package for one run only gets when its runner.json names none (R-UP8), as upstream.
+UNVERSIONED = "1.0.0"
+
+
+def load_skill_dir(root: Path, *, legacy: bool = False, versioned: bool = True) -> SkillPackage:
+    """Validate the package in `root`. `legacy` accepts a missing execution_modes (R-SK4); without
+    `versioned` (a package for one run) a missing version is taken as UNVERSIONED."""
     root = root.resolve()
     skill_md = root / "SKILL.md"
     runner_json = root / "assets" / "runner.json"
@@ -254,7 +259,7 @@ def load_skill_dir(root: Path, *, legacy: bool = False) -> SkillPackage:
             "SKILL_IDENTITY_MISMATCH",
             f"folder name ({root.name}), runner.json id ({skill_id}) and SKILL.md name ({front['name']}) must be equal",
         )
-    version = manifest.get("version")
+    version = manifest.get("version", None if versioned else UNVERSIONED)
     if not isinstance(version, str):
         raise SkillPackageError(
             "SKILL_MANIFEST_INVALID", 'runner.json `version` is required (a string such as "1.0.0")'

@@ -148,13 +148,14 @@ def _single_top_level(root: Path) -> Path:
 
 
 @contextmanager
-def zipped_package(source: BinaryIO | IO[bytes] | Path) -> Iterator[SkillPackage]:
+def zipped_package(source: BinaryIO | IO[bytes] | Path, *, versioned: bool = True) -> Iterator[SkillPackage]:
     """The validated package in a zip (R-SK1–R-SK9, with the zip's safety checks), unpacked for
-    the duration of the block; a refused archive leaves nothing behind."""
+    the duration of the block; a refused archive leaves nothing behind. Without `versioned` (a
+    package for one run only, R-UP8) runner.json need not name a version."""
     staging = _staging_dir()
     try:
         extract_zip(source, staging, archive_limits())  # an ArchiveError is the caller's coded error
-        yield load_skill_dir(_single_top_level(staging))
+        yield load_skill_dir(_single_top_level(staging), versioned=versioned)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

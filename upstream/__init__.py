@@ -11,8 +11,11 @@ Modules:
 - `streams.py` — reading the log for those: cursor and range parameters, the histories, the
   server-sent-event framing run by the core's stream loop (live.sse).
 - `api.py` — the views: the handshake, management runs, `/ui`; `/chat`, `/chat/history`, and
-  `/events`, `/events/history` answering in either form by their parameters.
+  `/events`, `/events/history` answering in either form by their parameters; a run's status and
+  its reply with upstream's fields besides the service's; engine log-in paths, not supported here.
+- `management.py` — the management reads: skills (with their schemas), runtime defaults, engines.
+- `files.py` — a run's files as upstream's tree and previews, log byte ranges, the bundle with logs.
 - `reply_files.py` — reading a file reply (R-UP6): multipart `metadata` plus `files` parts.
-- `serializers.py` — the shapes of the stream answers for the OpenAPI document.
+- `serializers.py` — the shapes of the answers for the OpenAPI document; upstream's status fields.
 - `urls.py` — the paths only upstream's clients use.
 """

@@ -5,6 +5,8 @@ answer in FCMP, otherwise they are the service's own views (runs.api), unchanged
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.http import HttpResponseRedirect
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
@@ -22,7 +24,7 @@ from live.sse import follow_log, sse_response
 from runs import api as jobs
 from runs import selectors, services
 from runs.models import Run
-from runs.serializers import StateChangeOutput
+from runs.serializers import ReplyInput, RunStatusOutput
 from skillrunner.errors import ApplicationError
 from skillrunner.negotiation import JsonWhateverTheClientAccepts
 from skillrunner.throttles import REPLY_SCOPE
@@ -30,8 +32,8 @@ from skillrunner.throttles import REPLY_SCOPE
 from .fcmp import Reading, chat_items, fcmp_events
 from .handshake import handshake
 from .reply_files import FILES_PART, METADATA_PART, ReplyFileReceiver, read_metadata
-from .serializers import ChatHistory, FcmpHistory
-from .streams import RANGE_PARAMETERS, STREAM_PARAMETERS, ConversationFraming, Window, asks_for, cursor, history
+from .serializers import AuthSession, ChatHistory, FcmpHistory, ReplyAnswer, UpstreamStatus, status_fields
+from .streams import STREAM_PARAMETERS, ConversationFraming, Window, asks_for, cursor, history
 
 MANAGEMENT_RUNS_DEFAULT_LIMIT = 50
 MANAGEMENT_RUNS_MAX_LIMIT = 500
@@ -77,24 +79,44 @@ class ManagementRunRecord(serializers.Serializer):
     interaction_count = serializers.IntegerField()
 
 
-def _limit(raw: str | None) -> int:
+def _positive(raw: str | None, name: str, default: int, most: int) -> int:
     if raw is None:
-        return MANAGEMENT_RUNS_DEFAULT_LIMIT
-    if not (raw.isascii() and raw.isdigit() and 0 < int(raw) <= MANAGEMENT_RUNS_MAX_LIMIT):
-        raise ApplicationError("INVALID_LIMIT", f"limit must be an integer from 1 to {MANAGEMENT_RUNS_MAX_LIMIT}")
+        return default
+    if not (raw.isascii() and raw.isdigit() and 0 < int(raw) <= most):
+        raise ApplicationError(f"INVALID_{name.upper()}", f"{name} must be an integer from 1 to {most}")
     return int(raw)
 
 
 class ManagementRunsView(BasicChallenge, APIView):
-    """GET /v1/management/runs (R-UP7): the caller's own runs, newest first."""
+    """GET /v1/management/runs (R-UP7, R-UP10): the caller's own runs, newest first, a page at a
+    time (`page`, `page_size`; `limit` stands for `page_size`, as upstream's older clients send)."""
 
     @extend_schema(
-        parameters=[OpenApiParameter("limit", int)],
-        responses=inline_serializer("ManagementRuns", {"runs": ManagementRunRecord(many=True)}),
+        parameters=[
+            OpenApiParameter("page", int, description="from 1 (default 1)"),
+            OpenApiParameter("page_size", int, description=f"default {MANAGEMENT_RUNS_DEFAULT_LIMIT}"),
+            OpenApiParameter("limit", int, description="page_size, when that is not given"),
+        ],
+        responses=inline_serializer(
+            "ManagementRuns",
+            {
+                "runs": ManagementRunRecord(many=True),
+                "page": serializers.IntegerField(),
+                "page_size": serializers.IntegerField(),
+                "total": serializers.IntegerField(),
+                "total_pages": serializers.IntegerField(),
+            },
+        ),
     )
     def get(self, request):
-        limit = _limit(request.query_params.get("limit"))
-        runs = Run.objects.filter(owner=request.user).select_related("skill").order_by("-created_at")[:limit]
+        query = request.query_params
+        limit = _positive(query.get("limit"), "limit", MANAGEMENT_RUNS_DEFAULT_LIMIT, MANAGEMENT_RUNS_MAX_LIMIT)
+        page_size = _positive(query.get("page_size"), "page_size", limit, MANAGEMENT_RUNS_MAX_LIMIT)
+        page = _positive(query.get("page"), "page", 1, 10**9)
+        owned = Run.objects.filter(owner=request.user)
+        total = owned.count()
+        start = (page - 1) * page_size
+        runs = owned.select_related("skill").order_by("-created_at")[start : start + page_size]
         records = [
             {
                 "request_id": run.pk,
@@ -109,7 +131,15 @@ class ManagementRunsView(BasicChallenge, APIView):
             }
             for run in runs
         ]
-        return Response({"runs": ManagementRunRecord(records, many=True).data})
+        return Response(
+            {
+                "runs": ManagementRunRecord(records, many=True).data,
+                "page": page,
+                "page_size": page_size,
+                "total": total,
+                "total_pages": -(-total // page_size),
+            }
+        )
 
 
 class ReplyFilesView(APIView):
@@ -144,7 +174,7 @@ class ReplyFilesView(APIView):
                 },
             )
         },
-        responses=StateChangeOutput,
+        responses=ReplyAnswer,
     )
     def post(self, request, request_id):
         run = selectors.run_for(request.user, request_id)
@@ -160,7 +190,7 @@ class ReplyFilesView(APIView):
             idempotency_key=reply.idempotency_key,
             files=files,
         )
-        return Response({"request_id": str(run.pk), "status": run.status, "accepted": True})
+        return Response({"request_id": str(run.pk), "status": run.status, "accepted": True, "mode": INTERACTION_MODE})
 
 
 def ui(request) -> HttpResponseRedirect:
@@ -232,10 +262,69 @@ class EventHistoryView(jobs.EventHistoryView):
             serializers=[jobs.EventHistory, FcmpHistory],
             resource_type_field_name=None,
         ),
-        description="With `from_seq`, `to_seq`, `from_ts` or `to_ts`: upstream's FCMP history. Otherwise "
-        "the run's events after `after_seq`.",
+        description="With `after_seq` (or `Last-Event-ID`): the run's events after it, this service's own "
+        "form. Otherwise upstream's FCMP history, of `from_seq`…`to_seq`, `from_ts`…`to_ts` or all of it.",
     )
     def get(self, request, request_id):
-        if asks_for(request.query_params, RANGE_PARAMETERS):
-            return _history(request, request_id, fcmp_events)
-        return super().get(request, request_id)
+        if "after_seq" in request.query_params or "Last-Event-ID" in request.headers:
+            return super().get(request, request_id)
+        return _history(request, request_id, fcmp_events)
+
+
+# ---- the status and reply fields upstream's clients read, and its engine log-in paths (R-UP10) --
+
+INTERACTION_MODE = "interaction"  # a reply's `mode`: upstream's other one, `auth`, is not served here
+
+
+class JobDetailView(jobs.JobDetailView):
+    """GET /v1/jobs/{id}, with upstream's optional fields besides the service's own."""
+
+    @extend_schema(responses=UpstreamStatus)
+    def get(self, request, request_id):
+        run = selectors.run_for(request.user, request_id)
+        return Response({**RunStatusOutput(run).data, **status_fields(run)})
+
+    def fast_answer(self, read: selectors.StatusRead) -> dict[str, Any] | None:
+        body = super().fast_answer(read)
+        return None if body is None else {**body, **status_fields(read.run)}
+
+
+class ReplyView(jobs.ReplyView):
+    @extend_schema(request=ReplyInput, responses=ReplyAnswer)
+    def post(self, request, request_id):
+        response = super().post(request, request_id)
+        response.data["mode"] = INTERACTION_MODE
+        return response
+
+
+LOGIN_NOT_SUPPORTED = (
+    "engine log-in is not supported here: the operator configures each engine's credentials, "
+    "so a run never waits for one (waiting_auth)"
+)
+
+
+class AuthSessionView(APIView):
+    """GET /v1/jobs/{id}/auth/session: a run here never has one (upstream's `auth_session: null`)."""
+
+    @extend_schema(responses=AuthSession)
+    def get(self, request, request_id):
+        run = selectors.run_for(request.user, request_id)
+        return Response(
+            {
+                "request_id": str(run.pk),
+                "waiting_auth": False,
+                "auth_session": None,
+                "supported": False,
+                "message": LOGIN_NOT_SUPPORTED,
+            }
+        )
+
+
+class AuthImportView(APIView):
+    """POST /v1/jobs/{id}/interaction/auth/import: refused as upstream refuses an engine that
+    takes no imported credentials (422), never as a run that is gone."""
+
+    @extend_schema(request=None, responses={422: OpenApiTypes.OBJECT})
+    def post(self, request, request_id):
+        selectors.run_for(request.user, request_id)
+        raise ApplicationError("AUTH_IMPORT_UNSUPPORTED", LOGIN_NOT_SUPPORTED, status_code=422)

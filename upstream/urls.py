@@ -1,18 +1,38 @@
-"""Paths of upstream's contract that the service's own API does not have (SPEC §16). The two
-paths both share (`/events`, `/events/history`) are routed in skillrunner.urls to upstream.api's
-views, which answer in either form."""
+"""Paths of upstream's contract that the service's own API does not have (SPEC §16). The paths
+both share (`/events`, `/events/history`, a run's status and its reply) are routed in
+skillrunner.urls to upstream.api's views, which answer in either form or add upstream's fields."""
 
 from __future__ import annotations
 
 from django.urls import path
 
-from . import api
+from . import api, files, management
 
 job = "v1/jobs/<str:request_id>"
 
 urlpatterns = [
     path("v1/system/handshake", api.HandshakeView.as_view(), name="handshake"),
     path("v1/management/runs", api.ManagementRunsView.as_view(), name="management-runs"),
+    path("v1/management/skills", management.ManagementSkillsView.as_view(), name="management-skills"),
+    path("v1/management/skills/<str:skill_id>", management.ManagementSkillView.as_view(), name="management-skill"),
+    path(
+        "v1/management/skills/<str:skill_id>/schemas",
+        management.ManagementSkillSchemasView.as_view(),
+        name="management-skill-schemas",
+    ),
+    path(
+        "v1/management/runtime-options",
+        management.ManagementRuntimeOptionsView.as_view(),
+        name="management-runtime-options",
+    ),
+    path("v1/management/engines", management.ManagementEnginesView.as_view(), name="management-engines"),
+    path("v1/management/engines/<str:engine>", management.ManagementEngineView.as_view(), name="management-engine"),
+    path(f"{job}/files", files.RunFilesView.as_view(), name="job-files"),
+    path(f"{job}/file", files.RunFileView.as_view(), name="job-file"),
+    path(f"{job}/logs/range", files.LogRangeView.as_view(), name="job-log-range"),
+    path(f"{job}/bundle/debug", files.DebugBundleView.as_view(), name="job-bundle-debug"),
+    path(f"{job}/auth/session", api.AuthSessionView.as_view(), name="job-auth-session"),
+    path(f"{job}/interaction/auth/import", api.AuthImportView.as_view(), name="job-auth-import"),
     path(f"{job}/chat/history", api.ChatHistoryView.as_view(), name="job-chat-history"),
     path(f"{job}/chat", api.ChatStreamView.as_view(), name="job-chat"),
     path(f"{job}/interaction/reply/files", api.ReplyFilesView.as_view(), name="job-reply-files"),

@@ -11,6 +11,8 @@ from .admission import (
     create_run,
     create_run_with_files,
     expire_upload,
+    fail_awaiting_upload,
+    receive_upload,
     rerun,
 )
 from .claims import StickyWait, claim_turn, complete_turn, record_engine_pid, sticky_wait_state, turn_still_ours
@@ -46,12 +48,14 @@ __all__ = [
     "dispatch_queued_runs",
     "expire_upload",
     "expire_wait",
+    "fail_awaiting_upload",
     "fail_run",
     "on_wait_timeout",
     "record_engine_pid",
     "record_keys_in_output",
     "record_warning",
     "record_relay_activity",
+    "receive_upload",
     "recover_waiting_run",
     "rerun",
     "sticky_wait_name",

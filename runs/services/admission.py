@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from enginehost.choice import catalogued_models
 from enginehost.skill_runtime import ENGINE_DEFAULTS_KEY, skill_engine_defaults
 from engines.registry import ENGINE_NAMES, get_adapter
 from engines.skill_config import deep_merge
@@ -58,7 +59,8 @@ def create_run(
     skill is decided when it arrives (attach_skill_package).
     """
     if engine in ENGINE_NAMES:
-        _check_engine_choice(engine, provider_id, effort)
+        model, effort = _model_and_effort(engine, model, effort)
+        _check_engine_choice(engine, provider_id, model, effort)
     elif skill_id is None:  # with a skill, its engines say why (SKILL_ENGINE_UNSUPPORTED)
         raise ApplicationError("ENGINE_UNKNOWN", f"unknown engine {engine!r}; known: {', '.join(ENGINE_NAMES)}")
     requested = {"runtime_options": runtime_options, "effort": effort or ""}
@@ -86,6 +88,7 @@ def create_run(
     if version is None:
         raise NotFound("SKILL_NOT_FOUND", f"no installed skill {skill_id!r}")
     admitted = _admit(version, engine, input, parameter, requested)
+    validate_request_payload(version.schemas, input, parameter)
     if callback_url:
         hooks.checking_callback.send(sender=Run, url=callback_url)  # R-NT2, before anything is created
     _check_queue_room(owner)
@@ -182,8 +185,19 @@ def _save_new_run(run: Run, *, callback_url: str | None, cached_from: Run | None
     return run
 
 
-def _check_engine_choice(engine: str, provider_id: str | None, effort: str | None) -> None:
-    """The engine serves the provider asked for and knows the effort asked for (R-UP4)."""
+def _model_and_effort(engine: str, model: str | None, effort: str | None) -> tuple[str | None, str | None]:
+    """`model@effort` as two, for an engine that has efforts (R-UP9); an effort of its own wins."""
+    if not model or "@" not in model or not get_adapter(engine).efforts:
+        return model, effort
+    name, _, suffix = model.rpartition("@")
+    if not effort or effort == DEFAULT_EFFORT:
+        effort = suffix.strip().lower()
+    return name, effort
+
+
+def _check_engine_choice(engine: str, provider_id: str | None, model: str | None, effort: str | None) -> None:
+    """The engine serves the provider asked for, lists the model (R-UP9) and knows the effort
+    asked for (R-UP4)."""
     adapter = get_adapter(engine)
     if provider_id and provider_id != adapter.provider_id:
         raise ApplicationError(
@@ -191,6 +205,15 @@ def _check_engine_choice(engine: str, provider_id: str | None, effort: str | Non
             f"engine {engine} runs models of provider {adapter.provider_id!r}, not {provider_id!r}",
             provider_id=adapter.provider_id,
         )
+    if model and not settings.SKILLRUNNER_ALLOW_ANY_MODEL:
+        catalogue = catalogued_models(engine)
+        if model not in catalogue:
+            raise ApplicationError(
+                "MODEL_UNSUPPORTED",
+                f"engine {engine} has no model {model!r} in its catalogue; it lists: {', '.join(catalogue)}",
+                model=model,
+                allowed_models=catalogue,
+            )
     if effort and effort != DEFAULT_EFFORT and effort not in adapter.efforts:
         supported = ", ".join(adapter.efforts) or f"none (only {DEFAULT_EFFORT!r})"
         raise ApplicationError(
@@ -205,7 +228,8 @@ class Admitted(NamedTuple):
 
 
 def _admit(version: SkillVersion, engine: str, input: Any, parameter: Any, requested: dict[str, Any]) -> Admitted:
-    """The checks that need the skill, and the options its defaults and the request make."""
+    """The checks that need the skill (but its schemas'), and the options its defaults and the
+    request make."""
     if engine not in version.effective_engines:
         raise ApplicationError(
             "SKILL_ENGINE_UNSUPPORTED",
@@ -232,20 +256,48 @@ def _admit(version: SkillVersion, engine: str, input: Any, parameter: Any, reque
             declared_execution_modes=version.execution_modes,
             requested_execution_mode=options.execution_mode,
         )
-    validate_request_payload(version.schemas, input, parameter)
     return Admitted(options, effective_options, option_warnings)
 
 
-def attach_skill_package(
-    run: Run, package_source: BinaryIO | IO[bytes], inputs: BinaryIO | IO[bytes] | None
-) -> list[str]:
-    """The skill of a run created without one (R-UP4), validated exactly like an install, as a
-    snapshot for this run only; then its input files, if sent. The run is admitted as create_run
-    would have with an installed skill; anything refused leaves the run waiting as it was."""
+def receive_upload(run: Run, *, package: BinaryIO | IO[bytes] | None, files: BinaryIO | IO[bytes] | None) -> list[str]:
+    """POST /v1/jobs/{id}/upload: the skill of a run created without one (R-UP4) and/or its
+    input files. Inputs that fail checks only their arrival allows (the schemas of a skill that
+    came with them, required files) are taken, and the run ends failed with the check's code at
+    once (R-UP8); an upload refused for anything else is answered with its error, and the run it
+    was for ends failed the same way: no refused upload leaves a run waiting for its timeout."""
+    try:
+        if run.skill_version_id is None and run.status == RunStatus.QUEUED:
+            if package is None:
+                raise ApplicationError(
+                    "SKILL_PACKAGE_MISSING",
+                    "this run brings its own skill: send its zip as multipart field `skill_package`",
+                )
+            run = attach_skill_package(run, package, expects_files=files is not None)
+            if files is None or run.is_terminal:
+                return []
+        elif package is not None:
+            raise Conflict("SKILL_PACKAGE_NOT_EXPECTED", "this run's skill is already there")
+        elif files is None:
+            raise ApplicationError("UPLOAD_FILE_MISSING", "send the zip as multipart field `file`")
+        return attach_upload(run, files)
+    except InputFilesMissing as missing:
+        fail_awaiting_upload(run.pk, missing.code, missing.message)
+        return []
+    except ApplicationError as refused:
+        fail_awaiting_upload(run.pk, refused.code, refused.message)
+        raise
+
+
+def attach_skill_package(run: Run, package_source: BinaryIO | IO[bytes], *, expects_files: bool) -> Run:
+    """The skill of a run created without one (R-UP4), validated exactly like an install but for
+    its version, which a package for one run need not have; a snapshot for this run only. The run
+    is admitted as create_run would have with an installed skill, except that an input or
+    parameter its schemas refuse ends the run failed at once (R-UP8): only now could it be
+    checked. The run then waits for its files if the skill requires some or `expects_files`."""
     if run.skill_version_id is not None or run.status != RunStatus.QUEUED:
         raise Conflict("SKILL_PACKAGE_NOT_EXPECTED", "this run's skill is already there")
     version: SkillVersion | None = None
-    with zipped_package(package_source) as package:
+    with zipped_package(package_source, versioned=False) as package:
         try:
             with transaction.atomic():
                 run = locked(run.pk)
@@ -257,37 +309,22 @@ def attach_skill_package(
                 run.execution_mode = admitted.options.execution_mode
                 run.runtime_options = admitted.effective_options
                 run.warnings = [*run.warnings, *admitted.warnings]
-                run.awaiting_upload = bool(required_file_fields(version.schemas["input"])) or inputs is not None
+                run.awaiting_upload = bool(required_file_fields(version.schemas["input"])) or expects_files
                 run.save()
                 for warning in admitted.warnings:
                     append_event(run, "warning", warning)
-                if not run.awaiting_upload:
-                    run_became_ready(run)
+                try:
+                    validate_request_payload(version.schemas, run.input, run.parameter)
+                except ApplicationError as refused:
+                    end_without_output(run, RunStatus.FAILED, refused.code, refused.message)
+                else:
+                    if not run.awaiting_upload:
+                        run_became_ready(run)
         except BaseException:
             if version is not None:
                 remove_snapshot(version)
             raise
-    if inputs is None:
-        return []
-    try:
-        return attach_upload(run, inputs)
-    except BaseException:
-        _detach_skill_package(run.pk, version)
-        raise
-
-
-def _detach_skill_package(request_id, version: SkillVersion) -> None:
-    """Undo attach_skill_package when the inputs sent with the package were refused: the run
-    waits for both again, as if neither had come."""
-    with transaction.atomic():
-        run = locked(request_id)
-        run.skill, run.skill_version = None, None
-        run.awaiting_upload = True
-        run.save(update_fields=["skill", "skill_version", "awaiting_upload", "updated_at"])
-        skill = version.skill
-        version.delete()
-        skill.delete()
-    remove_snapshot(version)
+    return run
 
 
 def _check_budget(owner) -> None:
@@ -319,6 +356,10 @@ def _complete_from_cache(run: Run, source: Run, result: dict[str, Any], *, new: 
     transition(run, RunStatus.SUCCEEDED, new=new, result=result, cache_hit=True, cached_from=str(source.pk))
 
 
+class InputFilesMissing(ApplicationError):
+    """An upload without a file the skill requires: known only once the upload is there."""
+
+
 def attach_upload(run: Run, source: BinaryIO | IO[bytes]) -> list[str]:
     """Input files for a run that waits for them (R-AD5); the run is dispatched once all are there."""
     if not run.awaiting_upload or run.status != RunStatus.QUEUED:
@@ -336,7 +377,7 @@ def attach_upload(run: Run, source: BinaryIO | IO[bytes]) -> list[str]:
     missing = missing_required_files(run.version.schemas["input"], run.input, staging)
     if missing:
         shutil.rmtree(staging, ignore_errors=True)
-        raise ApplicationError(
+        raise InputFilesMissing(
             "INPUT_FILE_MISSING", f"the upload lacks required input files: {', '.join(missing)}", missing=missing
         )
     shutil.rmtree(uploads, ignore_errors=True)
@@ -372,9 +413,14 @@ def attach_upload(run: Run, source: BinaryIO | IO[bytes]) -> list[str]:
 def expire_upload(request_id) -> bool:
     """R-FS1: a run still waiting for its upload fails with UPLOAD_TIMEOUT; False when the upload
     came (or the run ended) meanwhile."""
+    return fail_awaiting_upload(request_id, "UPLOAD_TIMEOUT", "the run's input files were not uploaded in time")
+
+
+def fail_awaiting_upload(request_id, code: str, message: str) -> bool:
+    """A run still waiting for its upload ends failed with `code`; False when it waits no more."""
     with transaction.atomic():
         run = locked(request_id)
         if run.status != RunStatus.QUEUED or not run.awaiting_upload:
             return False
-        end_without_output(run, RunStatus.FAILED, "UPLOAD_TIMEOUT", "the run's input files were not uploaded in time")
+        end_without_output(run, RunStatus.FAILED, code, message)
     return True

@@ -157,6 +157,6 @@ RUN_ENDPOINTS = [
     ("get", "/bundle"),
     ("get", "/logs"),
     ("get", "/logs?attempt=1&stream=stdout"),
-    ("get", "/events/history"),
+    ("get", "/events/history?after_seq=0"),
     ("get", "/events"),
 ]

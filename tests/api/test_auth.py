@@ -34,7 +34,7 @@ PROTECTED = [
     ("get", RUN + "/bundle"),
     ("get", RUN + "/logs"),
     ("get", RUN + "/logs?attempt=1&stream=stdout"),
-    ("get", RUN + "/events/history"),
+    ("get", RUN + "/events/history?after_seq=0"),
     ("get", RUN + "/events"),
 ]
 

@@ -206,7 +206,7 @@ def test_prompt_lists_inputs_parameters_and_run_dir(api, install_skill, fake_cod
 
 def test_event_history_is_ordered_and_cursorable(api, succeeded):
     """R-UI1: seq 1, 2, 3 … per run; after_seq returns only later events."""
-    response = api.get(f"/v1/jobs/{succeeded}/events/history")
+    response = api.get(f"/v1/jobs/{succeeded}/events/history?after_seq=0")
     assert response.status_code == 200
     body = response.json()
     events = body["events"]
@@ -233,7 +233,7 @@ def test_event_history_is_ordered_and_cursorable(api, succeeded):
 def test_event_stream_replays_the_log_and_ends(api, succeeded, accept):
     """SPEC §8 /events: the same events as server-sent events, ending once the run is terminal;
     R-OP8: whatever Accept an SSE client sends (EventSource sends text/event-stream)."""
-    history = api.get(f"/v1/jobs/{succeeded}/events/history").json()["events"]
+    history = api.get(f"/v1/jobs/{succeeded}/events/history?after_seq=0").json()["events"]
     headers = {"HTTP_ACCEPT": accept} if accept else {}
     response = api.get(f"/v1/jobs/{succeeded}/events", {"after_seq": 1}, **headers)
     assert response.status_code == 200

@@ -82,9 +82,9 @@ def test_cancel_failed_run_is_not_accepted(api, fake_codex, step):
 def test_second_cancel_is_not_accepted(api, fake_codex, manual_dispatch):
     rid = create_job(api)["request_id"]
     assert _cancel(api, rid)["accepted"] is True
-    seq = api.get(f"/v1/jobs/{rid}/events/history").json()["last_seq"]
+    seq = api.get(f"/v1/jobs/{rid}/events/history?after_seq=0").json()["last_seq"]
     assert _cancel(api, rid) == {"request_id": rid, "status": "canceled", "accepted": False}
-    assert api.get(f"/v1/jobs/{rid}/events/history").json()["last_seq"] == seq
+    assert api.get(f"/v1/jobs/{rid}/events/history?after_seq=0").json()["last_seq"] == seq
 
 
 def test_cancel_mid_turn_kills_the_engine(api, probing_codex, manual_dispatch, settings):
@@ -110,7 +110,7 @@ def test_cancel_mid_turn_kills_the_engine(api, probing_codex, manual_dispatch, s
     assert wait_until(lambda: not processes_in(run_dir), timeout=3), "an engine process survived the cancel"
 
     _assert_canceled(api, rid)
-    events = api.get(f"/v1/jobs/{rid}/events/history").json()["events"]
+    events = api.get(f"/v1/jobs/{rid}/events/history?after_seq=0").json()["events"]
     statuses = [e["payload"]["to"] for e in events if e["kind"] == "status"]
     assert statuses == ["queued", "running", "canceled"]
     assert [e["payload"]["status"] for e in events if e["kind"] == "result"] == ["canceled"]

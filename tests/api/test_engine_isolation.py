@@ -144,8 +144,9 @@ def test_provider_endpoint_goes_to_the_codex_home_config(api, install_skill, fak
     assert env["SKILLRUNNER_PROVIDER_API_KEY"].startswith("skillrunner-placeholder-")
 
 
-def test_codex_command_line(api, install_skill, fake_codex):
+def test_codex_command_line(api, install_skill, fake_codex, settings):
     """§7 + R-EN1: `codex exec --skip-git-repo-check --json <auto-flag> [-m M] <prompt>` as an argv list."""
+    settings.SKILLRUNNER_ALLOW_ANY_MODEL = True  # a model the catalogue does not list (R-UP9)
     install_skill("haiku-writer")
     fake_codex.script(haiku_step())
     create_job(api, model="gpt-test-model")

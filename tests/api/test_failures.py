@@ -33,7 +33,7 @@ def _assert_failed(api, rid: str, code: str) -> tuple[dict, dict]:
     assert result["status"] == "failed"
     assert result["data"] is None
     assert result["error"]["code"] == code
-    events = api.get(f"/v1/jobs/{rid}/events/history").json()["events"]
+    events = api.get(f"/v1/jobs/{rid}/events/history?after_seq=0").json()["events"]
     final = [e for e in events if e["kind"] == "status"][-1]["payload"]
     assert final["to"] == "failed"
     assert final["error"]["code"] == code
@@ -184,7 +184,7 @@ def test_fenced_json_is_repaired_with_a_warning(api, fake_codex):
     assert result["repair_level"] == "deterministic_generic"
     assert "OUTPUT_REPAIRED_GENERIC" in [w["code"] for w in result["validation_warnings"]]
     assert "OUTPUT_REPAIRED_GENERIC" in [w["code"] for w in status["warnings"]]
-    events = api.get(f"/v1/jobs/{rid}/events/history").json()["events"]
+    events = api.get(f"/v1/jobs/{rid}/events/history?after_seq=0").json()["events"]
     assert any(e["kind"] == "warning" and e["payload"]["code"] == "OUTPUT_REPAIRED_GENERIC" for e in events)
 
 

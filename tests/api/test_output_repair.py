@@ -38,7 +38,7 @@ def _result(api, rid: str) -> dict:
 
 
 def _events(api, rid: str) -> list[dict]:
-    return api.get(f"/v1/jobs/{rid}/events/history").json()["events"]
+    return api.get(f"/v1/jobs/{rid}/events/history?after_seq=0").json()["events"]
 
 
 def _codes(warnings: list[dict]) -> list[str]:

@@ -14,6 +14,7 @@ from runs.selectors import status_read
 from runs.serializers import RunStatusOutput, status_payload
 from runs.usage import record_turn_usage
 from tests.api.helpers import create_job
+from upstream.serializers import status_fields
 
 pytestmark = pytest.mark.django_db
 
@@ -30,7 +31,8 @@ def rendered_by_the_fields(run: Run) -> dict:
 def test_a_queued_run(api, manual_dispatch):
     run = Run.objects.get(pk=create_job(api)["request_id"])
     assert status_payload(status_read(run)) == rendered_by_the_fields(run)
-    assert api.get(f"/v1/jobs/{run.pk}").json() == status_payload(status_read(run))
+    # The one run's status adds upstream's optional fields (R-UP10) to the service's own.
+    assert api.get(f"/v1/jobs/{run.pk}").json() == {**status_payload(status_read(run)), **status_fields(run)}
 
 
 def test_a_run_with_error_warnings_deadline_and_usage(api, manual_dispatch):
@@ -52,7 +54,8 @@ def test_a_run_with_error_warnings_deadline_and_usage(api, manual_dispatch):
     assert payload == rendered_by_the_fields(run)
     assert payload["error"] == {"code": "ENGINE_FAILED", "message": "exit 2"}
     assert payload["wait_deadline_at"].endswith("Z") and payload["usage"]["input_tokens"] == 120
-    assert api.get(f"/v1/jobs/{request_id}").json() == api.get("/v1/jobs").json()["results"][0]
+    listed = api.get("/v1/jobs").json()["results"][0]
+    assert api.get(f"/v1/jobs/{request_id}").json() == {**listed, **status_fields(run)}
 
 
 def test_the_payload_has_exactly_the_declared_fields(api, manual_dispatch):

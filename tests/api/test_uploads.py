@@ -58,23 +58,23 @@ def test_run_waits_for_upload_then_executes(api, fake_codex):
     assert str(uploaded.resolve()) in invocation["prompt"]  # R-EN6: file inputs by absolute path
 
 
-def test_missing_required_file_is_refused(api, fake_codex):
+def test_missing_required_file_fails_the_run_at_once(api, fake_codex):
+    """R-UP8: only the upload shows a required file missing, so the upload is taken (200, as
+    upstream's clients expect) and the run ends failed with INPUT_FILE_MISSING, not left queued."""
     from runs.models import Run
 
     rid = _create(api)
     response = _upload(api, rid, {"something-else.txt": DOCUMENT})
-    assert response.status_code == 400
-    body = detail(response)
-    assert body["code"] == "INPUT_FILE_MISSING"
-    assert "document" in body["message"]
+    assert response.status_code == 200, response.content
+    assert (response.json()["status"], response.json()["extracted_files"]) == ("failed", [])
     run = Run.objects.get(pk=rid)
-    assert run.status == "queued" and run.awaiting_upload
+    assert (run.status, run.error["code"]) == ("failed", "INPUT_FILE_MISSING")
+    assert "document" in run.error["message"]
+    assert run.result["error"]["code"] == "INPUT_FILE_MISSING"
     assert not (run.run_dir / "uploads" / "something-else.txt").exists()
     assert fake_codex.invocations() == []
-    # A corrected upload is still accepted.
-    fake_codex.script({"message": json.dumps({"lines": 2, "words": 5})})
-    assert _upload(api, rid, {"document": DOCUMENT}).status_code == 200
-    assert api.get(f"/v1/jobs/{rid}").json()["status"] == "succeeded"
+    # It waits for nothing more.
+    assert error_code(_upload(api, rid, {"document": DOCUMENT})) == "UPLOAD_NOT_EXPECTED"
 
 
 def test_file_given_by_relative_path_in_input(api, fake_codex):
@@ -120,8 +120,8 @@ def test_hostile_zip_is_refused_and_nothing_is_written(api, fake_codex, settings
     assert not os.path.exists("/tmp/skillrunner-upload-abs.txt")
     assert not (run_dir.parent / "escape.txt").exists()
     assert not (run_dir / "escape.txt").exists()
-    run = Run.objects.get(pk=rid)
-    assert run.awaiting_upload and run.status == "queued"
+    run = Run.objects.get(pk=rid)  # refused, so it waits no more (R-UP8)
+    assert (run.status, run.error["code"]) == ("failed", "ARCHIVE_UNSAFE_ENTRY")
     assert fake_codex.invocations() == []
 
 
@@ -155,6 +155,9 @@ def test_upload_over_the_size_limit_is_413(api, settings):
     rid = _create(api)
     response = _upload(api, rid, {"document": os.urandom(64 * 1024)})
     assert response.status_code == 413, response.content
+    assert error_code(response) == "REQUEST_TOO_LARGE"
+    run = api.get(f"/v1/jobs/{rid}").json()  # refused, so it waits no more (R-UP8)
+    assert (run["status"], run["error"]["code"]) == ("failed", "REQUEST_TOO_LARGE")
 
 
 def test_missing_file_field(api):
@@ -162,6 +165,7 @@ def test_missing_file_field(api):
     response = api.post(f"/v1/jobs/{rid}/upload", {"not_file": "x"}, format="multipart")
     assert response.status_code == 400
     assert error_code(response) == "UPLOAD_FILE_MISSING"
+    assert api.get(f"/v1/jobs/{rid}").json()["error"]["code"] == "UPLOAD_FILE_MISSING"
 
 
 def test_second_upload_is_409(api, fake_codex):
@@ -193,8 +197,6 @@ def test_upstream_layout_file_input_waits_for_upload(api, install_skill, fake_co
     assert response.status_code == 200, response.content
     rid = response.json()["request_id"]
     assert response.json()["status"] is None
-    missing = _upload(api, rid, {"other.txt": "x"})
-    assert error_code(missing) == "INPUT_FILE_MISSING"
     fake_codex.script({"message": json.dumps({"lines": 1})})
     assert _upload(api, rid, {"text_file": "text"}).status_code == 200
     assert api.get(f"/v1/jobs/{rid}").json()["status"] == "succeeded"

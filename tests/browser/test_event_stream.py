@@ -44,7 +44,7 @@ FOLLOW_WITH_EVENT_SOURCE = """
 
 
 def _history(live, token: str, request_id: str) -> list[dict]:
-    status, body = live.service.request("GET", f"/v1/jobs/{request_id}/events/history", token)
+    status, body = live.service.request("GET", f"/v1/jobs/{request_id}/events/history?after_seq=0", token)
     assert status == 200, body
     return body["events"]
 

@@ -53,7 +53,7 @@ def trip_script(live, *, first_turn_seconds: float = 0, second_turn_seconds: flo
 
 
 def event_history(page, request_id: str) -> list[dict]:
-    response = page.request.get(f"/v1/jobs/{request_id}/events/history")
+    response = page.request.get(f"/v1/jobs/{request_id}/events/history?after_seq=0")
     assert response.ok
     return response.json()["events"]
 

@@ -117,7 +117,7 @@ def history_of(client, request_id: str) -> list[dict[str, Any]]:
 
 
 def events_of(client, request_id: str) -> list[dict[str, Any]]:
-    response = client.get(f"/v1/jobs/{request_id}/events/history")
+    response = client.get(f"/v1/jobs/{request_id}/events/history?after_seq=0")
     assert response.status_code == 200, response.content
     return response.json()["events"]
 

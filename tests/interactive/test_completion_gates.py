@@ -176,7 +176,7 @@ def test_soft_completion_reports_stable_warning(api, trip, fake_codex):
     request_id = start(api)
     warning = [w for w in status_of(api, request_id)["warnings"] if w["code"] == SOFT]
     assert len(warning) == 1 and warning[0]["message"]
-    events = api.get(f"/v1/jobs/{request_id}/events/history").json()["events"]
+    events = api.get(f"/v1/jobs/{request_id}/events/history?after_seq=0").json()["events"]
     assert [e["payload"]["code"] for e in events if e["kind"] == "warning"] == [SOFT]
 
 

@@ -40,7 +40,7 @@ def test_free_text_reply_is_accepted_without_kind_fields(api, trip, fake_codex):
     response = reply(api, request_id, 1, "Somewhere quiet near Kyoto, please, not on the list")
     assert response.status_code == 200, response.content
     # The answer reports the state the reply left: a resumable run queued for its next turn.
-    assert response.json() == {"request_id": request_id, "status": "queued", "accepted": True}
+    assert response.json() == {"request_id": request_id, "status": "queued", "accepted": True, "mode": "interaction"}
     assert status_of(api, request_id)["status"] == "succeeded"
     assert _prompts(fake_codex)[-1] == "Somewhere quiet near Kyoto, please, not on the list"
 

@@ -160,7 +160,7 @@ def test_real_cli_shell_tool_cannot_escape_or_see_the_key(engine, mode, api, vic
         assert not [r.path for r in provider.requests if "reflect" in r.path or "files" in r.path]
         assert all(REAL_KEY not in json.dumps([r.path, r.body]) for r in provider.requests)
         # Each refusal is on the run, for its owner and the admin (R-SB8).
-        security = api.get(f"/v1/jobs/{request_id}/events/history").json()["events"]
+        security = api.get(f"/v1/jobs/{request_id}/events/history?after_seq=0").json()["events"]
         reasons = sorted(e["payload"]["reason"] for e in security if e["kind"] == "security")
         # (RELAY: the probe of the way out, without the key: RELAY_KEY_HEADER_INVALID.)
         expected = ["RELAY_KEY_HEADER_INVALID"] + ["RELAY_KEY_OUTSIDE_KEY_HEADER"] * 4 + ["RELAY_ROUTE_NOT_ALLOWED"]

@@ -44,7 +44,7 @@ def _start(api, haiku, **step) -> str:
 
 
 def _findings(api, rid) -> list[dict]:
-    events = api.get(f"/v1/jobs/{rid}/events/history").json()["events"]
+    events = api.get(f"/v1/jobs/{rid}/events/history", {"after_seq": 0}).json()["events"]
     return [event["payload"] for event in events if event["kind"] == "security"]
 
 
@@ -86,6 +86,14 @@ def test_a_key_the_agent_wrote_is_redacted_wherever_the_run_is_served(api, leaky
 
     # Redacted where the agent left it, at the turn's end (not only on the way out).
     assert KEY.encode() not in (_run_dir(leaky) / "artifacts" / "haiku.md").read_bytes()
+
+    # Upstream's paths to the run's files (R-UP10) too: a file's preview and the debug bundle.
+    late = _run_dir(leaky) / "left.txt"  # where no turn's end looked
+    late.write_text(f"left {KEY}\n")
+    shown = api.get(f"/v1/jobs/{leaky}/file", {"path": "left.txt"}).json()["preview"]
+    assert shown["content"] == f"left {REDACTED}\n"
+    with zipfile.ZipFile(io.BytesIO(_body(api.get(f"/v1/jobs/{leaky}/bundle/debug")))) as debug:
+        assert not [name for name in debug.namelist() if KEY.encode() in debug.read(name)]
 
 
 def test_each_place_a_key_was_found_is_recorded_once_however_often_it_is_served(api, leaky, client, alice):

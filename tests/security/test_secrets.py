@@ -99,7 +99,7 @@ def test_engine_echoing_its_key_does_not_leak_it_through_the_api(api, leaky_run)
     assert api.get(f"/v1/jobs/{rid}").json()["status"] == "succeeded"
     doors = {
         "pending": _body(leaky_run["pending"]),
-        "events/history": _body(api.get(f"/v1/jobs/{rid}/events/history")),
+        "events/history": _body(api.get(f"/v1/jobs/{rid}/events/history?after_seq=0")),
         "events (SSE)": _body(api.get(f"/v1/jobs/{rid}/events")),
         "interaction/history": _body(api.get(f"/v1/jobs/{rid}/interaction/history")),
         "result": _body(api.get(f"/v1/jobs/{rid}/result")),

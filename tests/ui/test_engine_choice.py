@@ -194,7 +194,7 @@ def test_the_run_page_names_the_model_a_run_without_one_used(alice, api, install
     fake_codex.script({"fail": "no"})
     body = {"skill_id": "haiku-writer", "engine": "codex", "input": {"topic": "sea"}}
     default = Run.objects.get(pk=api.post("/v1/jobs", body, format="json").json()["request_id"])
-    chosen = Run.objects.get(pk=api.post("/v1/jobs", {**body, "model": "mine"}, format="json").json()["request_id"])
-    assert (run_model(default), run_model(chosen)) == ("operator-model", "mine")
+    chosen = Run.objects.get(pk=api.post("/v1/jobs", {**body, "model": "gpt-5.5"}, format="json").json()["request_id"])
+    assert (run_model(default), run_model(chosen)) == ("operator-model", "gpt-5.5")
     page = logged_in(alice).get(reverse("ui:run-detail", args=[default.pk])).content.decode()
     assert 'codex <span class="muted">(default: operator-model)</span>' in page

@@ -116,7 +116,7 @@ def test_two_files_resume_the_run_and_the_agent_reads_them_at_the_listed_paths(
     )
 
     assert response.status_code == 200, response.content
-    assert response.json() == {"request_id": request_id, "status": "queued", "accepted": True}
+    assert response.json() == {"request_id": request_id, "status": "queued", "accepted": True, "mode": "interaction"}
     assert status_of(api, request_id)["status"] == "succeeded"
     assert prompts(fake_codex)[1] == (
         f"See my notes.\n\n{HEADING}\n- reply-files/1/notes.txt\n- reply-files/1/photo.jpg"
@@ -356,7 +356,12 @@ def test_same_key_and_same_files_replay_the_answer_and_other_files_are_409(api, 
     for _ in range(2):
         again = reply_files(api, request_id, metadata, [("a.txt", b"one")])
         assert again.status_code == 200, again.content
-        assert again.json() == {"request_id": request_id, "status": "waiting_user", "accepted": True}
+        assert again.json() == {
+            "request_id": request_id,
+            "status": "waiting_user",
+            "accepted": True,
+            "mode": "interaction",
+        }
     for other in ([("a.txt", b"two")], [("b.txt", b"one")], [("a.txt", b"one"), ("b.txt", b"")], []):
         conflict = reply_files(api, request_id, metadata, other)
         assert conflict.status_code == 409 and error_code(conflict) == "IDEMPOTENCY_KEY_REUSED", other

@@ -45,7 +45,7 @@ def items(streamed: list[tuple[str, dict]]) -> list[dict]:
 
 
 def last_seq(client, rid: str) -> int:
-    return client.get(f"/v1/jobs/{rid}/events/history").json()["last_seq"]
+    return client.get(f"/v1/jobs/{rid}/events/history?after_seq=0").json()["last_seq"]
 
 
 @pytest.fixture
@@ -316,7 +316,7 @@ def test_a_long_history_comes_in_pages_that_resume_at_their_ceiling(api, auto_ru
 
 
 def test_todays_forms_are_unchanged(api, auto_run):
-    """Without upstream's parameters /events and /events/history are the service's own."""
+    """With `after_seq` (or `Last-Event-ID`) /events and /events/history are the service's own."""
     history = api.get(f"/v1/jobs/{auto_run}/events/history", {"after_seq": 2}).json()
     assert set(history) == {"request_id", "events", "last_seq"}
     assert history["events"][0]["seq"] == 3 and set(history["events"][0]) == {"seq", "kind", "payload", "ts"}

@@ -101,23 +101,18 @@ def test_package_first_then_inputs(api, fake_codex):
     assert api.get(f"/v1/jobs/{rid}").json()["status"] == "succeeded"
 
 
-def test_refused_inputs_undo_the_package(api, fake_codex):
-    from skills.models import Skill
-
+def test_missing_input_files_fail_the_run_at_once(api, fake_codex):
+    """R-UP8: known only once the upload is there, so the upload is taken (200, as upstream) and
+    the run ends failed with the code the refusal has, instead of waiting for its timeout."""
     rid = _create(api, input={})
     response = _upload(api, rid, zip_folder(BUNDLED_SKILLS / "word-count"), make_zip({"other.txt": "x"}))
-    assert (response.status_code, error_code(response)) == (400, "INPUT_FILE_MISSING")
-    waiting = api.get(f"/v1/jobs/{rid}").json()
-    assert (waiting["status"], waiting["awaiting_upload"], waiting["skill_id"]) == ("queued", True, None)
-    assert not Skill.objects.filter(temporary=True).exists()
-    assert _temporary_snapshots() == []
-    # Sent again, right, it runs.
-    fake_codex.script({"message": json.dumps({"lines": 2, "words": 5})})
-    assert (
-        _upload(api, rid, zip_folder(BUNDLED_SKILLS / "word-count"), make_zip({"document": DOCUMENT})).status_code
-        == 200
-    )
-    assert api.get(f"/v1/jobs/{rid}").json()["status"] == "succeeded"
+    assert response.status_code == 200, response.content
+    assert (response.json()["status"], response.json()["extracted_files"]) == ("failed", [])
+    run = api.get(f"/v1/jobs/{rid}").json()
+    assert (run["status"], run["skill_id"], run["error"]["code"]) == ("failed", "word-count", "INPUT_FILE_MISSING")
+    assert "document" in run["error"]["message"]
+    assert fake_codex.invocations() == []
+    assert _temporary_snapshots() == []  # removed with the run that ended
 
 
 HOSTILE = {
@@ -144,7 +139,8 @@ def test_a_hostile_package_is_refused_with_nothing_written(api, fake_codex, case
     assert (tree_state(data / "skill-snapshots"), tree_state(data / "tmp")) == before
     assert not SkillVersion.objects.exists() and not Skill.objects.exists()
     assert not (data / "evil.txt").exists() and not (data.parent / "evil.txt").exists()
-    assert api.get(f"/v1/jobs/{rid}").json()["awaiting_upload"] is True
+    run = api.get(f"/v1/jobs/{rid}").json()  # refused, so it waits no more (R-UP8)
+    assert (run["status"], run["error"]["code"]) == ("failed", error_code(response))
 
 
 def test_a_package_bringing_engine_control_files_is_refused(api, tmp_path):
@@ -155,15 +151,23 @@ def test_a_package_bringing_engine_control_files_is_refused(api, tmp_path):
     assert response.status_code == 400
     assert error_code(response) == "ARCHIVE_UNSAFE_ENTRY"
     assert _temporary_snapshots() == []
+    assert api.get(f"/v1/jobs/{rid}").json()["status"] == "failed"
 
 
-def test_admission_waits_for_the_skill(api, tmp_path):
-    """What depends on the skill is checked when it arrives: the input against its schema."""
+def test_input_the_skill_refuses_fails_the_run_at_once(api, fake_codex, tmp_path):
+    """What depends on the skill is checked when it arrives: an input its schema refuses is
+    taken with the upload and ends the run failed at once (R-UP8), with creation's code."""
     rid = _create(api, input={"topic": 7})
     response = _upload(api, rid, _private_haiku(tmp_path))
-    assert response.status_code == 400
-    assert error_code(response) == "INPUT_VALIDATION_FAILED"
-    assert api.get(f"/v1/jobs/{rid}").json()["skill_id"] is None
+    assert (response.status_code, response.json()["status"]) == (200, "failed")
+    run = api.get(f"/v1/jobs/{rid}").json()
+    assert (run["status"], run["error"]["code"], run["skill_id"]) == (
+        "failed",
+        "INPUT_VALIDATION_FAILED",
+        "haiku-private",
+    )
+    assert "input.topic" in run["error"]["message"]
+    assert fake_codex.invocations() == []
     assert _temporary_snapshots() == []
 
 
