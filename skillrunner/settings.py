@@ -124,6 +124,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "runs.context_processors.inbox",
                 "skillrunner.context_processors.sandbox",
+                "skillrunner.context_processors.local_mode",
             ],
         },
     },
