@@ -20,5 +20,7 @@ def local_mode(request) -> dict:
     machine, never by a password, so the header offers no "Log out" (it would land on a login
     form the local user cannot use)."""
     user = getattr(request, "user", None)
-    is_local = settings.SKILLRUNNER_LOCAL_MODE and user is not None and user.get_username() == settings.SKILLRUNNER_LOCAL_USER
+    is_local = (
+        settings.SKILLRUNNER_LOCAL_MODE and user is not None and user.get_username() == settings.SKILLRUNNER_LOCAL_USER
+    )
     return {"local_session": is_local}

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('notifications', '0002_content_types'),
+        ("notifications", "0002_content_types"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='webhookendpoint',
-            name='deleted_at',
+            model_name="webhookendpoint",
+            name="deleted_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
     ]

@@ -848,7 +848,10 @@
       renderQuickReplies(state.pending);
       replyError.hidden = true;
       conversation.style.setProperty("--reply-height", replyForm.offsetHeight + "px");
-      if (state.followingEdge && conversation.lastElementChild) conversation.lastElementChild.scrollIntoView({ block: "nearest" });
+      // A question waiting when the page opens is what the reader came for: brought into sight
+      // above the card; one arriving later, only for a reader following the live edge.
+      const replayed = state.lastSeq <= state.liveFromSeq;
+      if ((replayed || state.followingEdge) && conversation.lastElementChild) conversation.lastElementChild.scrollIntoView({ block: "nearest" });
       // Move focus for a question that just arrived, never while history replays; but a person
       // who came here to answer (the inbox's and the email's links end in #reply) gets it at once.
       const cameToAnswer = window.location.hash === "#reply" && !state.focusedForLink;

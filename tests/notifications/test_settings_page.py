@@ -168,4 +168,3 @@ def test_reloading_the_page_after_a_form_repeats_nothing(browser, alice):
     assert 'id="new-webhook-secret"' not in again and 'id="new-token-key"' not in again
     assert ApiToken.objects.filter(user=alice).count() == 1
     assert WebhookEndpoint.objects.filter(owner=alice).count() == 1
-

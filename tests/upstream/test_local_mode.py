@@ -147,26 +147,25 @@ def test_local_mode_refuses_to_start_unsafe(tmp_path, env, says):
     assert "ImproperlyConfigured" in error and says in error
 
 
-def test_a_refused_configuration_is_one_line_without_a_traceback(tmp_path):
-    """Issue 41, item 13: `manage.py serve` refusing local mode says what to change, once."""
+def _serve_in_local_mode(tmp_path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    """`manage.py serve` in local mode under the production settings, with `env` on top."""
     import os
 
-    env = {
+    full_env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "skillrunner.settings",
         "SKILLRUNNER_DATA_DIR": str(tmp_path),
         "SECRET_KEY": "x" * 50,
         "SKILLRUNNER_LOCAL_MODE": "true",
-        "SKILLRUNNER_SANDBOX_NETWORK": "open",
+        **env,
     }
-    result = subprocess.run(
-        [sys.executable, "manage.py", "serve", "--port", "1"],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    command = [sys.executable, "manage.py", "serve", *args]
+    return subprocess.run(command, env=full_env, cwd=REPO, capture_output=True, text=True, timeout=60)
+
+
+def test_a_refused_configuration_is_one_line_without_a_traceback(tmp_path):
+    """Issue 41, item 13: `manage.py serve` refusing local mode says what to change, once."""
+    result = _serve_in_local_mode(tmp_path, "--port", "1", SKILLRUNNER_SANDBOX_NETWORK="open")
     assert result.returncode == 1
     assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1
     assert result.stderr.startswith("ImproperlyConfigured: SKILLRUNNER_LOCAL_MODE=true serves requests")
@@ -187,23 +186,7 @@ def test_local_mode_refusals_are_coded(local_mode):
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.20"])
 def test_serve_refuses_to_bind_beyond_loopback(tmp_path, host):
-    import os
-
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "skillrunner.settings",
-        "SKILLRUNNER_DATA_DIR": str(tmp_path),
-        "SECRET_KEY": "x" * 50,
-        "SKILLRUNNER_LOCAL_MODE": "true",
-    }
-    result = subprocess.run(
-        [sys.executable, "manage.py", "serve", "--host", host, "--port", "1"],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = _serve_in_local_mode(tmp_path, "--host", host, "--port", "1")
     assert result.returncode == 1
     assert f"binds loopback only (127.0.0.1 or ::1), not {host!r}" in result.stderr
     assert list(tmp_path.rglob("skillrunner.sqlite3")) == []  # refused before the database was prepared
