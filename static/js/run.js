@@ -848,10 +848,7 @@
       renderQuickReplies(state.pending);
       replyError.hidden = true;
       conversation.style.setProperty("--reply-height", replyForm.offsetHeight + "px");
-      // A question waiting when the page opens is what the reader came for: brought into sight
-      // above the card; one arriving later, only for a reader following the live edge.
-      const replayed = state.lastSeq <= state.liveFromSeq;
-      if ((replayed || state.followingEdge) && conversation.lastElementChild) conversation.lastElementChild.scrollIntoView({ block: "nearest" });
+      if (state.followingEdge && conversation.lastElementChild) conversation.lastElementChild.scrollIntoView({ block: "nearest" });
       // Move focus for a question that just arrived, never while history replays; but a person
       // who came here to answer (the inbox's and the email's links end in #reply) gets it at once.
       const cameToAnswer = window.location.hash === "#reply" && !state.focusedForLink;
@@ -920,6 +917,13 @@
     updateControls();
   }
 
+  // A question waiting when the page opens is what the reader came for: once the history has
+  // replayed, it is brought into sight above the reply card (the only scroll on load).
+  function showWaitingQuestion() {
+    if (state.status !== "waiting_user" || !state.pending || !conversation.lastElementChild) return;
+    conversation.lastElementChild.scrollIntoView({ block: "nearest" });
+  }
+
   function handleError(message) {
     state.sending = false;
     replyError.textContent = message.message + " (" + message.code + ")";
@@ -941,6 +945,7 @@
       const render = renderers[message.kind];
       if (render) render(message);
       updateControls();
+      if (message.seq === state.liveFromSeq) showWaitingQuestion();
     } else if (message.type === "ack") {
       handleAck(message);
     } else if (message.type === "error") {

@@ -156,7 +156,6 @@ def test_a_reader_at_the_live_edge_follows_it_and_one_scrolled_up_stays(live, ne
     log_in(page, "alice")
     page.goto(f"/runs/{request_id}/")
     expect(page.locator(".entry.question")).to_have_count(1)
-    assert page.evaluate("window.scrollY") == 0
 
     page.evaluate("window.scrollTo(0, document.documentElement.scrollHeight)")  # at the live edge
     live.service.request(
@@ -174,3 +173,24 @@ def test_a_reader_at_the_live_edge_follows_it_and_one_scrolled_up_stays(live, ne
     page.wait_for_timeout(300)
     assert page.evaluate("window.scrollY") == 0
     live.service.request("POST", f"/v1/jobs/{request_id}/cancel", token)
+
+
+@pytest.mark.parametrize(("viewport", "name"), [(PHONE, "phone"), ({"width": 1280, "height": 900}, "desktop")])
+def test_the_new_run_form_marks_required_fields_and_keeps_operator_settings_to_staff(live, new_page, viewport, name):
+    """Issue 41, item 6."""
+    page = new_page(viewport)
+    log_in(page, "alice")
+    page.goto("/runs/new/")
+    expect(page.locator(".card.skill", has_text="Haiku writer").locator(".engines-ready")).to_have_text("codex")
+    page.goto("/runs/new/haiku-writer/")
+    expect(page.locator("label.required", has_text="Topic")).to_be_visible()
+    mark = page.locator("label.required", has_text="Topic").evaluate("(l) => getComputedStyle(l, '::after').content")
+    assert mark == '" *"'
+    expect(page.locator("#engine-notes")).to_contain_text("are not set up on this service; ask its operator")
+    assert "SKILLRUNNER_" not in page.locator("main").inner_text()
+    assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
+    screenshot(page, f"41-07-new-run-form-{name}.png")
+    staff = new_page(viewport)
+    log_in(staff, "root")
+    staff.goto("/runs/new/haiku-writer/")
+    expect(staff.locator("#engine-notes")).to_contain_text("SKILLRUNNER_")
