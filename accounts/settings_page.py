@@ -3,7 +3,9 @@ higher apps register (`settings_sections`), so that accounts imports none of the
 section is shown between accounts' two, in the order the apps are installed.
 
 The page's POST views, accounts' and a section's, answer with `render_page` (the page with their
-bound form or what they made) or `one_click_change` (a change, then back to the page)."""
+bound form's errors), `redirect_showing_once` (something made, then back to the page, which shows
+it once) or `one_click_change` (a change, then back to the page): every change ends in a redirect,
+so reloading the page or going Back never repeats it (post/redirect/get)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from django.contrib import messages
 from django.contrib.auth.models import User
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from rest_framework.exceptions import Throttled
 
 from skillrunner.api_errors import exception_handler
@@ -24,12 +27,27 @@ from .forms import NotificationSettingsForm
 from .services import email_questions_enabled, tokens_of
 from .settings_sections import registered
 
+# What a POST made, for the page the redirect after it shows: in the server-side session until
+# that page is rendered, which takes it out (a new token's key is shown once, as before, and is
+# never in a cookie, a URL or the browser's history).
+SHOW_ONCE_KEY = "settings_show_once"
+
+
+def redirect_showing_once(request: HttpRequest, anchor: str, **once: Any) -> HttpResponse:
+    """Back to the page at `#anchor` after a POST made something; the page shows `once` (JSON
+    values by the names the templates use) the next time it is rendered, then never again."""
+    request.session[SHOW_ONCE_KEY] = once
+    return redirect(f"{reverse('account-settings')}#{anchor}")
+
 
 def render_page(request: HttpRequest, status: int = 200, **shown: Any) -> HttpResponse:
     user = cast(User, request.user)  # login_required
+    shown = {**request.session.pop(SHOW_ONCE_KEY, {}), **shown}
     sections = registered()
+    new_token_id = shown.get("new_token_id")
     context = {
         **shown,
+        "new_token": tokens_of(user).filter(pk=new_token_id).first() if new_token_id else None,
         "form": shown.get("form")
         or NotificationSettingsForm(initial={"email": user.email, "email_questions": email_questions_enabled(user)}),
         "tokens": tokens_of(user),

@@ -2,8 +2,8 @@
 same services the API, the admin and `create_api_token` use, under the settings rate limit; the
 other apps' sections come from `settings_page`.
 
-A token's key is shown once, in the answer to the POST that made it (never stored in the session
-or a message, never cached)."""
+A token's key is shown once, on the page the POST that made it redirects to (held in the
+server-side session until then, never in a message, never cached)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from skillrunner.throttles import SETTINGS_SCOPE, form_over_rate
 
 from .forms import NotificationSettingsForm
 from .services import issue_token, revoke_own_token, update_notification_settings
-from .settings_page import one_click_change, over_rate, render_page
+from .settings_page import one_click_change, over_rate, redirect_showing_once, render_page
 
 
 @login_required
@@ -42,7 +42,7 @@ def create_token(request: HttpRequest) -> HttpResponse:
     if refused := over_rate(request):
         return refused
     token, key = issue_token(request.user)
-    return render_page(request, 201, new_token=token, new_key=key)
+    return redirect_showing_once(request, "tokens", new_token_id=token.pk, new_key=key)
 
 
 @login_required

@@ -40,6 +40,8 @@ class WebhookEndpoint(models.Model):
     # Kept as is because signing needs it; the API shows it once, the admin never.
     secret = models.CharField(max_length=128, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Deleted by its owner: it receives nothing more, and its deliveries stay in their history.
+    deleted_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "runs_webhookendpoint"  # created when this app was part of runs

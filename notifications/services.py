@@ -71,25 +71,37 @@ def register_callback(run: Run, url: str) -> WebhookEndpoint:
     return endpoint
 
 
+# What a delivery still waiting says once its webhook is deleted: it is never sent.
+ENDPOINT_DELETED = "not sent: the webhook was deleted"
+
+
+@transaction.atomic
 def delete_endpoint(owner, endpoint_id: Any) -> None:
-    deleted, _ = with_id(endpoints_of(owner), endpoint_id).delete()
-    if not deleted:
+    """The webhook receives nothing more, and what waited to be sent is not; its deliveries stay
+    listed with their answers (the owner's history of what was sent where)."""
+    endpoint = with_id(endpoints_of(owner), endpoint_id).select_for_update().first()
+    if endpoint is None:
         raise NotFound("WEBHOOK_NOT_FOUND", f"no webhook {endpoint_id}")
+    endpoint.deleted_at = timezone.now()
+    endpoint.save(update_fields=["deleted_at"])
+    endpoint.deliveries.filter(state=WebhookDelivery.State.PENDING).update(
+        state=WebhookDelivery.State.FAILED, last_error=ENDPOINT_DELETED
+    )
 
 
 def endpoints_of(owner):
-    """A user's own endpoints; run callbacks live with their runs and are not listed."""
-    return WebhookEndpoint.objects.filter(owner=owner, run__isnull=True)
+    """A user's own endpoints, not deleted; run callbacks live with their runs and are not listed."""
+    return WebhookEndpoint.objects.filter(owner=owner, run__isnull=True, deleted_at__isnull=True)
 
 
 def deliveries_of(owner):
-    """Deliveries to a user's own endpoints, newest first."""
-    return WebhookDelivery.objects.filter(endpoint__in=endpoints_of(owner)).order_by("-created_at")
+    """Deliveries to a user's own endpoints, deleted ones' too, newest first."""
+    return WebhookDelivery.objects.filter(endpoint__owner=owner, endpoint__run__isnull=True).order_by("-created_at")
 
 
 def redeliver_own(owner, delivery_id: Any) -> int:
-    """Send one delivery to an endpoint of `owner`'s again, as the admin's action does."""
-    delivery = with_id(deliveries_of(owner), delivery_id)
+    """Send one delivery to a (not deleted) endpoint of `owner`'s again, as the admin's action does."""
+    delivery = with_id(deliveries_of(owner).filter(endpoint__deleted_at__isnull=True), delivery_id)
     if not delivery.exists():
         raise NotFound("DELIVERY_NOT_FOUND", f"no delivery {delivery_id}")
     return redeliver(delivery)
@@ -125,7 +137,8 @@ def record_status_change(run: Run) -> list[WebhookDelivery]:
     it. They are handed to the cluster once (and only if) that transaction commits."""
     if run.status not in EVENT_FOR_STATUS:
         return []
-    return _record(run, WebhookEndpoint.objects.filter(Q(owner_id=run.owner_id, run__isnull=True) | Q(run=run)))
+    owners = Q(owner_id=run.owner_id, run__isnull=True, deleted_at__isnull=True)
+    return _record(run, WebhookEndpoint.objects.filter(owners | Q(run=run)))
 
 
 def _record(run: Run, endpoints) -> list[WebhookDelivery]:

@@ -2,8 +2,8 @@
 deliveries, added, deleted and redelivered through the same services as `/v1/webhooks` and the
 admin, under the settings rate limit. The page itself is accounts' (`accounts.settings_page`).
 
-A webhook's secret is shown once, in the answer to the POST that made it (never stored in the
-session or a message, never cached)."""
+A webhook's secret is shown once, on the page the POST that added it redirects to (never in a
+message, never cached)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
-from accounts.settings_page import one_click_change, render_page
+from accounts.settings_page import one_click_change, redirect_showing_once, render_page
 from skillrunner.errors import ApplicationError
 from skillrunner.throttles import SETTINGS_SCOPE, form_over_rate
 
@@ -28,9 +28,12 @@ RECENT_DELIVERIES = 20
 
 def settings_context(user: User, shown: Mapping[str, Any]) -> dict[str, Any]:
     """The webhooks section's context (registered in `NotificationsConfig.ready`)."""
+    webhooks = services.endpoints_of(user)
+    new_webhook_id = shown.get("new_webhook_id")
     return {
         "webhook_form": shown.get("webhook_form") or WebhookForm(),
-        "webhooks": services.endpoints_of(user),
+        "webhooks": webhooks,
+        "new_webhook": webhooks.filter(pk=new_webhook_id).first() if new_webhook_id else None,
         "deliveries": services.deliveries_of(user).select_related("endpoint")[:RECENT_DELIVERIES],
     }
 
@@ -50,7 +53,7 @@ def add_webhook(request: HttpRequest) -> HttpResponse:
         for message in exc.messages():
             form.add_error("url", message)
         return render_page(request, exc.status_code, webhook_form=form)
-    return render_page(request, 201, new_webhook=endpoint)
+    return redirect_showing_once(request, "webhooks", new_webhook_id=endpoint.pk)
 
 
 @login_required

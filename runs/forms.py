@@ -124,6 +124,7 @@ def default_model_text(choice: EngineChoice | None) -> str:
 
 
 class NewRunForm(PlainLabelForm):
+    required_css_class = "required"  # its labels get the mark the form's note explains
     engine = forms.ChoiceField()
     execution_mode = forms.ChoiceField(label="Mode")
     model = forms.CharField(required=False, max_length=128)

@@ -6,6 +6,7 @@ The run page is a shell; its conversation, status and result arrive over the run
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from django.contrib import messages
@@ -18,7 +19,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
 from rest_framework.exceptions import Throttled, ValidationError
 
-from enginehost.choice import run_model
+from enginehost.choice import engine_choices, run_model
 from skillrunner.api_errors import exception_handler
 from skillrunner.errors import ApplicationError, NotFound
 from skillrunner.throttles import RUN_CREATE_SCOPE, check_rate, form_over_rate
@@ -34,6 +35,15 @@ from .preview import previewable, render_preview
 RUNS_PER_PAGE = 25
 
 
+@dataclass(frozen=True)
+class SkillCard:
+    """A skill as the skill cards show it, with those of its engines that can run here."""
+
+    skill_id: str
+    current: SkillVersion
+    ready_engines: list[str]
+
+
 @login_required
 def run_list(request: HttpRequest) -> HttpResponse:
     filters = RunFilterForm(request.GET)
@@ -46,7 +56,13 @@ def run_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def choose_skill(request: HttpRequest) -> HttpResponse:
-    return render(request, "runs/choose_skill.html", {"skills": installed_skills()})
+    """The skills to start, each card saying which of its engines can run here."""
+    cards = [
+        SkillCard(skill.skill_id, version, [choice.engine for choice in engine_choices(version) if choice.usable])
+        for skill in installed_skills()
+        if (version := skill.current) is not None
+    ]
+    return render(request, "runs/choose_skill.html", {"skills": cards, "engines_checked": True})
 
 
 def start_run(owner, form: NewRunForm) -> Run:

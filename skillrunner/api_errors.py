@@ -38,6 +38,15 @@ def is_unavailable(exc: BaseException) -> bool:
     return redis_exceptions is not None and isinstance(exc, redis_exceptions.RedisError)
 
 
+# DRF's own refusals (authentication, permissions), in the envelope with a stable code; the
+# WWW-Authenticate header DRF adds to a 401 is kept.
+REFUSAL_CODES: dict[type[exceptions.APIException], str] = {
+    exceptions.NotAuthenticated: "NOT_AUTHENTICATED",
+    exceptions.AuthenticationFailed: "NOT_AUTHENTICATED",
+    exceptions.PermissionDenied: "PERMISSION_DENIED",
+}
+
+
 def exception_handler(exc, context):
     if is_unavailable(exc):
         # A backing service is away: the client may retry; nothing half-done is committed.
@@ -76,4 +85,8 @@ def exception_handler(exc, context):
         return Response({"detail": {"code": "NOT_FOUND", "message": "Not found."}}, status=404)
     if isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied()
-    return drf_exception_handler(exc, context)
+    response = drf_exception_handler(exc, context)
+    code = next((code for kind, code in REFUSAL_CODES.items() if isinstance(exc, kind)), None)
+    if response is not None and code is not None:
+        response.data = {"detail": {"code": code, "message": str(exc.detail)}}
+    return response

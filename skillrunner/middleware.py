@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.http import JsonResponse
+from django.shortcuts import render
 from django.urls import Resolver404, resolve
 
 from .errors import ApplicationError
@@ -84,6 +85,23 @@ class ApiJsonErrorsMiddleware:
         if response.has_header("Allow"):
             json_response["Allow"] = response["Allow"]
         return json_response
+
+
+class PageMethodNotAllowedMiddleware:
+    """A page's 405 (a form's address opened, reloaded or come back to) as a page of the site
+    with ways on, instead of the empty answer browsers show as their own error. After the
+    authentication middleware: the page shows who is logged in."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if response.status_code != 405 or request.path.startswith(API_PREFIX) or response.content:
+            return response
+        page = render(request, "405.html", {"allowed": response.get("Allow", "POST")}, status=405)
+        page["Allow"] = response.get("Allow", "")
+        return page
 
 
 def _is_json(response) -> bool:

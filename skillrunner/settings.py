@@ -113,6 +113,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "accounts.local_mode.LocalModeMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "skillrunner.middleware.PageMethodNotAllowedMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Before any view reads the body. The chain runs in sync mode (skillrunner.asgi), so the
     # order does not decide how often a request hops between thread and event loop.
@@ -134,6 +135,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "runs.context_processors.inbox",
                 "skillrunner.context_processors.sandbox",
+                "skillrunner.context_processors.local_mode",
             ],
         },
     },

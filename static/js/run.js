@@ -38,6 +38,7 @@
     waitingNote: null, // the "waiting for your answer" note, until the answer comes
     createdAt: Date.parse(page.dataset.createdAt),
     finishedAt: page.dataset.finishedAt ? Date.parse(page.dataset.finishedAt) : null,
+    followingEdge: false, // whether the last entry kept the reader at the live edge
   };
   const PREVIEWABLE = /\.(md|markdown|txt|text|log|csv|tsv|json|ya?ml|toml|xml)$/i;
 
@@ -76,7 +77,16 @@
     return time;
   }
 
+  // Follow the live edge only for a reader already there: history replayed on load never moves
+  // the page (its title, status and Re-run stay in view), nor does a reader scrolled up to read.
+  function followsLiveEdge() {
+    const root = document.scrollingElement || document.documentElement;
+    const atEdge = root.scrollTop + window.innerHeight >= root.scrollHeight - 48;
+    return state.lastSeq > state.liveFromSeq && atEdge;
+  }
+
   function addEntry(seq, className, who, body, ts) {
+    state.followingEdge = followsLiveEdge(); // measured before the entry makes the page longer
     const item = node("li", "entry " + className);
     item.dataset.seq = seq;
     if (who || ts) {
@@ -86,7 +96,7 @@
     }
     item.appendChild(body);
     conversation.appendChild(item);
-    item.scrollIntoView({ block: "nearest" });
+    if (state.followingEdge) item.scrollIntoView({ block: "nearest" });
     return item;
   }
 
@@ -278,12 +288,13 @@
   }
 
   function addStep(turn, className, ts) {
+    const follow = turn.details.open && followsLiveEdge();
     const item = node("li", "step " + className);
     if (ts) item.appendChild(clock(ts));
     turn.list.appendChild(item);
     turn.steps += 1;
     turn.count.textContent = turn.steps + (turn.steps === 1 ? " step" : " steps");
-    if (turn.details.open) item.scrollIntoView({ block: "nearest" });
+    if (follow) item.scrollIntoView({ block: "nearest" });
     return item;
   }
 
@@ -837,7 +848,7 @@
       renderQuickReplies(state.pending);
       replyError.hidden = true;
       conversation.style.setProperty("--reply-height", replyForm.offsetHeight + "px");
-      if (conversation.lastElementChild) conversation.lastElementChild.scrollIntoView({ block: "nearest" });
+      if (state.followingEdge && conversation.lastElementChild) conversation.lastElementChild.scrollIntoView({ block: "nearest" });
       // Move focus for a question that just arrived, never while history replays; but a person
       // who came here to answer (the inbox's and the email's links end in #reply) gets it at once.
       const cameToAnswer = window.location.hash === "#reply" && !state.focusedForLink;
@@ -906,6 +917,13 @@
     updateControls();
   }
 
+  // A question waiting when the page opens is what the reader came for: once the history has
+  // replayed, it is brought into sight above the reply card (the only scroll on load).
+  function showWaitingQuestion() {
+    if (state.status !== "waiting_user" || !state.pending || !conversation.lastElementChild) return;
+    conversation.lastElementChild.scrollIntoView({ block: "nearest" });
+  }
+
   function handleError(message) {
     state.sending = false;
     replyError.textContent = message.message + " (" + message.code + ")";
@@ -927,6 +945,7 @@
       const render = renderers[message.kind];
       if (render) render(message);
       updateControls();
+      if (message.seq === state.liveFromSeq) showWaitingQuestion();
     } else if (message.type === "ack") {
       handleAck(message);
     } else if (message.type === "error") {

@@ -31,6 +31,7 @@ def api_status(live, key: str) -> int:
 def test_webhooks_from_the_settings_page(live, new_page):
     with WebhookReceiver() as receiver:
         page = new_page()
+        page.on("dialog", lambda dialog: dialog.accept())  # Delete asks first (tests/browser/test_forms_and_scroll.py)
         log_in(page, "alice")
         page.get_by_role("navigation", name="Main").get_by_role("link", name="Settings").click()
         page.get_by_label("Webhook address").fill(receiver.url)
@@ -75,6 +76,7 @@ def test_webhooks_from_the_settings_page(live, new_page):
 
 def test_api_tokens_from_the_settings_page(live, new_page):
     page = new_page()
+    page.on("dialog", lambda dialog: dialog.accept())  # Revoke asks first
     log_in(page, "bob")
     page.goto("/settings/")
     page.get_by_role("button", name="Create a token").click()

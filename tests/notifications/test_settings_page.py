@@ -10,6 +10,7 @@ from rest_framework.throttling import SimpleRateThrottle
 
 from accounts.models import ApiToken
 from notifications.models import WebhookDelivery, WebhookEndpoint
+from runs.models import Run
 from tests.interactive.helpers import ask_envelope, plan_done, start
 from tests.security.helpers import forget_throttling
 from tests.support.live_service import wait_until
@@ -36,9 +37,11 @@ def browser(alice) -> Client:
 
 def test_add_a_webhook_sees_its_secret_once_and_lists_it(browser, alice, api):
     added = browser.post("/settings/webhooks/", {"url": HOOK, "events": ["run.waiting_user", "run.failed"]})
+    assert added.status_code == 302 and added["Location"] == "/settings/#webhooks"  # post/redirect/get
     endpoint = WebhookEndpoint.objects.get(owner=alice)
-    html = added.content.decode()
-    assert added.status_code == 201 and "no-store" in added["Cache-Control"]
+    shown = browser.get(added["Location"])
+    html = shown.content.decode()
+    assert "no-store" in shown["Cache-Control"]
     assert f'<code id="new-webhook-secret">{endpoint.secret}</code>' in html
     assert endpoint.url == HOOK and endpoint.events == ["run.waiting_user", "run.failed"]
     listed = browser.get("/settings/").content.decode()
@@ -62,7 +65,32 @@ def test_delete_only_ones_own_webhook(browser, bob, bob_api, api):
     assert browser.post("/settings/webhooks/²/delete/").status_code == 404
     done = browser.post(f"/settings/webhooks/{mine}/delete/", follow=True)
     assert "Webhook deleted." in done.content.decode()
-    assert list(WebhookEndpoint.objects.values_list("pk", flat=True)) == [theirs]
+    assert list(WebhookEndpoint.objects.filter(deleted_at__isnull=True).values_list("pk", flat=True)) == [theirs]
+    assert [hook["id"] for hook in api.get("/v1/webhooks").json()] == []
+    assert api.delete(f"/v1/webhooks/{mine}").status_code == 404
+    assert browser.post(f"/settings/webhooks/{mine}/delete/").status_code == 404  # deleted once
+
+
+def test_a_deleted_webhook_keeps_its_history_and_receives_nothing_more(
+    browser, alice, api, install_skill, fake_codex, receiver
+):
+    """Issue 41, item 3: deleting a webhook keeps the record of what was sent to it."""
+    install_skill("trip-planner")
+    hook = api.post("/v1/webhooks", {"url": receiver.url, "events": ["run.waiting_user"]}, format="json").json()
+    fake_codex.script(ask_envelope({"interaction_id": 1, "kind": "open_text", "prompt": "Where?"}), plan_done())
+    start(api)
+    wait_until(lambda: len(receiver.received) == 1, 10, "the delivery")
+    browser.post(f"/settings/webhooks/{hook['id']}/delete/")
+    page = browser.get("/settings/")
+    (delivery,) = page.context["deliveries"]
+    html = page.content.decode()
+    assert 'class="badge delivery-delivered"' in html and '<span class="badge">deleted</span>' in html
+    assert f"/settings/deliveries/{delivery.pk}/redeliver/" not in html  # nowhere to send it again
+    assert browser.post(f"/settings/deliveries/{delivery.pk}/redeliver/").status_code == 404
+    fake_codex.script(ask_envelope({"interaction_id": 1, "kind": "open_text", "prompt": "Where?"}), plan_done())
+    start(api)
+    wait_until(lambda: Run.objects.filter(status="waiting_user").count() == 2, 10, "the second run waiting")
+    assert WebhookDelivery.objects.count() == 1 and len(receiver.received) == 1
 
 
 def test_recent_deliveries_show_their_state_and_redeliver(browser, api, bob_api, install_skill, fake_codex, receiver):
@@ -90,9 +118,11 @@ def test_recent_deliveries_show_their_state_and_redeliver(browser, api, bob_api,
 
 def test_create_a_token_sees_its_key_once_uses_it_and_revokes_it(browser, alice, bob):
     created = browser.post("/settings/tokens/")
+    assert created.status_code == 302 and created["Location"] == "/settings/#tokens"  # post/redirect/get
     token = ApiToken.objects.get(user=alice)
-    html = created.content.decode()
-    assert created.status_code == 201 and "no-store" in created["Cache-Control"]
+    shown = browser.get(created["Location"])
+    html = shown.content.decode()
+    assert "no-store" in shown["Cache-Control"]
     key = html.split('<code id="new-token-key">', 1)[1].split("</code>", 1)[0]
     assert ApiToken.objects.for_key(key) == token
     program = APIClient()
@@ -116,7 +146,7 @@ def test_settings_changes_share_the_settings_limit(browser, alice, api, monkeypa
     forget_throttling(alice)
     monkeypatch.setattr(SimpleRateThrottle, "THROTTLE_RATES", {"settings_change": "2/min"})
     try:
-        assert browser.post("/settings/tokens/").status_code == 201
+        assert browser.post("/settings/tokens/").status_code == 302
         assert api.post("/v1/webhooks", {"url": HOOK}, format="json").status_code == 201
         refused = browser.post("/settings/webhooks/", {"url": HOOK, "events": ["run.failed"]})
         assert refused.status_code == 429 and "(RATE_LIMITED)" in refused.content.decode()
@@ -125,3 +155,16 @@ def test_settings_changes_share_the_settings_limit(browser, alice, api, monkeypa
         assert ApiToken.objects.filter(user=alice).count() == 2  # the API client's and the first
     finally:
         forget_throttling(alice)
+
+
+def test_reloading_the_page_after_a_form_repeats_nothing(browser, alice):
+    """What a browser's reload and Back do after post/redirect/get: GET the page the POST
+    redirected to. The key shown once is gone, and nothing more was made."""
+    browser.post("/settings/tokens/")
+    browser.post("/settings/webhooks/", {"url": HOOK, "events": ["run.failed"]})
+    first = browser.get("/settings/").content.decode()
+    assert 'id="new-webhook-secret"' in first and 'id="new-token-key"' not in first  # the later one's
+    again = browser.get("/settings/").content.decode()
+    assert 'id="new-webhook-secret"' not in again and 'id="new-token-key"' not in again
+    assert ApiToken.objects.filter(user=alice).count() == 1
+    assert WebhookEndpoint.objects.filter(owner=alice).count() == 1

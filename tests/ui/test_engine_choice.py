@@ -136,17 +136,39 @@ def test_the_default_model_is_the_skills_own_else_the_operators(cli_dir, configu
     assert engine_choice("gemini", version).default_model is None
 
 
-def test_the_form_offers_what_can_run_and_says_why_the_rest_cannot(alice, cli_dir, configure_engine, showcase_skill):
+def test_the_form_offers_what_can_run_and_says_why_the_rest_cannot(
+    alice, admin_user, cli_dir, configure_engine, showcase_skill
+):
     install_cli(cli_dir, "codex")
     install_cli(cli_dir, "gemini")
     configure_engine("codex", api_key="k-123", model="gpt-test")
-    page = logged_in(alice).get(reverse("ui:run-new", args=["form-showcase"]))
+    # What the operator sets up is for staff (issue 41, item 6); a user learns only that some are not.
+    users = logged_in(alice).get(reverse("ui:run-new", args=["form-showcase"])).content.decode()
+    assert "SKILLRUNNER_" not in users and "<strong>gemini</strong>" not in users
+    assert "of this skill's engines are not set up on this service; ask its operator" in users
+    page = logged_in(admin_user).get(reverse("ui:run-new", args=["form-showcase"]))
     html = page.content.decode()
     assert '<option value="codex" selected data-default-model="gpt-test">codex</option>' in html
     assert '<option value="gemini" data-default-model="" disabled>gemini (unavailable)</option>' in html
     assert "<strong>gemini</strong>: not configured: the operator sets SKILLRUNNER_GEMINI_API_KEY" in html
     assert "Leave empty for the default model: gpt-test." in html
     assert 'name="reuse_cached" aria-describedby="id_reuse_cached_helptext" id="id_reuse_cached" checked' in html
+
+
+def test_required_fields_are_marked_and_skill_cards_say_which_engines_run(
+    alice, cli_dir, configure_engine, install_skill
+):
+    install_skill("haiku-writer")
+    install_cli(cli_dir, "codex")
+    configure_engine("codex", api_key="k-123")
+    client = logged_in(alice)
+    form = client.get(reverse("ui:run-new", args=["haiku-writer"])).content.decode()
+    assert '<label for="id_input__topic" class="required">Topic</label>' in form
+    assert '<label for="id_model">Model</label>' in form  # optional: no mark
+    assert "Fields marked" in form and "are required." in form
+    cards = client.get(reverse("ui:choose-skill")).content.decode()
+    assert '<dt>Runs on</dt><dd class="engines-ready">codex</dd>' in cards
+    assert "gemini" not in cards  # the engines that cannot run here are not listed as if they could
 
 
 def test_an_unavailable_engine_posted_anyway_is_refused(alice, cli_dir, configure_engine, showcase_skill):

@@ -47,6 +47,36 @@ def test_every_page_needs_a_login(client, name, args):
     assert response["Location"] == f"{reverse('login')}?next={url}"
 
 
+NO_RUN = "00000000-0000-0000-0000-000000000000"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/settings/tokens/",
+        "/settings/webhooks/",
+        "/settings/tokens/1/revoke/",
+        "/settings/webhooks/1/delete/",
+        f"/runs/{NO_RUN}/rerun/",
+        f"/runs/{NO_RUN}/cancel/",
+        "/accounts/logout/",
+    ],
+)
+def test_opening_a_forms_address_is_a_page_of_the_site(alice, path):
+    """Issue 41, item 1: what a form posts to, opened (typed, reloaded, come back to), is a page
+    saying nothing changed, with the site's header and ways on, not the browser's own error."""
+    opened = logged_in(alice).get(path)
+    html = opened.content.decode()
+    assert opened.status_code == 405 and opened["Allow"].startswith("POST")
+    assert "<h1>Not a page to open</h1>" in html and "Nothing was changed." in html
+    assert 'href="/settings/"' in html and 'href="/runs/new/"' in html
+
+
+def test_the_api_keeps_its_own_405(alice):
+    refused = logged_in(alice).put("/v1/system/ping")
+    assert refused.status_code == 405 and refused.json()["detail"]["code"] == "METHOD_NOT_ALLOWED"
+
+
 def test_login_and_logout_with_csrf(alice):
     client = Client(enforce_csrf_checks=True)
     page = client.get(reverse("login"))

@@ -105,6 +105,16 @@ def test_pages_need_no_login(local_mode, client):
     assert b"local" in response.content
 
 
+def test_the_local_users_pages_offer_no_log_out(local_mode, client, alice):
+    """Issue 41, item 5: the local user has no password; "Log out" led to a form they cannot use.
+    Someone who did log in with an account of their own keeps it."""
+    html = client.get("/").content.decode()
+    assert '<span class="who">local</span>' in html and ">local mode</span>" in html
+    assert "Log out" not in html and 'action="/accounts/logout/"' not in html
+    client.force_login(alice)
+    assert "Log out" in client.get("/").content.decode()
+
+
 def test_pages_need_a_login_without_local_mode(db, client):
     assert client.get("/").status_code == 302
 
@@ -137,25 +147,46 @@ def test_local_mode_refuses_to_start_unsafe(tmp_path, env, says):
     assert "ImproperlyConfigured" in error and says in error
 
 
-@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.20"])
-def test_serve_refuses_to_bind_beyond_loopback(tmp_path, host):
+def _serve_in_local_mode(tmp_path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    """`manage.py serve` in local mode under the production settings, with `env` on top."""
     import os
 
-    env = {
+    full_env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "skillrunner.settings",
         "SKILLRUNNER_DATA_DIR": str(tmp_path),
         "SECRET_KEY": "x" * 50,
         "SKILLRUNNER_LOCAL_MODE": "true",
+        **env,
     }
-    result = subprocess.run(
-        [sys.executable, "manage.py", "serve", "--host", host, "--port", "1"],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    command = [sys.executable, "manage.py", "serve", *args]
+    return subprocess.run(command, env=full_env, cwd=REPO, capture_output=True, text=True, timeout=60)
+
+
+def test_a_refused_configuration_is_one_line_without_a_traceback(tmp_path):
+    """Issue 41, item 13: `manage.py serve` refusing local mode says what to change, once."""
+    result = _serve_in_local_mode(tmp_path, "--port", "1", SKILLRUNNER_SANDBOX_NETWORK="open")
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1
+    assert result.stderr.startswith("ImproperlyConfigured: SKILLRUNNER_LOCAL_MODE=true serves requests")
+    assert "SKILLRUNNER_SANDBOX_NETWORK=provider" in result.stderr
+
+
+def test_local_mode_refusals_are_coded(local_mode):
+    """Issue 41, item 13: a 401 in local mode (a bad token, another site's page) has the API's
+    one error shape, and still says how to authenticate."""
+    bad = APIClient()
+    bad.credentials(HTTP_AUTHORIZATION="Token not-a-key")
+    refused = bad.get("/v1/jobs")
+    assert refused.status_code == 401 and refused["WWW-Authenticate"] == "Token"
+    assert refused.json() == {"detail": {"code": "NOT_AUTHENTICATED", "message": "Invalid or revoked token."}}
+    foreign = APIClient().get("/v1/jobs", HTTP_SEC_FETCH_SITE="cross-site")
+    assert foreign.status_code == 401 and foreign.json()["detail"]["code"] == "NOT_AUTHENTICATED"
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.20"])
+def test_serve_refuses_to_bind_beyond_loopback(tmp_path, host):
+    result = _serve_in_local_mode(tmp_path, "--host", host, "--port", "1")
     assert result.returncode == 1
     assert f"binds loopback only (127.0.0.1 or ::1), not {host!r}" in result.stderr
     assert list(tmp_path.rglob("skillrunner.sqlite3")) == []  # refused before the database was prepared
