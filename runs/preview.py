@@ -27,7 +27,8 @@ _ALLOWED_TAGS = {
     "thead", "tr", "ul",
 }  # fmt: skip
 _ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "td": {"align"}, "th": {"align"}, "ol": {"start"}}
-_markdown = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table").enable("strikethrough")
+# breaks: a line break the author wrote stays one (a haiku keeps its three lines).
+_markdown = MarkdownIt("commonmark", {"html": False, "linkify": False, "breaks": True}).enable("table").enable("strikethrough")
 
 
 def previewable(name: str) -> bool:

@@ -22,6 +22,14 @@ def test_markdown_is_rendered_without_script_images_or_dangerous_links():
     assert '<a href="https://example.org" rel="noopener noreferrer nofollow">ok</a>' in html
 
 
+def test_markdown_keeps_the_authors_line_breaks():
+    html = render_markdown("Salt wind <b>on</b> the pier\ngulls stitch the grey afternoon\nthe tide keeps its word\n")
+    assert html == (
+        "<p>Salt wind &lt;b&gt;on&lt;/b&gt; the pier<br>\ngulls stitch the grey afternoon<br>\n"
+        "the tide keeps its word</p>\n"
+    )
+
+
 def test_text_is_escaped_and_long_files_are_cut():
     assert (
         render_preview("notes.txt", io.BytesIO(b"<b>x</b>")) == '<pre class="text-preview">&lt;b&gt;x&lt;/b&gt;</pre>'
