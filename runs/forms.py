@@ -13,6 +13,7 @@ from django.core.files.uploadedfile import UploadedFile
 from django.utils.html import escape
 
 from enginehost.choice import EngineChoice, engine_choices
+from engines.registry import ENGINE_NAMES
 from runs.inputs import file_fields, zipped_files
 from runs.models import RunStatus
 from skillrunner.forms import PlainLabelForm
@@ -215,4 +216,20 @@ class NewRunForm(PlainLabelForm):
 
 
 class RunFilterForm(forms.Form):
+    """The runs list's filters (GET parameters); the skills offered are those of the reader's runs."""
+
     status = forms.ChoiceField(choices=[("", "All statuses"), *RunStatus.choices], required=False)
+    skill = forms.ChoiceField(choices=[("", "All skills")], required=False)
+    engine = forms.ChoiceField(choices=[("", "All engines"), *((name, name) for name in ENGINE_NAMES)], required=False)
+
+    def __init__(self, data: Any, skill_ids: list[str]) -> None:
+        super().__init__(data)
+        skill = self.fields["skill"]
+        assert isinstance(skill, forms.ChoiceField)
+        skill.choices = [("", "All skills"), *((skill_id, skill_id) for skill_id in skill_ids)]
+
+    def chosen(self) -> dict[str, str]:
+        """The valid filters that are set, by name: the query's and the pager's links'."""
+        if not self.is_valid():
+            return {}
+        return {name: value for name, value in self.cleaned_data.items() if value}

@@ -28,7 +28,9 @@ _ALLOWED_TAGS = {
 }  # fmt: skip
 _ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "td": {"align"}, "th": {"align"}, "ol": {"start"}}
 # breaks: a line break the author wrote stays one (a haiku keeps its three lines).
-_markdown = MarkdownIt("commonmark", {"html": False, "linkify": False, "breaks": True}).enable("table").enable("strikethrough")
+_markdown = (
+    MarkdownIt("commonmark", {"html": False, "linkify": False, "breaks": True}).enable("table").enable("strikethrough")
+)
 
 
 def previewable(name: str) -> bool:

@@ -37,6 +37,12 @@ def runs_visible_to(user) -> QuerySet[Run]:
     return runs if user.is_staff else runs.filter(owner=user)
 
 
+def skill_ids_of(runs: QuerySet[Run]) -> list[str]:
+    """The skills these runs ran, each once, in order: the runs list's skill filter."""
+    ids = runs.order_by().exclude(skill=None).values_list("skill__skill_id", flat=True).distinct()
+    return sorted(set(ids))
+
+
 class StatusRead(NamedTuple):
     """What GET /v1/jobs/{id} shows of a run (runs.serializers.status_payload)."""
 

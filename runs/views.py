@@ -15,7 +15,7 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_http_methods, require_POST
 from rest_framework.exceptions import Throttled, ValidationError
 
@@ -33,6 +33,40 @@ from .output_keys import served_artifact
 from .preview import previewable, render_preview
 
 RUNS_PER_PAGE = 25
+# The runs list's filters: the Run field each filters on.
+FILTERED_FIELDS = {"status": "status", "skill": "skill__skill_id", "engine": "engine"}
+INPUT_SUMMARY_CHARS = 80
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """A run as the runs list shows it: what it was asked and how long it took."""
+
+    run: Run
+    input_summary: str
+    duration: str
+
+
+def input_summary(values: dict[str, Any]) -> str:
+    """A one-line excerpt of a run's input ("topic: sea · lines: 3"), cut to a table cell; the
+    template escapes it."""
+    parts = [f"{name}: {value if isinstance(value, str) else json.dumps(value)}" for name, value in values.items()]
+    summary = " · ".join(" ".join(part.split()) for part in parts)
+    return summary if len(summary) <= INPUT_SUMMARY_CHARS else summary[: INPUT_SUMMARY_CHARS - 1] + "…"
+
+
+def run_duration(run: Run) -> str:
+    """How long a finished run took, from its creation to its end as the run page's "Took"
+    counts it; empty while it is not finished."""
+    if run.finished_at is None:
+        return ""
+    seconds = max(0, round((run.finished_at - run.created_at).total_seconds()))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes = seconds // 60
+    if minutes < 60:
+        return f"{minutes} min {seconds % 60:02d} s"
+    return f"{minutes // 60} h {minutes % 60:02d} min"
 
 
 @dataclass(frozen=True)
@@ -46,12 +80,14 @@ class SkillCard:
 
 @login_required
 def run_list(request: HttpRequest) -> HttpResponse:
-    filters = RunFilterForm(request.GET)
-    runs = selectors.runs_visible_to(request.user).order_by("-created_at")
-    if filters.is_valid() and filters.cleaned_data["status"]:
-        runs = runs.filter(status=filters.cleaned_data["status"])
+    visible = selectors.runs_visible_to(request.user)
+    filters = RunFilterForm(request.GET, selectors.skill_ids_of(visible))
+    chosen = filters.chosen()
+    runs = visible.filter(**{FILTERED_FIELDS[name]: value for name, value in chosen.items()}).order_by("-created_at")
     page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
-    return render(request, "runs/run_list.html", {"page": page, "filters": filters})
+    rows = [RunRow(run, input_summary(run.input), run_duration(run)) for run in page.object_list]
+    context = {"page": page, "rows": rows, "filters": filters, "filter_query": urlencode(chosen)}
+    return render(request, "runs/run_list.html", context)
 
 
 @login_required

@@ -112,7 +112,7 @@ def test_run_list_shows_only_my_runs_and_filters_by_status(alice, bob, api, bob_
     waiting = logged_in(alice).get(reverse("ui:run-list"), {"status": "waiting_user"})
     assert mine.encode()[:8] in canceled.content
     assert mine.encode()[:8] not in waiting.content
-    assert b"No runs with this status yet" in waiting.content
+    assert b"No runs with these filters yet" in waiting.content
     bobs = logged_in(bob).get(reverse("ui:run-list"), {"status": "waiting_user"})
     assert [str(run.pk) for run in bobs.context["page"].object_list] == [theirs]
 
@@ -282,3 +282,49 @@ def test_trip_planner_page_context(alice, trip_run):
     assert b"Trip planner" in page.content
     assert QUESTION.encode() not in page.content
     assert PLAN["destination"].encode() not in page.content
+
+
+def test_run_list_tells_runs_apart_and_filters_by_skill_and_engine(alice, install_skill, monkeypatch):
+    from datetime import timedelta
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    versions = {skill_id: install_skill(skill_id) for skill_id in ("haiku-writer", "trip-planner")}
+
+    def started(skill_id: str, engine: str, topic: str | None) -> Run:
+        """A queued run's row (the list reads rows; nothing needs to execute)."""
+        version = versions[skill_id]
+        return Run.objects.create(
+            owner=alice, skill=version.skill, skill_version=version, engine=engine, execution_mode="interactive",
+            interactive_profile="resumable", input={} if topic is None else {"topic": topic},
+        )  # fmt: skip
+
+    cached = started("haiku-writer", "codex", "<b>sea</b>\nand salt " + "x" * 100)
+    Run.objects.filter(pk=cached.pk).update(
+        status="succeeded", cache_hit=True, finished_at=cached.created_at + timedelta(seconds=65)
+    )
+    other = started("trip-planner", "gemini", None)
+    client = logged_in(alice)
+    with CaptureQueriesContext(connection) as two_runs:
+        page = client.get(reverse("ui:run-list")).content.decode()
+    assert "topic: &lt;b&gt;sea&lt;/b&gt; and salt xxx" in page and "<b>sea" not in page  # escaped, one line
+    assert "x" * 100 not in page and "…" in page
+    assert "1 min 05 s" in page and page.count('class="badge cached"') == 1
+    assert '<td class="input-summary">—</td>' in page  # a run without input
+
+    def listed(**filters: str) -> list[str]:
+        return [str(row.run.pk) for row in client.get(reverse("ui:run-list"), filters).context["rows"]]
+
+    assert listed(skill="trip-planner") == [str(other.pk)]
+    assert listed(engine="codex") == [str(cached.pk)]
+    assert listed(skill="haiku-writer", engine="gemini") == []
+    assert listed(engine="no-such-engine") == [str(other.pk), str(cached.pk)]  # an invalid filter filters nothing
+    for topic in ("a", "b", "c", "d"):
+        started("haiku-writer", "codex", topic)
+    with CaptureQueriesContext(connection) as six_runs:
+        client.get(reverse("ui:run-list"))
+    assert len(six_runs) == len(two_runs)  # no query per row
+    monkeypatch.setattr("runs.views.RUNS_PER_PAGE", 2)
+    first = client.get(reverse("ui:run-list"), {"engine": "codex"}).content.decode()
+    assert 'href="?engine=codex&amp;page=2"' in first
