@@ -167,9 +167,10 @@
     setStatus(to, to === "running" ? event.payload.repair_round : 0);
   }
 
-  // The note saying the run waits becomes what was answered, once it is.
-  function noteAnswered(payload) {
+  // The note saying the run waits becomes what was answered, once it is, at the answer's time.
+  function noteAnswered(payload, ts) {
     if (!state.waitingNote) return;
+    state.waitingNote.querySelector("time.at").replaceWith(clock(payload.answered_at || ts));
     const auto = payload.resolution_mode === "auto_decide_timeout";
     const answer = asText(payload.response).replace(/\s+/g, " ");
     const text = (auto ? "Decided automatically: " : "Answered: ") + (answer.length > 80 ? answer.slice(0, 79) + "…" : answer);
@@ -225,7 +226,7 @@
     },
     interaction_reply(event) {
       const auto = event.payload.resolution_mode === "auto_decide_timeout";
-      noteAnswered(event.payload);
+      noteAnswered(event.payload, event.ts);
       addEntry(event.seq, auto ? "reply auto" : "reply", auto ? "Decided automatically" : "Answer", node("p", "text", asText(event.payload.response)), event.ts);
       state.pending = null;
     },

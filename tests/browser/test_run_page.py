@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime
 
 import pytest
 from playwright.sync_api import expect
@@ -150,9 +151,17 @@ def test_a_waiting_run_counts_its_time_and_the_waiting_note_becomes_the_answer(l
     expect(waiting).to_have_count(1)
     screenshot(page, "44-run-page-waiting.png")
 
+    asked_at = waiting.locator("time.at").get_attribute("datetime")
+    page.wait_for_timeout(1_100)  # the answer comes a clock second after the question
     page.get_by_role("button", name="Oslo").click()
     expect(page.locator("#run-status")).to_have_text("Succeeded", timeout=20_000)
     expect(page.locator(".entry.note.answered")).to_have_text(re.compile("Answered: Oslo"))
+    # The note carries the answer's time, not the question's.
+    _, history = live.service.request("GET", f"/v1/jobs/{request_id}/interaction/history", live.token("alice"))
+    answered_at = datetime.fromisoformat(history["interactions"][0]["answered_at"])
+    shown_at = page.locator(".entry.note.answered time.at").get_attribute("datetime")
+    assert shown_at and asked_at
+    assert datetime.fromisoformat(shown_at) == answered_at != datetime.fromisoformat(asked_at)
     expect(page.locator(".entry.note", has_text="Waiting for your answer.")).to_have_count(0)
     turns = page.locator("details.activity")
     expect(turns).to_have_count(2)
