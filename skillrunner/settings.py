@@ -255,6 +255,8 @@ LOGIN_REDIRECT_URL = "ui:run-list"
 LOGOUT_REDIRECT_URL = "login"
 
 LANGUAGE_CODE = "en-us"
+# Times to the second with their zone, in the admin too (localisation would win over DATETIME_FORMAT).
+FORMAT_MODULE_PATH = ["skillrunner.formats"]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True

@@ -23,8 +23,6 @@
   }
 
   const pad = (number) => String(number).padStart(2, "0");
-  const localStamp = (date) =>
-    date.getFullYear() + "-" + pad(date.getMonth() + 1) + "-" + pad(date.getDate()) + " " + pad(date.getHours()) + ":" + pad(date.getMinutes());
 
   function span(ms) {
     const minutes = Math.floor(Math.max(0, ms) / 60000);
@@ -36,9 +34,7 @@
 
   // Times in the reader's zone; how long each question has waited, kept current.
   function showTimes() {
-    page.querySelectorAll("#questions time[datetime]").forEach((time) => {
-      time.textContent = localStamp(new Date(time.dateTime));
-    });
+    window.localTimes.localizeTimes(page.querySelector("#questions"));
     page.querySelectorAll("#questions .question").forEach((item) => {
       const asked = item.querySelector(".question-asked");
       if (asked.dateTime) item.querySelector(".question-waited").textContent = ", waiting " + span(Date.now() - Date.parse(asked.dateTime));
@@ -47,7 +43,7 @@
 
   function deadlineText(question) {
     if (!question.deadline_at) return "";
-    const at = localStamp(new Date(question.deadline_at));
+    const at = window.localTimes.localStamp(new Date(question.deadline_at), false);
     return question.on_deadline === "auto_decide"
       ? "Unanswered by " + at + ", the agent decides by itself."
       : "Unanswered by " + at + ", the run fails.";

@@ -69,7 +69,6 @@
   // Times in the reader's own time zone, as YYYY-MM-DD HH:MM:SS (and HH:MM:SS within the log).
   const pad = (number) => String(number).padStart(2, "0");
   const timeOfDay = (date) => pad(date.getHours()) + ":" + pad(date.getMinutes()) + ":" + pad(date.getSeconds());
-  const localStamp = (date) => date.getFullYear() + "-" + pad(date.getMonth() + 1) + "-" + pad(date.getDate()) + " " + timeOfDay(date);
 
   function clock(ts) {
     const time = node("time", "at", timeOfDay(new Date(ts)));
@@ -553,16 +552,13 @@
     if (state.finishedAt === null) state.finishedAt = at;
     const finished = el("run-finished");
     finished.dateTime = new Date(state.finishedAt).toISOString();
-    finished.textContent = localStamp(new Date(state.finishedAt));
+    finished.textContent = window.localTimes.localStamp(new Date(state.finishedAt), true);
     el("finished-fact").hidden = false;
     el("elapsed-label").textContent = "Took";
     showElapsed();
     window.clearInterval(state.ticker);
   }
 
-  page.querySelectorAll(".run-facts time[datetime]").forEach((time) => {
-    if (time.dateTime) time.textContent = localStamp(new Date(time.dateTime));
-  });
   showElapsed();
   if (state.finishedAt === null) state.ticker = window.setInterval(showElapsed, 1000);
 

@@ -128,9 +128,10 @@ def new_page(chromium, live):
     """Pages in separate browser contexts (separate cookie jars), closed after the test."""
     contexts = []
 
-    def open_page(viewport: dict | None = None):
+    def open_page(viewport: dict | None = None, **options):
+        """`options` go to the browser context (a reader's timezone_id, java_script_enabled …)."""
         context = chromium.new_context(
-            base_url=live.url, viewport=viewport or {"width": 1280, "height": 900}, accept_downloads=True
+            base_url=live.url, viewport=viewport or {"width": 1280, "height": 900}, accept_downloads=True, **options
         )
         contexts.append(context)
         page = context.new_page()

@@ -212,3 +212,10 @@ def test_run_page_does_not_grow_with_its_history(staff_client, make_runs, alice)
     for seq in range(run.last_event_seq + 1, run.last_event_seq + 40):
         RunEvent.objects.create(run=run, seq=seq, kind="assistant_message", payload={"text": "hi"})
     assert count_queries(staff_client, admin_url(Run, "change", run.pk)) == few
+
+
+def test_admin_times_are_to_the_second_with_their_zone(staff_client, make_runs):
+    run = make_runs(1)[0]
+    page = staff_client.get(admin_url(Run, "change", run.pk)).content.decode()
+    stamp = timezone.localtime(run.created_at).strftime("%Y-%m-%d %H:%M:%S UTC")
+    assert stamp in page

@@ -308,6 +308,7 @@ def test_run_list_tells_runs_apart_and_filters_by_skill_and_engine(alice, instal
     client = logged_in(alice)
     with CaptureQueriesContext(connection) as two_runs:
         page = client.get(reverse("ui:run-list")).content.decode()
+    assert cached.created_at.strftime(">%Y-%m-%d %H:%M UTC</time>") in page  # the zone shown without script
     assert "topic: &lt;b&gt;sea&lt;/b&gt; and salt xxx" in page and "<b>sea" not in page  # escaped, one line
     assert "x" * 100 not in page and "…" in page
     assert "1 min 05 s" in page and page.count('class="badge cached"') == 1
