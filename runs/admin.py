@@ -9,13 +9,16 @@ from django.contrib import admin
 from django.core.paginator import Paginator
 from django.db.models import Exists, OuterRef, QuerySet, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
+from django.http import HttpResponse
 from django.template.defaultfilters import truncatechars
 from django.urls import reverse
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 
+from enginehost.choice import run_model
 from skillrunner.readonly_admin import ReadOnlyAdmin, ReadOnlyInline
 
+from .interaction_export import as_csv, as_json, interaction_records
 from .models import EventKind, Interaction, Run, RunEvent, TurnUsage
 
 SHORT_TEXT = 80
@@ -30,7 +33,7 @@ RUN_FIELDSETS = [
                 "skill",
                 "skill_version",
                 "engine",
-                "model",
+                "effective_model",
                 "execution_mode",
                 "interactive_profile",
                 "status",
@@ -185,6 +188,13 @@ class SecurityFilter(admin.SimpleListFilter):
         return queryset.filter(has_security_events=self.value() == "yes")
 
 
+def _download(content: str, content_type: str, suffix: str) -> HttpResponse:
+    """An export as a file to save: reading it changes nothing, so a repeated request is harmless."""
+    response = HttpResponse(content, content_type=f"{content_type}; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="interaction-history.{suffix}"'
+    return response
+
+
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdmin):
     # Narrow columns first, usage among them: at 1280 px beside the filters, nothing scrolls away.
@@ -228,6 +238,7 @@ class RunAdmin(ReadOnlyAdmin):
     show_full_result_count = False
     list_per_page = 50
     inlines = [TurnUsageInline, InteractionInline, RunEventInline]
+    actions = ["export_interactions_csv", "export_interactions_json"]
 
     def get_queryset(self, request) -> QuerySet[Run]:
         tokens = Coalesce("input_tokens", Value(0)) + Coalesce("output_tokens", Value(0))
@@ -266,8 +277,24 @@ class RunAdmin(ReadOnlyAdmin):
     def security(self, run: Run) -> bool:
         return run.has_security_events  # type: ignore[attr-defined]  # annotated by get_queryset
 
+    @admin.display(description="model")
+    def effective_model(self, run: Run) -> str:
+        """The model the run asked for, else the default it ran with, saying which."""
+        if run.model:
+            return run.model
+        default = run_model(run)
+        return f"{default} (default)" if default else "the engine's own default"
+
+    @admin.action(description="Export the interaction history of the selected runs (CSV)")
+    def export_interactions_csv(self, request, queryset: QuerySet[Run]) -> HttpResponse:
+        return _download(as_csv(interaction_records(queryset)), "text/csv", "csv")
+
+    @admin.action(description="Export the interaction history of the selected runs (JSON)")
+    def export_interactions_json(self, request, queryset: QuerySet[Run]) -> HttpResponse:
+        return _download(as_json(interaction_records(queryset)), "application/json", "json")
+
     def get_readonly_fields(self, request, obj=None) -> list[str]:
-        return [*super().get_readonly_fields(request, obj), "events"]
+        return [*super().get_readonly_fields(request, obj), "events", "effective_model"]
 
     def get_fieldsets(self, request, obj=None):
         fieldsets = [(title, {**options, "fields": self.shown(options["fields"])}) for title, options in RUN_FIELDSETS]

@@ -174,7 +174,8 @@ def test_the_admin_is_branded_links_the_site_and_indents_json(staff_client, make
         f"/runs/{run.pk}/"
     )
     columns = staff_client.get(admin_url(Run, "changelist")).context["cl"].list_display
-    assert list(columns[:6]) == ["run", "skill", "owner", "status", "tokens", "cost"]
+    # The selection box first: the export actions act on the selected runs.
+    assert list(columns[:7]) == ["action_checkbox", "run", "skill", "owner", "status", "tokens", "cost"]
 
 
 def count_queries(client: Client, url: str) -> int:
@@ -219,3 +220,49 @@ def test_admin_times_are_to_the_second_with_their_zone(staff_client, make_runs):
     page = staff_client.get(admin_url(Run, "change", run.pk)).content.decode()
     stamp = timezone.localtime(run.created_at).strftime("%Y-%m-%d %H:%M:%S UTC")
     assert stamp in page
+
+
+def test_run_page_names_the_model_it_ran_with(staff_client, make_runs, settings):
+    run = make_runs(1)[0]
+    settings.SKILLRUNNER_ENGINES = {**settings.SKILLRUNNER_ENGINES}
+    settings.SKILLRUNNER_ENGINES["codex"] = {**settings.SKILLRUNNER_ENGINES["codex"], "model": "gpt-5-codex"}
+    page = staff_client.get(admin_url(Run, "change", run.pk)).content.decode()
+    assert "gpt-5-codex (default)" in page
+    Run.objects.filter(pk=run.pk).update(model="o4-mini")
+    assert "o4-mini" in staff_client.get(admin_url(Run, "change", run.pk)).content.decode()
+
+
+@pytest.mark.parametrize("kind", ["csv", "json"])
+def test_export_of_the_selected_runs_interaction_history(staff_client, make_runs, alice, bob, kind):
+    import csv
+    import io
+    import json
+
+    runs = make_runs(3)
+    Interaction.objects.filter(run=runs[1]).update(response={"city": "Oslo"})
+    Interaction.objects.filter(run=runs[2]).update(response="=HYPERLINK(0)")
+    chosen = [runs[1].pk, runs[2].pk]
+    with CaptureQueriesContext(connection) as queries:
+        response = staff_client.post(
+            admin_url(Run, "changelist"), {"action": f"export_interactions_{kind}", "_selected_action": chosen}
+        )
+    assert response.status_code == 200
+    assert response["Content-Disposition"] == f'attachment; filename="interaction-history.{kind}"'
+    body = response.content.decode()
+    if kind == "json":
+        records = json.loads(body)["interactions"]
+        answers = [record["answer"] for record in records]
+    else:
+        records = list(csv.DictReader(io.StringIO(body)))
+        answers = [record["answer"] for record in records]
+    assert {record["run"] for record in records} == {str(pk) for pk in chosen}  # the selected runs only
+    first = next(record for record in records if record["run"] == str(runs[1].pk))
+    assert first["question"] == "Question number 1?"
+    assert first["skill"] == "trip-planner" and first["engine"] == "codex"
+    assert first["asked_by"] == bob.username and first["answered_by"] == bob.username
+    assert first["resolution"] == "user_reply" and first["answered_at"] and first["asked_at"]
+    if kind == "json":
+        assert {"city": "Oslo"} in answers and "=HYPERLINK(0)" in answers
+    else:
+        assert '{"city": "Oslo"}' in answers and "'=HYPERLINK(0)" in answers  # never a formula
+    assert len(queries) < 12  # one query for the history, however many runs
