@@ -21,6 +21,8 @@ class WebhookEvent(models.TextChoices):
 
 
 ALL_EVENTS = [event.value for event in WebhookEvent]
+# The event of a test delivery the owner asked for from the settings page: no run, no subscription.
+TEST_EVENT = "webhook.test"
 
 
 class WebhookEndpoint(models.Model):
@@ -62,6 +64,7 @@ class WebhookDelivery(models.Model):
     event = models.CharField(max_length=32, choices=WebhookEvent.choices, db_index=True)
     delivery_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     payload = models.JSONField()
+    is_test = models.BooleanField(default=False, help_text="sent on the owner's request to try the webhook")
     state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING, db_index=True)
     attempt_count = models.PositiveIntegerField(default=0)
     next_attempt_at = models.DateTimeField(db_index=True)
@@ -89,6 +92,8 @@ class WebhookAttempt(models.Model):
     duration_ms = models.PositiveIntegerField()
     status_code = models.PositiveIntegerField(null=True, blank=True)
     error = models.TextField(blank=True)
+    request_headers = models.JSONField(default=dict, blank=True, help_text="the headers sent")
+    response_excerpt = models.TextField(blank=True, help_text="the start of the receiver's answer")
 
     class Meta:
         db_table = "runs_webhookattempt"

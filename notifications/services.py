@@ -25,7 +25,7 @@ from skillrunner.links import run_page_url
 from skillrunner.lookups import with_id
 
 from . import destinations, transport
-from .models import ALL_EVENTS, WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
+from .models import ALL_EVENTS, TEST_EVENT, WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
 from .signing import DELIVERY_HEADER, EVENT_HEADER, SIGNATURE_HEADER, new_secret, signature
 from .task_queue import enqueue_delivery
 
@@ -97,6 +97,34 @@ def endpoints_of(owner):
 def deliveries_of(owner):
     """Deliveries to a user's own endpoints, deleted ones' too, newest first."""
     return WebhookDelivery.objects.filter(endpoint__owner=owner, endpoint__run__isnull=True).order_by("-created_at")
+
+
+def delivery_of(owner, delivery_id: Any) -> WebhookDelivery:
+    """One delivery to an endpoint of `owner`'s, with its attempts."""
+    delivery = with_id(deliveries_of(owner), delivery_id).select_related("endpoint").first()
+    if delivery is None:
+        raise NotFound("DELIVERY_NOT_FOUND", f"no delivery {delivery_id}")
+    return delivery
+
+
+@transaction.atomic
+def send_test_delivery(owner, endpoint_id: Any) -> WebhookDelivery:
+    """A delivery like any other through the outbox (signed, attempted, retried, listed), of the
+    test event and marked as a test, so the owner sees what their receiver gets and answers."""
+    endpoint = with_id(endpoints_of(owner), endpoint_id).first()
+    if endpoint is None:
+        raise NotFound("WEBHOOK_NOT_FOUND", f"no webhook {endpoint_id}")
+    now = timezone.now()
+    delivery = WebhookDelivery(endpoint=endpoint, event=TEST_EVENT, is_test=True, next_attempt_at=now)
+    delivery.payload = {
+        "event": TEST_EVENT,
+        "delivery_id": str(delivery.delivery_id),
+        "test": True,
+        "ts": now.isoformat(),
+    }
+    delivery.save()
+    transaction.on_commit(functools.partial(offer, delivery.pk))
+    return delivery
 
 
 def redeliver_own(owner, delivery_id: Any) -> int:
@@ -236,20 +264,27 @@ def _claim(delivery_pk: int) -> tuple[WebhookDelivery, WebhookAttempt] | None:
     return delivery, attempt
 
 
-def _send(delivery: WebhookDelivery) -> transport.Answer:
-    body = json.dumps(delivery.payload, separators=(",", ":")).encode()
+def request_body(delivery: WebhookDelivery) -> bytes:
+    """The body every attempt of `delivery` sends."""
+    return json.dumps(delivery.payload, separators=(",", ":")).encode()
+
+
+def _send(delivery: WebhookDelivery, headers: dict[str, str]) -> transport.Answer:
     try:
         destination = destinations.check(delivery.endpoint.url)
     except destinations.DestinationError as exc:
         return transport.Answer(None, f"{exc.code}: {exc.message}", 0)
-    headers = {
+    return transport.post(destination, request_body(delivery), headers, _timeout())
+
+
+def _headers(delivery: WebhookDelivery) -> dict[str, str]:
+    return {
         "Content-Type": "application/json",
         "User-Agent": "SkillRunner-Webhook/1",
-        SIGNATURE_HEADER: signature(delivery.endpoint.secret, body),
+        SIGNATURE_HEADER: signature(delivery.endpoint.secret, request_body(delivery)),
         EVENT_HEADER: delivery.event,
         DELIVERY_HEADER: str(delivery.delivery_id),
     }
-    return transport.post(destination, body, headers, _timeout())
 
 
 def attempt_delivery(delivery_pk: int) -> WebhookDelivery | None:
@@ -262,12 +297,15 @@ def attempt_delivery(delivery_pk: int) -> WebhookDelivery | None:
     if claimed is None:
         return None
     delivery, attempt = claimed
-    answer = _send(delivery)
+    headers = _headers(delivery)
+    answer = _send(delivery, headers)
     with transaction.atomic():
         attempt.duration_ms = answer.duration_ms
         attempt.status_code = answer.status_code
         attempt.error = answer.error
-        attempt.save(update_fields=["duration_ms", "status_code", "error"])
+        attempt.request_headers = headers
+        attempt.response_excerpt = answer.body_excerpt
+        attempt.save(update_fields=["duration_ms", "status_code", "error", "request_headers", "response_excerpt"])
         delivery.last_status_code = answer.status_code
         delivery.last_error = answer.error
         delivery.leased_until = None

@@ -14,8 +14,10 @@ from dataclasses import dataclass
 
 from .destinations import Destination
 
-# Only the status code matters; a receiver's body is read this far at most, then dropped.
+# Only the status code decides; a receiver's body is read this far at most, and its start kept
+# for the owner's delivery page.
 MAX_RESPONSE_BYTES = 64 * 1024
+RESPONSE_EXCERPT_BYTES = 2048
 
 
 @dataclass(frozen=True)
@@ -23,6 +25,7 @@ class Answer:
     status_code: int | None
     error: str
     duration_ms: int
+    body_excerpt: str = ""
 
     @property
     def ok(self) -> bool:
@@ -57,8 +60,8 @@ def post(destination: Destination, body: bytes, headers: dict[str, str], timeout
     try:
         connection.request("POST", destination.target, body=body, headers=headers)
         response = connection.getresponse()
-        response.read(MAX_RESPONSE_BYTES)
-        return Answer(response.status, "", _ms_since(started))
+        excerpt = response.read(MAX_RESPONSE_BYTES)[:RESPONSE_EXCERPT_BYTES].decode("utf-8", errors="replace")
+        return Answer(response.status, "", _ms_since(started), excerpt)
     except (OSError, http.client.HTTPException) as exc:
         return Answer(None, f"{type(exc).__name__}: {exc}"[:500], _ms_since(started))
     finally:

@@ -12,12 +12,13 @@ from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from accounts.settings_page import one_click_change, redirect_showing_once, render_page
-from skillrunner.errors import ApplicationError
+from skillrunner.errors import ApplicationError, NotFound
 from skillrunner.throttles import SETTINGS_SCOPE, form_over_rate
 
 from . import services
@@ -60,6 +61,29 @@ def add_webhook(request: HttpRequest) -> HttpResponse:
 @require_POST
 def delete_webhook(request: HttpRequest, webhook_id: str) -> HttpResponse:
     return one_click_change(request, lambda: services.delete_endpoint(request.user, webhook_id), "Webhook deleted.")
+
+
+@login_required
+@require_POST
+def send_test(request: HttpRequest, webhook_id: str) -> HttpResponse:
+    done = "Test delivery queued; it is listed under Recent deliveries."
+    return one_click_change(request, lambda: services.send_test_delivery(request.user, webhook_id), done)
+
+
+@login_required
+@never_cache
+def delivery_detail(request: HttpRequest, delivery_id: str) -> HttpResponse:
+    """A delivery as sent and answered: its body, and each attempt's headers and answer."""
+    try:
+        delivery = services.delivery_of(request.user, delivery_id)
+    except NotFound:
+        raise Http404("no such delivery") from None
+    context = {
+        "delivery": delivery,
+        "body": services.request_body(delivery).decode(),
+        "attempts": delivery.attempts.order_by("number"),
+    }
+    return render(request, "notifications/delivery_detail.html", context)
 
 
 @login_required

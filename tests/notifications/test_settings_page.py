@@ -168,3 +168,32 @@ def test_reloading_the_page_after_a_form_repeats_nothing(browser, alice):
     assert 'id="new-webhook-secret"' not in again and 'id="new-token-key"' not in again
     assert ApiToken.objects.filter(user=alice).count() == 1
     assert WebhookEndpoint.objects.filter(owner=alice).count() == 1
+
+
+def test_a_test_delivery_goes_through_the_outbox_and_shows_what_was_sent(alice, bob, receiver):
+    from notifications import services
+
+    endpoint = services.register_endpoint(owner=alice, url=receiver.url, events=["run.failed"])
+    owner, other = Client(), Client()
+    owner.force_login(alice)
+    other.force_login(bob)
+    sent = owner.post(f"/settings/webhooks/{endpoint.pk}/test/")
+    assert sent.status_code == 302 and sent["Location"].startswith("/settings/")  # post/redirect/get
+    assert other.post(f"/settings/webhooks/{endpoint.pk}/test/").status_code == 404  # not bob's webhook
+    delivery = WebhookDelivery.objects.get()
+    assert delivery.is_test and delivery.event == "webhook.test" and delivery.run is None
+    assert delivery.state == "delivered" and delivery.attempt_count == 1  # sent by the outbox (sync cluster)
+    (request,) = receiver.received
+    assert request.json == delivery.payload and request.headers["X-SkillRunner-Event"] == "webhook.test"
+    listed = owner.get("/settings/").content.decode()
+    assert f'href="/settings/deliveries/{delivery.pk}/"' in listed and '<span class="badge">test</span>' in listed
+
+    page = owner.get(f"/settings/deliveries/{delivery.pk}/")
+    html = page.content.decode()
+    assert page.status_code == 200 and "no-store" in page["Cache-Control"]
+    assert str(delivery.delivery_id) in html and "HTTP 200" in html
+    assert request.headers["X-SkillRunner-Signature"] in html  # the headers sent
+    assert "&quot;event&quot;:&quot;webhook.test&quot;" in html  # the body sent, escaped
+    assert ">ok</pre>" in html  # the receiver's answer
+    assert other.get(f"/settings/deliveries/{delivery.pk}/").status_code == 404
+    assert owner.get("/settings/deliveries/x/").status_code == 404
