@@ -102,3 +102,36 @@ def test_api_tokens_from_the_settings_page(live, new_page):
     expect(phone.locator("table.tokens")).to_be_visible()
     assert phone.evaluate("document.documentElement.scrollWidth") <= 390
     screenshot(phone, "60-settings-phone.png")
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_webhooks_test_delivery_and_what_it_sent(live, new_page, width):
+    with WebhookReceiver() as receiver:
+        page = new_page({"width": width, "height": 900})
+        log_in(page, "bob")
+        page.goto("/settings/#webhooks")
+        page.get_by_label("Webhook address").fill(receiver.url)
+        page.get_by_role("button", name="Add webhook").click()
+        expect(page.locator("table.webhooks")).to_contain_text(receiver.url)
+        hook = page.locator("table.webhooks tbody tr", has_text=receiver.url)
+        hook.get_by_role("button", name=re.compile("^Send a test delivery")).click()
+        expect(page.locator(".messages")).to_contain_text("Test delivery queued")
+        live.service.wait_until(lambda: len(receiver.received) == 1, 30, "the test delivery")
+        assert receiver.received[0].json["event"] == "webhook.test"
+        page.reload()  # a GET: reloading sends nothing again
+        page.wait_for_timeout(500)
+        assert len(receiver.received) == 1
+        row = page.locator("table.deliveries tbody tr").first
+        expect(row).to_contain_text("Delivered")
+        expect(row.locator(".badge", has_text="test")).to_be_visible()
+        screenshot(page, f"41-4-webhook-test-delivery-{width}.png")
+
+        row.get_by_role("link", name="webhook.test").click()
+        expect(page.get_by_role("heading", name=re.compile("Attempt 1: HTTP 200"))).to_be_visible()
+        expect(page.locator("table.headers")).to_contain_text(receiver.received[0].headers["X-SkillRunner-Signature"])
+        expect(page.locator("pre.json")).to_contain_text('"event":"webhook.test"')
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+        screenshot(page, f"41-4-delivery-detail-{width}.png")
+        page.go_back()
+        page.wait_for_timeout(500)
+        assert len(receiver.received) == 1  # Back repeats nothing either
