@@ -1,5 +1,5 @@
-"""The runs list a reader can scan and times in the reader's zone (issue 41, items 7 and 11), in
-real Chromium at desktop and phone widths."""
+"""The runs list a reader can scan, times in the reader's zone and Markdown line breaks kept
+(issue 41, items 7, 11 and 10), in real Chromium at desktop and phone widths."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from .test_run_page import haiku_turn
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 
+# The haiku as an author writes it: plain line breaks, no Markdown hard-break marks.
+PLAIN_HAIKU = "# Sea\n\ngrey waves fold\na gull leans on the wind\nsalt on the lantern\n"
 # A zone 5 h 30 min from UTC: every rewritten time differs from the server's.
 READER_ZONE = "Asia/Kolkata"
 
@@ -21,7 +23,7 @@ def start_haiku(live, topic: str, *, cached: bool = False) -> str:
     """A finished haiku run; a `cached` one reuses an earlier identical run's result, so the
     engine is not scripted for it."""
     if not cached:
-        live.engine.script(haiku_turn())
+        live.engine.script({**haiku_turn(), "files": {"artifacts/haiku.md": PLAIN_HAIKU}})
     status, body = live.service.request(
         "POST", "/v1/jobs", live.token("alice"),
         {"skill_id": "haiku-writer", "engine": "codex", "input": {"topic": topic}},
@@ -67,6 +69,15 @@ def test_the_runs_list_tells_runs_apart_in_the_readers_zone(live, new_page):
     expect(phone.locator("table.runs tbody tr")).to_have_count(3)
     assert phone.evaluate("document.documentElement.scrollWidth") <= 390  # the table scrolls in its frame
     screenshot(phone, "41-7-run-list-phone.png")
+
+    # Markdown keeps the author's line breaks: the haiku stays three lines (item 10).
+    for reader in (page, phone):
+        reader.goto(f"/runs/{first}/files/artifacts/haiku.md")
+        verse = reader.locator(".markdown p")
+        expect(verse.locator("br")).to_have_count(2)
+        assert verse.inner_text().splitlines() == ["grey waves fold", "a gull leans on the wind", "salt on the lantern"]
+    screenshot(page, "41-10-haiku-line-breaks.png")
+    screenshot(phone, "41-10-haiku-line-breaks-phone.png")
 
     # Without script, the server's time with its zone.
     plain = new_page(java_script_enabled=False)
