@@ -504,6 +504,14 @@ SKILLRUNNER_EMAIL_GRACE_SECONDS = env.float("SKILLRUNNER_EMAIL_GRACE_SECONDS", d
 # unset parts keep Django's defaults.
 globals().update({k: v for k, v in env.email_url("EMAIL_URL", default="consolemail://").items() if v is not None})
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="Skill Runner <skillrunner@localhost>")
+# Question emails are an outbox like webhook deliveries: each SMTP phase has this timeout (a sender
+# holds an email 3 timeouts + 5 s before another may send it), failures retry on the webhooks'
+# schedule in units of the base.
+SKILLRUNNER_EMAIL_TIMEOUT_SECONDS = env.float("SKILLRUNNER_EMAIL_TIMEOUT_SECONDS", default=10.0)
+SKILLRUNNER_EMAIL_RETRY_BASE_SECONDS = env.float("SKILLRUNNER_EMAIL_RETRY_BASE_SECONDS", default=30.0)
+if SKILLRUNNER_EMAIL_TIMEOUT_SECONDS <= 0 or SKILLRUNNER_EMAIL_RETRY_BASE_SECONDS <= 0:
+    raise ImproperlyConfigured("SKILLRUNNER_EMAIL_TIMEOUT_SECONDS and _RETRY_BASE_SECONDS must be positive")
+EMAIL_TIMEOUT = SKILLRUNNER_EMAIL_TIMEOUT_SECONDS
 
 # Who may scrape GET /metrics without a staff token (R-OP11): addresses and networks
 # ("10.0.0.5,10.1.0.0/16,::1"), matched against the peer the web server sees.
