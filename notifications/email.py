@@ -106,9 +106,7 @@ def attempt_question_email(email_pk: int) -> QuestionEmail | None:
         email = outbox.claim(QuestionEmail.objects.all(), email_pk, _lease())
         if email is None:
             return None
-        question = (
-            _open_questions().select_related("run__owner", "run__skill").filter(pk=email.interaction_id).first()
-        )
+        question = _open_questions().select_related("run__owner", "run__skill").filter(pk=email.interaction_id).first()
         if question is None:
             email.state = QuestionEmail.State.SKIPPED
             email.leased_until = None
@@ -131,4 +129,3 @@ def attempt_question_email(email_pk: int) -> QuestionEmail | None:
     email.last_error = ""
     email.save()
     return email
-

@@ -14,7 +14,9 @@ def rows_for_emailed_questions(apps, schema_editor):
     batch = []
     for pk, emailed_at in emailed.iterator(chunk_size=2000):
         batch.append(
-            QuestionEmail(interaction_id=pk, state="sent", sent_at=emailed_at, next_attempt_at=emailed_at, attempt_count=1)
+            QuestionEmail(
+                interaction_id=pk, state="sent", sent_at=emailed_at, next_attempt_at=emailed_at, attempt_count=1
+            )
         )
         if len(batch) == 2000:
             QuestionEmail.objects.using(alias).bulk_create(batch)
@@ -48,7 +50,12 @@ class Migration(migrations.Migration):
                 (
                     "state",
                     models.CharField(
-                        choices=[("pending", "Pending"), ("sent", "Sent"), ("skipped", "Skipped"), ("failed", "Failed")],
+                        choices=[
+                            ("pending", "Pending"),
+                            ("sent", "Sent"),
+                            ("skipped", "Skipped"),
+                            ("failed", "Failed"),
+                        ],
                         default="pending",
                         max_length=16,
                     ),
