@@ -330,6 +330,10 @@ SKILLRUNNER_USER_MAX_WEBHOOKS = _positive_int("SKILLRUNNER_USER_MAX_WEBHOOKS", 2
 SKILLRUNNER_ALLOW_ANY_MODEL = env.bool("SKILLRUNNER_ALLOW_ANY_MODEL", default=False)
 # A run still waiting for its upload after this long fails with UPLOAD_TIMEOUT (R-FS1).
 SKILLRUNNER_UPLOAD_TIMEOUT_SECONDS = _positive_int("SKILLRUNNER_UPLOAD_TIMEOUT_SECONDS", 3600)
+# Temporary folders a killed process left behind (a reply's or a package's staging, a run's upload
+# staging) are removed by the hourly sweep once this old (runs.sweeps); a request still reading
+# its body is younger.
+SKILLRUNNER_TEMP_MAX_AGE_SECONDS = _positive_int("SKILLRUNNER_TEMP_MAX_AGE_SECONDS", 6 * 3600)
 SKILLRUNNER_KILL_GRACE_SECONDS = env.float("SKILLRUNNER_KILL_GRACE_SECONDS", default=5.0)
 # R-OP10: a stopping worker's turns get this long to finish before they fail as interrupted; 0
 # stops them at once.
