@@ -13,8 +13,7 @@ import time
 
 import pytest
 
-from tests.support.fake_codex import FakeCodex
-from tests.support.live_service import LiveService, free_port
+from tests.support.live_service import free_port, with_fake_codex
 
 pytestmark = [pytest.mark.timeout(180)]
 
@@ -62,18 +61,14 @@ def mail_server():
 
 @pytest.fixture
 def live(tmp_path, mail_server):
-    (tmp_path / "engine").mkdir()
-    fake = FakeCodex(tmp_path / "engine", tmp_path / "data")  # the sandbox never shows the data dir
-    service = LiveService(
-        tmp_path / "data",
-        env={
-            "SKILLRUNNER_CODEX_BIN": str(fake.binary),
+    service = with_fake_codex(
+        tmp_path,
+        {
             "EMAIL_URL": mail_server.url,
             "SKILLRUNNER_EMAIL_GRACE_SECONDS": "0",
             "SKILLRUNNER_EMAIL_TIMEOUT_SECONDS": TIMEOUT_SECONDS,
         },
     )
-    service.fake = fake
     yield service
     service.stop()
 
