@@ -125,7 +125,7 @@ def test_questions_already_emailed_stay_emailed_in_the_outbox():
     marked gets no row (the supervisor writes it if the question is still open)."""
     from notifications.models import QuestionEmail
 
-    before_the_outbox = [("notifications", "0002_content_types"), ("runs", "0016_relay_spend_and_security_events")]
+    before_the_outbox = [("notifications", "0002_content_types"), ("runs", "0017_metrics_indexes")]
     before = _migrate(*before_the_outbox)
     User, Run, Interaction = (
         before.get_model(*name) for name in (("auth", "User"), ("runs", "Run"), ("runs", "Interaction"))

@@ -8,7 +8,7 @@ from django.db import migrations
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runs", "0016_relay_spend_and_security_events"),
+        ("runs", "0017_metrics_indexes"),
         ("notifications", "0003_question_email_outbox"),
     ]
 
