@@ -120,12 +120,12 @@ def test_the_webhook_rows_are_the_notifications_apps_after_the_move(django_user_
 
 
 def test_questions_already_emailed_stay_emailed_in_the_outbox():
-    """Question emails became an outbox (notifications 0003): a question marked emailed before
+    """Question emails became an outbox (notifications 0004): a question marked emailed before
     the upgrade has a sent row at the time of its mark, and is not emailed again; one not yet
     marked gets no row (the supervisor writes it if the question is still open)."""
     from notifications.models import QuestionEmail
 
-    before_the_outbox = [("notifications", "0002_content_types"), ("runs", "0017_metrics_indexes")]
+    before_the_outbox = [("notifications", "0003_webhook_deleted_at"), ("runs", "0018_worker_draining")]
     before = _migrate(*before_the_outbox)
     User, Run, Interaction = (
         before.get_model(*name) for name in (("auth", "User"), ("runs", "Run"), ("runs", "Interaction"))

@@ -1,6 +1,6 @@
 """Question emails become an outbox (QuestionEmail rows, sent at least once) instead of a mark on
 the question made before the email was enqueued. A question already emailed stays emailed: its
-row is written sent, at the time of the old mark (runs' 0017 then drops the mark from its state)."""
+row is written sent, at the time of the old mark (runs' 0019 then drops the mark from its state)."""
 
 import django.db.models.deletion
 from django.db import migrations, models
@@ -34,7 +34,7 @@ def marks_from_sent_rows(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("notifications", "0002_content_types"),
+        ("notifications", "0003_webhook_deleted_at"),
         ("runs", "0016_relay_spend_and_security_events"),
     ]
 
