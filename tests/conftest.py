@@ -72,15 +72,16 @@ def pytest_sessionfinish(session, exitstatus):
 
 @pytest.fixture(autouse=True)
 def webhook_tasks_inline(monkeypatch):
-    """The synchronous cluster of in-process tests runs a task inside async_task: a webhook task
-    makes its attempt there too (a live cluster hands it to a sender thread), and as no task ever
-    waits in the queue, a due delivery may be offered again at once."""
+    """The synchronous cluster of in-process tests runs a task inside async_task: a webhook or
+    question email task makes its attempt there too (a live cluster hands it to a sender thread),
+    and as no task ever waits in the queue, a due row may be offered again at once."""
     from django_q.conf import Conf
 
     if Conf.SYNC:
-        from notifications import services, task_queue, tasks
+        from notifications import email, services, task_queue, tasks
 
         monkeypatch.setattr(tasks, "send_webhook", services.attempt_delivery)
+        monkeypatch.setattr(tasks, "email_question", email.attempt_question_email)
         monkeypatch.setattr(task_queue, "REOFFER_AFTER_SECONDS", 0.0)
 
 
