@@ -15,6 +15,20 @@ from tests.support.clients import client_for
 from tests.support.fake_codex import FakeCodex
 from tests.support.outside_reads import OutsideReadGuard
 
+# The umask the suite started with, read before any test module ran (os.umask only reads by setting).
+SUITE_UMASK = os.umask(0o022)
+os.umask(SUITE_UMASK)
+
+
+@pytest.fixture(autouse=True)
+def suite_umask():
+    """Each test starts with the suite's umask. Importing skillrunner.asgi, as the socket tests do
+    (at collection, too), runs that entry point's start, which makes what the process creates
+    private to the service user (umask 077, R-FS3); the tests after it write fake engines and
+    skills that the sandbox's own uid must read."""
+    os.umask(SUITE_UMASK)
+    yield
+
 REPO = Path(__file__).resolve().parent.parent
 BUNDLED_SKILLS = REPO / "skills" / "bundled"
 FAKE_CODEX = REPO / "tests" / "support" / "fake_codex.py"
