@@ -29,6 +29,7 @@ def suite_umask():
     os.umask(SUITE_UMASK)
     yield
 
+
 REPO = Path(__file__).resolve().parent.parent
 BUNDLED_SKILLS = REPO / "skills" / "bundled"
 FAKE_CODEX = REPO / "tests" / "support" / "fake_codex.py"
