@@ -17,7 +17,9 @@ ENGINE_CLI_DIR := engines/cli
 #     through the Redis broker and channel layer, the web's connection pool, and how each stops
 #     with them (the shutdown matrix), is killed, restarts or recovers.
 #   tests/real_engines/test_service_real_engines.py: a real CLI's turn through the job API.
-#   tests/notifications: deliveries claimed under row locks, sender threads and their connections.
+#   tests/notifications: webhook deliveries and question emails claimed under row locks (the shared
+#     outbox), sender threads and their connections; tests/live/test_question_email_delivery.py: a
+#     worker killed mid-send on PostgreSQL.
 #   tests/runs/test_fair_share.py (fair share on real row locks), test_thread_connections.py
 #     (connections a thread leaves open), test_seed_history.py (server-side on PostgreSQL),
 #     test_retention.py (old runs found by date).

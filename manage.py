@@ -4,14 +4,16 @@ import sys
 
 
 def main() -> None:
-    # Everything the service creates (data dir, database, run folders, engine homes) is private
-    # to its user (R-FS3); the process's children inherit this.
-    os.umask(0o077)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "skillrunner.settings")
     from django.core.exceptions import ImproperlyConfigured
     from django.core.management import execute_from_command_line
 
+    from skillrunner.startup import start_process
+
     try:
+        # Everything the service creates is private to its user (R-FS3), and every command finds
+        # the installation prepared, its secret key made, or ends with one line saying why (R-OP12).
+        start_process()
         execute_from_command_line(sys.argv)
     except ImproperlyConfigured as exc:
         # A setting refused (local mode without the relay, a bad number): what to change, on one

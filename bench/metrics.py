@@ -70,7 +70,7 @@ def _seed(count: int):
     from django.utils import timezone
 
     from accounts.models import ApiToken, LiveConnection
-    from notifications.models import WebhookDelivery, WebhookEndpoint
+    from notifications.models import QuestionEmail, WebhookDelivery, WebhookEndpoint
     from runs.models import Interaction, Run, RunEvent, TurnUsage
     from runs.services.dispatching import owner_queue_changed
     from skills.selectors import current_version
@@ -122,18 +122,19 @@ def _seed(count: int):
             ),
             batch_size=BATCH,
         )
-        Interaction.objects.bulk_create(
+        questions = Interaction.objects.bulk_create(
             (
-                Interaction(
-                    run=run,
-                    interaction_id=1,
-                    attempt_number=1,
-                    prompt="Which city next?",
-                    payload={},
-                    emailed_at=now if pick.random() < 0.5 else None,
-                )
+                Interaction(run=run, interaction_id=1, attempt_number=1, prompt="Which city next?", payload={})
                 for run in runs
                 if run.status == "waiting_user"
+            ),
+            batch_size=BATCH,
+        )
+        QuestionEmail.objects.bulk_create(
+            (
+                QuestionEmail(interaction=question, state="sent", next_attempt_at=now, sent_at=now)
+                for question in questions
+                if pick.random() < 0.5
             ),
             batch_size=BATCH,
         )

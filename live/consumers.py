@@ -28,7 +28,7 @@ from skillrunner.api_errors import exception_handler
 from skillrunner.errors import ApplicationError, NotFound
 from skillrunner.throttles import REPLY_SCOPE, check_rate
 
-from .shutdown import CLOSE_GOING_AWAY, open_sockets
+from .shutdown import CLOSE_GOING_AWAY, CLOSE_INTERNAL_ERROR, open_sockets
 from .watcher import RunChangeWaiter
 
 logger = logging.getLogger(__name__)
@@ -37,7 +37,6 @@ logger = logging.getLogger(__name__)
 GOING_AWAY_SECONDS = 2.0
 
 CLOSE_NORMAL = 1000
-CLOSE_INTERNAL_ERROR = 1011
 CLOSE_BAD_REQUEST = 4400
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404

@@ -7,7 +7,8 @@ the one registered here cancels every open socket's application, which closes it
 (live.consumers.LiveConnectionConsumer). daphne's own trigger is not enough: it ends at the first
 connection that has no application (an idle keep-alive HTTP connection) without cancelling the
 rest. And autobahn lets an application close with 1000 or 3000-4999 only, so 1001 (RFC 6455's
-code for a server going down) is sent as its own protocol would send it.
+code for a server going down) and 1011 (an internal error: a socket whose events could not be read
+— refused, it left the socket open and silent) are sent as its own protocol would send them.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ import asyncio
 import sys
 
 CLOSE_GOING_AWAY = 1001
+CLOSE_INTERNAL_ERROR = 1011
+# Codes of RFC 6455 that autobahn refuses from an application, but this service sends.
+_PROTOCOL_CODES = (CLOSE_GOING_AWAY, CLOSE_INTERNAL_ERROR)
 
 # The application tasks of this process's open sockets (all in its one event loop).
 open_sockets: set[asyncio.Task] = set()
@@ -42,7 +46,7 @@ def install_in_daphne() -> None:
     server_close = WebSocketProtocol.serverClose
 
     def close(protocol: WebSocketProtocol, code: int | None = None) -> None:
-        if code == CLOSE_GOING_AWAY:
+        if code in _PROTOCOL_CODES:
             protocol.sendCloseFrame(code=code)
         else:
             server_close(protocol, code)

@@ -27,7 +27,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from prometheus_client.registry import Collector
 
 from accounts.models import LiveConnection
-from notifications.models import WebhookDelivery
+from notifications.models import QuestionEmail, WebhookDelivery
 from runs.models import EventKind, Interaction, Run, RunEvent, RunStatus
 from runs.services.dispatching import ready_queue_length
 
@@ -161,10 +161,10 @@ def webhook_deliveries() -> GaugeMetricFamily:
     return family
 
 
-def question_emails() -> CounterMetricFamily:
-    """Questions marked emailed (R-NT3), each handed to the mailer once."""
-    return CounterMetricFamily(
-        "skillrunner_question_emails",
-        "Questions whose owner was emailed.",
-        Interaction.objects.filter(emailed_at__isnull=False).count(),
-    )
+def question_emails() -> GaugeMetricFamily:
+    """The question emails' outbox (R-NT3), as the webhook deliveries'."""
+    family = GaugeMetricFamily("skillrunner_question_emails", "Question emails stored, by state.", labels=["state"])
+    counts = dict(QuestionEmail.objects.order_by().values_list("state").annotate(Count("pk")))
+    for state in QuestionEmail.State.values:
+        family.add_metric([state], counts.get(state, 0))
+    return family

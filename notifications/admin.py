@@ -1,5 +1,5 @@
 """Admin of webhooks (R-NT1): endpoints (deletable, secrets never shown) and the delivery log
-with its attempts, filters and a "redeliver" action."""
+with its attempts, filters and a "redeliver" action; and the question emails' outbox (R-NT3)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from django.contrib import admin, messages
 from skillrunner.readonly_admin import ReadOnlyAdmin, ReadOnlyInline
 
 from . import services
-from .models import WebhookAttempt, WebhookDelivery, WebhookEndpoint
+from .models import QuestionEmail, WebhookAttempt, WebhookDelivery, WebhookEndpoint
 
 ENDPOINT_FIELDS = ("id", "owner", "url", "events", "run", "created_at")
 
@@ -62,3 +62,13 @@ class WebhookDeliveryAdmin(ReadOnlyAdmin):
     def redeliver(self, request, queryset):
         count = services.redeliver(queryset)
         self.message_user(request, f"{count} deliveries queued to be sent again.", messages.SUCCESS)
+
+
+@admin.register(QuestionEmail)
+class QuestionEmailAdmin(ReadOnlyAdmin):
+    list_display = ("interaction", "state", "attempt_count", "created_at", "next_attempt_at", "sent_at")
+    list_select_related = ("interaction",)
+    list_filter = ("state", "created_at")
+    search_fields = ("interaction__run__request_id", "interaction__run__owner__username")
+    date_hierarchy = "created_at"
+    show_full_result_count = False

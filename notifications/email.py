@@ -1,14 +1,24 @@
 """Question emails (R-NT3): one per question, only for questions still open after a grace period,
-to owners with an address who have not opted out; sent by the worker cluster."""
+to owners with an address who have not opted out; sent by the worker cluster.
+
+An outbox (`outbox.py`, as webhook deliveries): the supervisor's tick writes a QuestionEmail row
+for each question past its grace period, and offers every row due; a sender leases the row under
+a row lock, sends, and marks it sent. A task lost on the way (the broker away, a worker killed
+mid-send, a task queued under an old name) leaves the row pending, and the next tick offers it
+again: at least once, and once as the owner sees it but for the case said in
+`attempt_question_email`.
+"""
 
 from __future__ import annotations
 
 import logging
+import smtplib
 from datetime import timedelta
 
 from django.conf import settings
 from django.core.mail import EmailMultiAlternatives
-from django.db.models import F
+from django.db import transaction
+from django.db.models import F, QuerySet
 from django.template.defaultfilters import truncatechars
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -17,6 +27,8 @@ from django.utils import timezone
 from runs.models import Interaction, RunStatus
 from skillrunner.links import public_url, run_page_url
 
+from . import outbox
+from .models import QuestionEmail
 from .task_queue import enqueue_question_email
 
 logger = logging.getLogger(__name__)
@@ -24,36 +36,41 @@ logger = logging.getLogger(__name__)
 SUBJECT_PROMPT_CHARS = 80
 
 
-def claim_due_questions() -> list[int]:
-    """Supervisor tick: questions open for longer than the grace period and not yet emailed.
-
-    Each is marked emailed by a conditional update before it is handed over, so however many
-    workers tick at once, a question gets one email at most.
-    """
-    cutoff = timezone.now() - timedelta(seconds=settings.SKILLRUNNER_EMAIL_GRACE_SECONDS)
-    due = (
+def _open_questions() -> QuerySet[Interaction]:
+    """Questions a run waits on, whose owner has an address and wants these emails."""
+    return (
         Interaction.objects.filter(
             run__status=RunStatus.WAITING_USER,
             run__pending_interaction_id=F("interaction_id"),
             answered_at__isnull=True,
-            emailed_at__isnull=True,
-            asked_at__lte=cutoff,
         )
         .exclude(run__owner__email="")
         .exclude(run__owner__notification_settings__email_questions=False)
-        .values_list("pk", flat=True)
     )
-    claimed = [
-        pk
-        for pk in list(due)
-        if Interaction.objects.filter(pk=pk, emailed_at__isnull=True).update(emailed_at=timezone.now())
-    ]
-    for pk in claimed:
-        try:
-            enqueue_question_email(pk)
-        except Exception:  # the broker is away: this question goes without an email
-            logger.warning("could not enqueue the email for question %s", pk, exc_info=True)
-    return claimed
+
+
+def offer_due_question_emails(limit: int = 200) -> int:
+    """Supervisor tick: an email row for each question open for longer than the grace period,
+    written once however many workers tick at once; then every row due is offered."""
+    cutoff = timezone.now() - timedelta(seconds=settings.SKILLRUNNER_EMAIL_GRACE_SECONDS)
+    newly_due = _open_questions().filter(asked_at__lte=cutoff, question_email__isnull=True)
+    now = timezone.now()
+    QuestionEmail.objects.bulk_create(
+        [QuestionEmail(interaction_id=pk, next_attempt_at=now) for pk in newly_due.values_list("pk", flat=True)],
+        ignore_conflicts=True,  # another worker's tick wrote it first: one row per question
+    )
+    due = outbox.due(QuestionEmail.objects.all(), limit)
+    for pk in due:
+        offer(pk)
+    return len(due)
+
+
+def offer(email_pk: int) -> None:
+    """Hand an email to the cluster; if the broker is away, the next tick offers it again."""
+    try:
+        enqueue_question_email(email_pk)
+    except Exception:
+        logger.warning("could not enqueue question email %s; the supervisor will retry", email_pk, exc_info=True)
 
 
 def question_message(interaction: Interaction) -> EmailMultiAlternatives:
@@ -78,10 +95,37 @@ def question_message(interaction: Interaction) -> EmailMultiAlternatives:
     return message
 
 
-def send_question_email(interaction_pk: int) -> bool:
-    """Sends unless the question was answered since it was claimed; False when skipped."""
-    interaction = Interaction.objects.select_related("run__owner", "run__skill").filter(pk=interaction_pk).first()
-    if interaction is None or interaction.answered_at is not None or interaction.run.status != RunStatus.WAITING_USER:
-        return False
-    question_message(interaction).send()
-    return True
+def _lease() -> float:
+    return outbox.lease_seconds(settings.SKILLRUNNER_EMAIL_TIMEOUT_SECONDS)
+
+
+def attempt_question_email(email_pk: int) -> QuestionEmail | None:
+    """One attempt of a due email, recorded; None when it is not due or another sender has it.
+    A question answered (or opted out of) since its row was written is skipped, not sent."""
+    with transaction.atomic():
+        email = outbox.claim(QuestionEmail.objects.all(), email_pk, _lease())
+        if email is None:
+            return None
+        question = _open_questions().select_related("run__owner", "run__skill").filter(pk=email.interaction_id).first()
+        if question is None:
+            email.state = QuestionEmail.State.SKIPPED
+            email.leased_until = None
+            email.save(update_fields=["state", "leased_until"])
+            return email
+    try:
+        question_message(question).send()
+    except (smtplib.SMTPException, OSError) as exc:  # the mail server refused or is away: retried
+        unit = settings.SKILLRUNNER_EMAIL_RETRY_BASE_SECONDS
+        outbox.retry_or_give_up(email, f"{type(exc).__name__}: {exc}", unit, give_up=QuestionEmail.State.FAILED)
+        email.save()
+        return email
+    # Sent. A crash from here to the commit below (the worker killed, the database away) leaves the
+    # row pending, so it is sent again once its lease lapses: the owner may get the email twice.
+    # That is the side to err on: marking it sent before sending (as this code once did) loses it
+    # instead, and a question nobody is told about keeps its run waiting until its deadline.
+    email.state = QuestionEmail.State.SENT
+    email.sent_at = timezone.now()
+    email.leased_until = None
+    email.last_error = ""
+    email.save()
+    return email

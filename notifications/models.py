@@ -1,8 +1,9 @@
-"""Webhook endpoints and the delivery log (R-NT1).
+"""Webhook endpoints and the delivery log (R-NT1), and question emails (R-NT3): two outboxes.
 
 A delivery row is written in the same transaction as the run event it announces, so an event
 that is committed always has its deliveries, and a worker that dies mid-send only delays them:
-the row stays pending and is sent again (at least once, same `delivery_id`).
+the row stays pending and is sent again (at least once, same `delivery_id`). A question email
+is a row of its own once the question outlives the grace period, sent the same way (`outbox.py`).
 """
 
 from __future__ import annotations
@@ -53,9 +54,26 @@ class WebhookEndpoint(models.Model):
         return self.url
 
 
-class WebhookDelivery(models.Model):
+PENDING = "pending"  # the state of every outbox row still to be sent (outbox.py)
+
+
+class OutboxItem(models.Model):
+    """What a sender needs of a row to lease it, retry it and see a dead sender's lease lapse."""
+
+    attempt_count = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(db_index=True)
+    # A sender holds the row until then; past it, a sender that died is presumed gone.
+    leased_until = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    state: str  # each outbox's own choices, PENDING among them
+
+    class Meta:
+        abstract = True
+
+
+class WebhookDelivery(OutboxItem):
     class State(models.TextChoices):
-        PENDING = "pending"
+        PENDING = PENDING
         DELIVERED = "delivered"
         FAILED = "failed"  # every retry of the schedule failed
 
@@ -66,12 +84,7 @@ class WebhookDelivery(models.Model):
     payload = models.JSONField()
     is_test = models.BooleanField(default=False, help_text="sent on the owner's request to try the webhook")
     state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING, db_index=True)
-    attempt_count = models.PositiveIntegerField(default=0)
-    next_attempt_at = models.DateTimeField(db_index=True)
-    # A sender holds the delivery until then; past it, a sender that died is presumed gone.
-    leased_until = models.DateTimeField(null=True, blank=True)
     last_status_code = models.PositiveIntegerField(null=True, blank=True)
-    last_error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
 
@@ -101,3 +114,25 @@ class WebhookAttempt(models.Model):
 
     def __str__(self) -> str:
         return f"{self.delivery_id} #{self.number}"
+
+
+class QuestionEmail(OutboxItem):
+    """The email about one question (R-NT3), written once the question outlives the grace period."""
+
+    class State(models.TextChoices):
+        PENDING = PENDING
+        SENT = "sent"
+        SKIPPED = "skipped"  # the question was answered (or its run ended) before it went out
+        FAILED = "failed"  # every retry of the schedule failed
+
+    interaction = models.OneToOneField("runs.Interaction", on_delete=models.CASCADE, related_name="question_email")
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    created_at = models.DateTimeField(auto_now_add=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["state", "next_attempt_at"])]
+
+    def __str__(self) -> str:
+        return f"question email {self.interaction_id}"

@@ -8,7 +8,7 @@ from runs import hooks
 from runs.models import Run
 
 from . import destinations, services
-from .email import claim_due_questions
+from .email import offer_due_question_emails
 
 
 def record_status_change(sender: type[Run], *, run: Run, **kwargs: Any) -> None:
@@ -28,4 +28,4 @@ def connect() -> None:
     hooks.checking_callback.connect(check_callback, sender=Run)
     hooks.callback_requested.connect(register_callback, sender=Run)
     hooks.register_supervisor_job(hooks.SupervisorJob(services.offer_due_deliveries, services.deliveries_pending))
-    hooks.register_supervisor_job(hooks.SupervisorJob(claim_due_questions))
+    hooks.register_supervisor_job(hooks.SupervisorJob(offer_due_question_emails))

@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -24,7 +23,7 @@ from skillrunner.errors import NotFound, OverUserLimit
 from skillrunner.links import run_page_url
 from skillrunner.lookups import with_id
 
-from . import destinations, transport
+from . import destinations, outbox, transport
 from .models import ALL_EVENTS, TEST_EVENT, WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
 from .signing import DELIVERY_HEADER, EVENT_HEADER, SIGNATURE_HEADER, new_secret, signature
 from .task_queue import enqueue_delivery
@@ -37,13 +36,6 @@ EVENT_FOR_STATUS: dict[str, str] = {
     RunStatus.FAILED: WebhookEvent.FAILED,
     RunStatus.CANCELED: WebhookEvent.CANCELED,
 }
-
-# The retry schedule, in units of SKILLRUNNER_WEBHOOK_RETRY_BASE_SECONDS (30 s by default):
-# the first retry one unit after the first attempt, each wait twice the last, none longer than
-# 720 units (6 h), and no attempt later than 2880 units (24 h) after the event.
-MAX_WAIT_UNITS = 720
-GIVE_UP_AFTER_UNITS = 2880
-
 
 # --- endpoints -----------------------------------------------------------------------------------
 
@@ -200,14 +192,7 @@ def deliveries_pending() -> bool:
 
 def offer_due_deliveries(limit: int = 200) -> int:
     """Supervisor tick: pending deliveries due for a (re)try and not held by a live sender."""
-    now = timezone.now()
-    due_query = (
-        WebhookDelivery.objects.filter(state=WebhookDelivery.State.PENDING, next_attempt_at__lte=now)
-        .filter(Q(leased_until__isnull=True) | Q(leased_until__lt=now))
-        .order_by("next_attempt_at")
-        .values_list("pk", flat=True)[:limit]
-    )
-    due = list(due_query)
+    due = outbox.due(WebhookDelivery.objects.all(), limit)
     for pk in due:
         offer(pk)  # each delivery is enqueued at most once per re-offer window by this process
     return len(due)
@@ -220,18 +205,10 @@ def _timeout() -> float:
     return settings.SKILLRUNNER_WEBHOOK_TIMEOUT_SECONDS
 
 
-def lease_seconds() -> float:
-    """How long a sender holds a delivery: its timeout for each phase of the request, with room."""
-    return _timeout() * 3 + 5
-
-
 def retry_delay(attempts_made: int) -> float | None:
-    """Seconds until the next attempt after `attempts_made` failed ones; None once past the schedule."""
-    unit = settings.SKILLRUNNER_WEBHOOK_RETRY_BASE_SECONDS
-    waits = [min(2 ** (n - 1), MAX_WAIT_UNITS) for n in range(1, attempts_made + 1)]
-    if sum(waits) > GIVE_UP_AFTER_UNITS:
-        return None
-    return waits[-1] * unit
+    """Seconds until the next attempt after `attempts_made` failed ones (the schedule in units of
+    SKILLRUNNER_WEBHOOK_RETRY_BASE_SECONDS); None once past it."""
+    return outbox.retry_delay(attempts_made, settings.SKILLRUNNER_WEBHOOK_RETRY_BASE_SECONDS)
 
 
 # What an attempt says until its sender records the answer: if the sender dies, it stays so.
@@ -241,25 +218,16 @@ UNFINISHED_ATTEMPT = "no answer recorded: the sender stopped (worker died or was
 def _claim(delivery_pk: int) -> tuple[WebhookDelivery, WebhookAttempt] | None:
     """Lease a due delivery and log its attempt as started, in one transaction."""
     with transaction.atomic():
-        now = timezone.now()
-        delivery = (
-            WebhookDelivery.objects.select_for_update(of=("self",))
-            .select_related("endpoint")
-            .filter(pk=delivery_pk)
-            .first()
-        )
-        if (
-            delivery is None
-            or delivery.state != WebhookDelivery.State.PENDING
-            or delivery.next_attempt_at > now
-            or (delivery.leased_until is not None and delivery.leased_until > now)
-        ):
+        rows = WebhookDelivery.objects.select_related("endpoint")
+        delivery = outbox.claim(rows, delivery_pk, outbox.lease_seconds(_timeout()))
+        if delivery is None:
             return None
-        delivery.leased_until = now + timedelta(seconds=lease_seconds())
-        delivery.attempt_count += 1
-        delivery.save(update_fields=["leased_until", "attempt_count"])
         attempt = WebhookAttempt.objects.create(
-            delivery=delivery, number=delivery.attempt_count, started_at=now, duration_ms=0, error=UNFINISHED_ATTEMPT
+            delivery=delivery,
+            number=delivery.attempt_count,
+            started_at=timezone.now(),
+            duration_ms=0,
+            error=UNFINISHED_ATTEMPT,
         )
     return delivery, attempt
 
@@ -309,15 +277,14 @@ def attempt_delivery(delivery_pk: int) -> WebhookDelivery | None:
         delivery.last_status_code = answer.status_code
         delivery.last_error = answer.error
         delivery.leased_until = None
-        retryable = answer.status_code is None or answer.status_code >= 500
-        delay = retry_delay(delivery.attempt_count) if retryable else None
         if answer.ok:
             delivery.state = WebhookDelivery.State.DELIVERED
             delivery.delivered_at = timezone.now()
-        elif delay is None:
-            delivery.state = WebhookDelivery.State.FAILED
+        elif answer.status_code is None or answer.status_code >= 500:
+            unit = settings.SKILLRUNNER_WEBHOOK_RETRY_BASE_SECONDS
+            outbox.retry_or_give_up(delivery, answer.error, unit, give_up=WebhookDelivery.State.FAILED)
         else:
-            delivery.next_attempt_at = timezone.now() + timedelta(seconds=delay)
+            delivery.state = WebhookDelivery.State.FAILED
         delivery.save()
     return delivery
 

@@ -9,41 +9,46 @@ import time
 from django_q.tasks import async_task
 
 DELIVERY_TASK = "notifications.tasks.send_webhook"
-QUESTION_EMAIL_TASK = "notifications.tasks.send_question_email"
+QUESTION_EMAIL_TASK = "notifications.tasks.email_question"
 
-# A webhook delivery is enqueued on each attempt that falls due, and the supervisor's tick looks
-# for due attempts every second: a process enqueues one delivery at most once per window, so a
-# delivery waiting in the task queue is not enqueued again. (Turns are offered once across all
+# An outbox row (outbox.py) is enqueued on each attempt that falls due, and the supervisor's tick
+# looks for due attempts every second: a process enqueues one row at most once per window, so a
+# row waiting in the task queue is not enqueued again. (Turns are offered once across all
 # processes instead: runs.services.dispatching.)
 REOFFER_AFTER_SECONDS = 2.0
-_offered: dict[int, float] = {}  # delivery pk: when it was last enqueued
+_offered: dict[tuple[str, int], float] = {}  # (task, row pk): when it was last enqueued
 _offered_lock = threading.Lock()
 
 
-def recently_offered(delivery_pk: int) -> bool:
-    """Whether the delivery was offered within the window; marks it offered if not."""
+def recently_offered(task: str, pk: int) -> bool:
+    """Whether the row was offered to `task` within the window; marks it offered if not."""
     now = time.monotonic()
     with _offered_lock:
-        if now - _offered.get(delivery_pk, float("-inf")) < REOFFER_AFTER_SECONDS:
+        if now - _offered.get((task, pk), float("-inf")) < REOFFER_AFTER_SECONDS:
             return True
-        _offered[delivery_pk] = now
+        _offered[task, pk] = now
         if len(_offered) > 4096:
             for stale in [k for k, at in _offered.items() if now - at >= REOFFER_AFTER_SECONDS]:
                 del _offered[stale]
         return False
 
 
-def enqueue_delivery(delivery_pk: int) -> None:
-    """A webhook delivery task: it hands the attempt to a sender thread and returns at once."""
-    if recently_offered(delivery_pk):
+def _enqueue_once(task: str, pk: int, task_name: str) -> None:
+    if recently_offered(task, pk):
         return
     try:
-        async_task(DELIVERY_TASK, delivery_pk, task_name=f"webhook-{delivery_pk}")
+        async_task(task, pk, task_name=task_name)
     except Exception:
         with _offered_lock:
-            _offered.pop(delivery_pk, None)  # not enqueued: the next offer must try again
+            _offered.pop((task, pk), None)  # not enqueued: the next offer must try again
         raise
 
 
-def enqueue_question_email(interaction_pk: int) -> None:
-    async_task(QUESTION_EMAIL_TASK, interaction_pk, task_name=f"question-email-{interaction_pk}")
+def enqueue_delivery(delivery_pk: int) -> None:
+    """A webhook delivery task: it hands the attempt to a sender thread and returns at once."""
+    _enqueue_once(DELIVERY_TASK, delivery_pk, f"webhook-{delivery_pk}")
+
+
+def enqueue_question_email(email_pk: int) -> None:
+    """A question email task (the pk of its QuestionEmail row): as a delivery, on a sender thread."""
+    _enqueue_once(QUESTION_EMAIL_TASK, email_pk, f"question-email-{email_pk}")

@@ -1,14 +1,14 @@
-"""django-q2 entry points (named in `task_queue.py`): thin wrappers over the sender and the email."""
+"""django-q2 entry points (named in `task_queue.py`): each hands its row to a sender thread."""
 
 from __future__ import annotations
 
-from . import email
+from . import email, services
 from .sender import sender
 
 
 def send_webhook(delivery_pk: int) -> None:
-    sender.submit(delivery_pk)
+    sender.submit(services.attempt_delivery, delivery_pk)
 
 
-def send_question_email(interaction_pk: int) -> None:
-    email.send_question_email(interaction_pk)
+def email_question(email_pk: int) -> None:
+    sender.submit(email.attempt_question_email, email_pk)

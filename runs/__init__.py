@@ -18,6 +18,7 @@ through `hooks.py`.
 | `usage.py` | token usage, cost and duration per turn, run and aggregate |
 | `supervision.py` | recovery at worker start and the once-a-second tick: deadlines, dead claims, re-dispatch, the jobs other apps registered |
 | `retention.py` | removing the folders of old finished runs |
+| `sweeps.py` | removing temporary folders: a run's staging when it ends, what a killed process left once old enough (hourly) |
 | `cache.py` | reusing an identical earlier auto run's result |
 | `options.py`, `inputs.py` | a run's runtime options and its input against the skill's schemas |
 | `api.py`, `serializers.py` | the `/v1/jobs` API and its shapes |

@@ -219,9 +219,6 @@ class Interaction(models.Model):
     idempotency_key = models.CharField(max_length=128, blank=True)
     answered_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     answered_at = models.DateTimeField(null=True, blank=True)
-    emailed_at = models.DateTimeField(
-        null=True, blank=True, help_text="when the owner was emailed about this question (R-NT3)"
-    )
 
     class Meta:
         ordering = ["run", "interaction_id"]

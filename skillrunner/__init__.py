@@ -6,7 +6,7 @@ from their AppConfig.ready (their readiness checks).
 | module | role |
 |---|---|
 | `settings.py` | every setting from the environment (R-OP4), refused loudly when malformed |
-| `startup.py` | the explicit start-up step (`serve`, `worker`, the suite): data dir, skills, checks |
+| `startup.py` | the explicit start-up step of every entry point (`manage.py`, `asgi.py`, the suite): a private data dir and the secret key, or one line saying why not (R-OP12) |
 | `urls.py`, `urls_ui.py` | the API under `/v1/`, probes, admin; the pages each app owns, at the site root |
 | `asgi.py` | HTTP through Django (one reused thread per request), websockets through Channels |
 | `serve_parent.py`, `forking.py` | what `manage.py serve` becomes after forking web and worker; children that end with their parent |

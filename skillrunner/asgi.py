@@ -10,7 +10,13 @@ from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.base import BaseHandler
 from django.db import connections
 
+from skillrunner.startup import start_process
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "skillrunner.settings")
+# A web started alone (README "Scaling out") prepares the installation as `serve` and `worker` do:
+# without it, on a data dir no other process had prepared and without SECRET_KEY, every request
+# would answer 500 (R-OP12). What the web writes (uploads, run folders) is private to its user.
+start_process()
 django.setup(set_prefix=False)  # what get_asgi_application() does before it makes its own handler
 
 

@@ -332,6 +332,10 @@ SKILLRUNNER_USER_MAX_WEBHOOKS = _positive_int("SKILLRUNNER_USER_MAX_WEBHOOKS", 2
 SKILLRUNNER_ALLOW_ANY_MODEL = env.bool("SKILLRUNNER_ALLOW_ANY_MODEL", default=False)
 # A run still waiting for its upload after this long fails with UPLOAD_TIMEOUT (R-FS1).
 SKILLRUNNER_UPLOAD_TIMEOUT_SECONDS = _positive_int("SKILLRUNNER_UPLOAD_TIMEOUT_SECONDS", 3600)
+# Temporary folders a killed process left behind (a reply's or a package's staging, a run's upload
+# staging) are removed by the hourly sweep once this old (runs.sweeps); a request still reading
+# its body is younger.
+SKILLRUNNER_TEMP_MAX_AGE_SECONDS = _positive_int("SKILLRUNNER_TEMP_MAX_AGE_SECONDS", 6 * 3600)
 SKILLRUNNER_KILL_GRACE_SECONDS = env.float("SKILLRUNNER_KILL_GRACE_SECONDS", default=5.0)
 # R-OP10: a stopping worker's turns get this long to finish before they fail as interrupted; 0
 # stops them at once.
@@ -506,6 +510,14 @@ SKILLRUNNER_EMAIL_GRACE_SECONDS = env.float("SKILLRUNNER_EMAIL_GRACE_SECONDS", d
 # unset parts keep Django's defaults.
 globals().update({k: v for k, v in env.email_url("EMAIL_URL", default="consolemail://").items() if v is not None})
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="Skill Runner <skillrunner@localhost>")
+# Question emails are an outbox like webhook deliveries: each SMTP phase has this timeout (a sender
+# holds an email 3 timeouts + 5 s before another may send it), failures retry on the webhooks'
+# schedule in units of the base.
+SKILLRUNNER_EMAIL_TIMEOUT_SECONDS = env.float("SKILLRUNNER_EMAIL_TIMEOUT_SECONDS", default=10.0)
+SKILLRUNNER_EMAIL_RETRY_BASE_SECONDS = env.float("SKILLRUNNER_EMAIL_RETRY_BASE_SECONDS", default=30.0)
+if SKILLRUNNER_EMAIL_TIMEOUT_SECONDS <= 0 or SKILLRUNNER_EMAIL_RETRY_BASE_SECONDS <= 0:
+    raise ImproperlyConfigured("SKILLRUNNER_EMAIL_TIMEOUT_SECONDS and _RETRY_BASE_SECONDS must be positive")
+EMAIL_TIMEOUT = SKILLRUNNER_EMAIL_TIMEOUT_SECONDS
 
 # Who may scrape GET /metrics without a staff token (R-OP11): addresses and networks
 # ("10.0.0.5,10.1.0.0/16,::1"), matched against the peer the web server sees.

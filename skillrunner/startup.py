@@ -1,14 +1,19 @@
-"""The explicit startup step of an installation: `serve`, `worker` and the test suite call it
-before anything else, so importing the settings writes nothing.
+"""The explicit startup step of an installation: every entry point takes it before anything else
+(`manage.py` for each command, `serve` and `worker` among them; `skillrunner.asgi` for a web
+started alone, as README's "Scaling out" starts it; the test suite), so importing the settings
+writes nothing.
 
 It creates the data directory (private to the service user) and, when no SECRET_KEY is
-configured, the per-installation key kept with the data.
+configured, the per-installation key kept with the data. A process that cannot do either ends
+with one line saying why (R-OP12): a web that started without its key would answer every request
+with a 500, forever.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+import sys
 from pathlib import Path
 
 from django.conf import settings
@@ -18,10 +23,11 @@ SECRET_KEY_FILE = "secret_key"
 
 
 def read_secret_key(data_dir: Path) -> str:
-    """The installation's generated key, or "" before `prepare_installation` created it."""
+    """The installation's generated key, or "" before `prepare_installation` created it (or when
+    it cannot be read: `prepare_installation` then says why)."""
     try:
         return (data_dir / SECRET_KEY_FILE).read_text(encoding="utf-8").strip()
-    except FileNotFoundError:
+    except OSError:
         return ""
 
 
@@ -58,3 +64,14 @@ def prepare_installation() -> None:
         configured = False
     if not configured:
         settings.SECRET_KEY = read_secret_key(data_dir) or _create_secret_key(data_dir / SECRET_KEY_FILE)
+
+
+def start_process() -> None:
+    """The first step of every entry point: what it creates is private to the service user (its
+    children inherit the umask), and the installation is prepared, or the process refuses to
+    start with one line (R-OP12)."""
+    os.umask(0o077)
+    try:
+        prepare_installation()
+    except OSError as exc:
+        sys.exit(f"skillrunner: cannot prepare the data directory: {exc}; not starting")

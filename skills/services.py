@@ -30,8 +30,19 @@ def snapshot_root() -> Path:
     return settings.DATA_DIR / "skill-snapshots"
 
 
+def temporary_snapshot_root() -> Path:
+    """Where the snapshots of skills uploaded for one run live (R-UP4), until their run ends."""
+    return snapshot_root() / ".temporary"
+
+
+def staging_root() -> Path:
+    """Where a package is unpacked and copied while it is checked and installed (runs.sweeps
+    removes what a process killed in the middle left there)."""
+    return settings.DATA_DIR / "tmp"
+
+
 def _staging_dir() -> Path:
-    path = settings.DATA_DIR / "tmp"
+    path = staging_root()
     path.mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkdtemp(prefix="skill-", dir=path))
 
@@ -122,7 +133,7 @@ def temporary_version(package: SkillPackage, *, user) -> SkillVersion:
     """A snapshot of `package` for one run only (R-UP4): a temporary skill that is never current,
     so never listed or run by id. Call inside the transaction that gives it to its run; if that
     rolls back, remove_snapshot(version) removes the folder."""
-    target = snapshot_root() / ".temporary" / uuid.uuid4().hex
+    target = temporary_snapshot_root() / uuid.uuid4().hex
     _copy_snapshot(package, target)
     try:
         skill = Skill.objects.create(skill_id=package.skill_id, temporary=True)

@@ -15,6 +15,21 @@ from tests.support.clients import client_for
 from tests.support.fake_codex import FakeCodex
 from tests.support.outside_reads import OutsideReadGuard
 
+# The umask the suite started with, read before any test module ran (os.umask only reads by setting).
+SUITE_UMASK = os.umask(0o022)
+os.umask(SUITE_UMASK)
+
+
+@pytest.fixture(autouse=True)
+def suite_umask():
+    """Each test starts with the suite's umask. Importing skillrunner.asgi, as the socket tests do
+    (at collection, too), runs that entry point's start, which makes what the process creates
+    private to the service user (umask 077, R-FS3); the tests after it write fake engines and
+    skills that the sandbox's own uid must read."""
+    os.umask(SUITE_UMASK)
+    yield
+
+
 REPO = Path(__file__).resolve().parent.parent
 BUNDLED_SKILLS = REPO / "skills" / "bundled"
 FAKE_CODEX = REPO / "tests" / "support" / "fake_codex.py"
@@ -72,15 +87,16 @@ def pytest_sessionfinish(session, exitstatus):
 
 @pytest.fixture(autouse=True)
 def webhook_tasks_inline(monkeypatch):
-    """The synchronous cluster of in-process tests runs a task inside async_task: a webhook task
-    makes its attempt there too (a live cluster hands it to a sender thread), and as no task ever
-    waits in the queue, a due delivery may be offered again at once."""
+    """The synchronous cluster of in-process tests runs a task inside async_task: a webhook or
+    question email task makes its attempt there too (a live cluster hands it to a sender thread),
+    and as no task ever waits in the queue, a due row may be offered again at once."""
     from django_q.conf import Conf
 
     if Conf.SYNC:
-        from notifications import services, task_queue, tasks
+        from notifications import email, services, task_queue, tasks
 
         monkeypatch.setattr(tasks, "send_webhook", services.attempt_delivery)
+        monkeypatch.setattr(tasks, "email_question", email.attempt_question_email)
         monkeypatch.setattr(task_queue, "REOFFER_AFTER_SECONDS", 0.0)
 
 

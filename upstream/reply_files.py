@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
-from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.core.files.uploadhandler import FileUploadHandler
 from django.http import QueryDict
@@ -27,13 +26,13 @@ from django.http.multipartparser import MultiPartParser, MultiPartParserError
 from rest_framework import serializers
 
 from runs.services import ReplyFile, StagedReplyFiles
+from runs.sweeps import reply_staging_root
 from skillrunner.errors import ApplicationError
 
 from .handshake import reply_file_limits
 
 METADATA_PART = "metadata"
 FILES_PART = "files"
-STAGING_DIR = "reply-staging"
 # Room for a "-N" suffix within the 255 bytes a file name may have.
 MAX_NAME_BYTES = 200
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -168,7 +167,7 @@ class ReplyFileReceiver(FileUploadHandler):
 
     def _staging(self) -> Path:
         if self.folder is None:
-            root = settings.DATA_DIR / STAGING_DIR
+            root = reply_staging_root()
             root.mkdir(parents=True, exist_ok=True)
             self.folder = Path(tempfile.mkdtemp(dir=root))
             # Readable to an agent that runs as a uid of its own (engines.sandbox) once it moves in.

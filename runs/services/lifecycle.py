@@ -15,7 +15,7 @@ from skillrunner.errors import Conflict
 from skills.models import SkillVersion
 from skills.services import remove_snapshot
 
-from .. import hooks
+from .. import hooks, sweeps
 from ..events import Events, append_event, insert_events, number_events
 from ..models import TERMINAL_STATUSES, InteractiveProfile, Run, RunStatus
 from ..outcome import result_envelope
@@ -99,6 +99,8 @@ def transition(
         owner_queue_changed(run.owner_id, served=to == RunStatus.RUNNING)
     insert_events(run, events)
     hooks.status_changed.send(sender=Run, run=run)  # written with the change: webhook deliveries (R-NT1)
+    if to in TERMINAL_STATUSES:
+        transaction.on_commit(partial(sweeps.remove_run_leftovers, run.run_dir))
     if to in TERMINAL_STATUSES and run.admission_request and run.skill_version_id is not None:
         _remove_temporary_skill_files(run.skill_version_id)  # only a run created without its skill has that request
     if previous == RunStatus.WAITING_USER and run.interactive_profile == InteractiveProfile.STICKY_PROCESS:

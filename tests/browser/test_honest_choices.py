@@ -27,9 +27,10 @@ def test_the_form_offers_only_engines_that_can_run(live, new_page):
     for other in ("gemini", "claude", "iflow"):
         expect(engine.locator(f"option[value={other}]")).to_be_disabled()
         expect(engine.locator(f"option[value={other}]")).to_have_text(f"{other} (unavailable)")
+    # A user is told what they can do about it; the operator's settings are for staff (issue 41).
     notes = page.locator("#engine-notes")
-    expect(notes).to_contain_text("iflow: not installed here")
-    expect(notes).to_contain_text("gemini: not configured: the operator sets SKILLRUNNER_GEMINI_API_KEY")
+    expect(notes).to_contain_text("6 of this skill's engines are not set up on this service")
+    expect(notes).not_to_contain_text("SKILLRUNNER_")
     expect(page.locator("#id_model_helptext")).to_have_text("Leave empty for the default model: gpt-5-codex.")
     expect(page.get_by_label("Model")).to_have_attribute("placeholder", "gpt-5-codex")
     expect(page.get_by_label("Reuse a cached result")).to_be_checked()
@@ -46,6 +47,13 @@ def test_the_form_offers_only_engines_that_can_run(live, new_page):
     expect(phone.locator("#engine-notes")).to_be_visible()
     assert phone.evaluate("document.documentElement.scrollWidth") <= 390
     screenshot(phone, "51-new-run-phone.png")
+
+    staff = new_page()
+    log_in(staff, "root")
+    staff.goto("/runs/new/haiku-writer/")
+    operator_notes = staff.locator("#engine-notes")
+    expect(operator_notes).to_contain_text("iflow: not installed here")
+    expect(operator_notes).to_contain_text("gemini: not configured: the operator sets SKILLRUNNER_GEMINI_API_KEY")
 
 
 def test_an_engine_failure_reads_as_an_error_with_its_code_and_a_hint(live, new_page):

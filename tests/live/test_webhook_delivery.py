@@ -9,8 +9,7 @@ import signal
 
 import pytest
 
-from tests.support.fake_codex import FakeCodex
-from tests.support.live_service import LiveService
+from tests.support.live_service import with_fake_codex
 from tests.support.webhook_receiver import WebhookReceiver
 
 pytestmark = [pytest.mark.timeout(180)]
@@ -32,17 +31,13 @@ DELIVERIES = (
 
 @pytest.fixture
 def live(tmp_path):
-    (tmp_path / "engine").mkdir()
-    fake = FakeCodex(tmp_path / "engine", tmp_path / "data")  # the sandbox never shows the data dir
-    service = LiveService(
-        tmp_path / "data",
-        env={
-            "SKILLRUNNER_CODEX_BIN": str(fake.binary),
+    service = with_fake_codex(
+        tmp_path,
+        {
             "SKILLRUNNER_WEBHOOK_ALLOW_PRIVATE": "true",
             "SKILLRUNNER_WEBHOOK_TIMEOUT_SECONDS": TIMEOUT_SECONDS,
         },
     )
-    service.fake = fake
     yield service
     service.stop()
 

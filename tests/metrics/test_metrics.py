@@ -63,7 +63,7 @@ def known_runs(settings, alice, api, install_skill, fake_codex, manual_dispatch)
     and refused two requests of the succeeded run; her webhook got the success (200) and refused
     the failure (410); one live connection of hers is open."""
     from accounts.connections import open_connection
-    from notifications.email import claim_due_questions
+    from notifications.email import offer_due_question_emails
     from notifications.services import register_endpoint
     from runs.services import claim_turn
     from runs.services.spend import record_relay_activity
@@ -87,7 +87,7 @@ def known_runs(settings, alice, api, install_skill, fake_codex, manual_dispatch)
     fake_codex.script(ask())
     waiting = api.post("/v1/jobs", interactive_job(), format="json").json()["request_id"]
     manual_dispatch.run_inline(waiting)
-    assert len(claim_due_questions()) == 1 and len(mail.outbox) == 1
+    assert offer_due_question_emails() == 1 and len(mail.outbox) == 1
     create_job(api, runtime_options={"no_cache": True}, input={"topic": "queued"})
     running = create_job(api, runtime_options={"no_cache": True}, input={"topic": "running"})["request_id"]
     assert claim_turn(running, 1, "test:1:metrics") is not None
@@ -136,7 +136,8 @@ def test_figures_of_a_known_set_of_runs(known_runs, staff_scraper):
     }
     deliveries = {s.labels["state"]: s.value for s in metrics["skillrunner_webhook_deliveries"][2]}
     assert deliveries == {"pending": 0, "delivered": 1, "failed": 1}
-    assert value(metrics["skillrunner_question_emails_total"][2], "skillrunner_question_emails_total") == 1
+    emails = {s.labels["state"]: s.value for s in metrics["skillrunner_question_emails"][2]}
+    assert emails == {"pending": 0, "sent": 1, "skipped": 0, "failed": 0}
     assert value(metrics["skillrunner_live_connections"][2], "skillrunner_live_connections") == 1
 
 

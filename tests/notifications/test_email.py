@@ -1,13 +1,16 @@
 """Question emails (R-NT3): one per question after a grace period, to owners with an address who
 have not opted out; text and HTML parts with the question, its options and links built from
-SKILLRUNNER_PUBLIC_URL; sent through Django's email framework (locmem here, SMTP once)."""
+SKILLRUNNER_PUBLIC_URL; sent through Django's email framework (locmem here, SMTP once). An
+outbox: a task lost on the way (the broker away, a task under an old name, a mail server down)
+only delays the email, which is still sent exactly once."""
 
 from __future__ import annotations
 
 import pytest
 from django.core import mail
+from django.db import transaction
 
-from notifications.email import claim_due_questions
+from notifications.email import offer_due_question_emails
 from tests.interactive.helpers import ask_envelope, plan_done, reply, start
 from tests.support.live_service import free_port
 
@@ -34,10 +37,10 @@ def waiting_run(api, install_skill, fake_codex):
 
 
 def test_open_question_is_emailed_once_after_the_grace_period(mailer, waiting_run):
-    assert claim_due_questions() == [] and mail.outbox == []  # within the grace period
+    assert offer_due_question_emails() == 0 and mail.outbox == []  # within the grace period
     mailer.SKILLRUNNER_EMAIL_GRACE_SECONDS = 0
-    assert len(claim_due_questions()) == 1
-    assert claim_due_questions() == []  # one email per question
+    assert offer_due_question_emails() == 1
+    assert offer_due_question_emails() == 0  # one email per question
     (message,) = mail.outbox
     assert message.to == ["alice@example.org"]
     assert message.subject == "[Skill Runner] trip-planner asks: Which <city>?"
@@ -54,7 +57,7 @@ def test_open_question_is_emailed_once_after_the_grace_period(mailer, waiting_ru
 def test_question_answered_within_the_grace_period_is_not_emailed(mailer, api, waiting_run):
     reply(api, waiting_run, 1, "Kyoto")
     mailer.SKILLRUNNER_EMAIL_GRACE_SECONDS = 0
-    assert claim_due_questions() == [] and mail.outbox == []
+    assert offer_due_question_emails() == 0 and mail.outbox == []
 
 
 def test_opted_out_or_addressless_owners_get_none(mailer, alice, waiting_run):
@@ -62,9 +65,9 @@ def test_opted_out_or_addressless_owners_get_none(mailer, alice, waiting_run):
 
     mailer.SKILLRUNNER_EMAIL_GRACE_SECONDS = 0
     update_notification_settings(alice, email="alice@example.org", email_questions=False)
-    assert claim_due_questions() == []
+    assert offer_due_question_emails() == 0
     update_notification_settings(alice, email="", email_questions=True)
-    assert claim_due_questions() == []
+    assert offer_due_question_emails() == 0
     assert mail.outbox == []
 
 
@@ -101,7 +104,7 @@ def test_smtp_delivery_to_a_local_server(mailer, waiting_run):
         for name, value in environ.Env.email_url_config(f"smtp://127.0.0.1:{port}").items():
             setattr(mailer, name, value)
         mailer.SKILLRUNNER_EMAIL_GRACE_SECONDS = 0
-        assert len(claim_due_questions()) == 1
+        assert offer_due_question_emails() == 1
     finally:
         controller.stop()
     (message,) = received
@@ -113,3 +116,115 @@ def test_smtp_delivery_to_a_local_server(mailer, waiting_run):
         if not part.is_multipart()
     }
     assert "Which <city>?" in parts["text/plain"] and "Which &lt;city&gt;?" in parts["text/html"]
+
+
+def _sent_once(waiting_run):
+    from notifications.models import QuestionEmail
+
+    (row,) = QuestionEmail.objects.all()
+    (message,) = mail.outbox
+    assert row.state == "sent" and row.sent_at is not None and row.leased_until is None
+    assert f"/runs/{waiting_run}/#reply" in message.body
+    return row
+
+
+def test_the_broker_away_when_offered_only_delays_the_email(mailer, waiting_run, monkeypatch):
+    """The task never reaches the queue: the row stays pending and unleased, and the next tick,
+    with the broker back, sends it; later ticks send nothing more."""
+    from notifications import task_queue
+    from notifications.models import QuestionEmail
+
+    real_async_task = task_queue.async_task
+
+    def broker_away(*args, **kwargs):
+        raise ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    mailer.SKILLRUNNER_EMAIL_GRACE_SECONDS = 0
+    monkeypatch.setattr(task_queue, "async_task", broker_away)
+    assert offer_due_question_emails() == 1 and offer_due_question_emails() == 1  # offered again, lost again
+    row = QuestionEmail.objects.get()
+    assert mail.outbox == [] and row.state == "pending" and row.attempt_count == 0 and row.leased_until is None
+    monkeypatch.setattr(task_queue, "async_task", real_async_task)
+    assert offer_due_question_emails() == 1
+    assert offer_due_question_emails() == 0 and offer_due_question_emails() == 0
+    assert _sent_once(waiting_run).attempt_count == 1
+
+
+def test_a_task_queued_under_an_old_name_only_delays_the_email(mailer, waiting_run, monkeypatch):
+    """Tasks queued by the previous release name `send_question_email`, which is gone: such a task
+    fails without touching the row, and the next tick sends it under the new name."""
+    from django_q.tasks import async_task
+
+    from notifications import task_queue
+    from notifications.models import QuestionEmail
+
+    real_async_task = task_queue.async_task
+    mailer.SKILLRUNNER_EMAIL_GRACE_SECONDS = 0
+    monkeypatch.setattr(task_queue, "async_task", lambda *args, **kwargs: None)  # offered into the void
+    assert offer_due_question_emails() == 1
+    row = QuestionEmail.objects.get()
+    with pytest.raises(ValueError, match="notifications.tasks.send_question_email is not defined"):
+        async_task("notifications.tasks.send_question_email", row.interaction_id)  # what a worker records
+    row.refresh_from_db()
+    assert row.state == "pending" and row.attempt_count == 0 and mail.outbox == []
+    monkeypatch.setattr(task_queue, "async_task", real_async_task)
+    assert offer_due_question_emails() == 1
+    _sent_once(waiting_run)
+
+
+def test_a_sender_that_died_mid_send_is_replaced_once_its_lease_lapses(mailer, waiting_run, monkeypatch):
+    """A sender leased the row and died (no outcome recorded): no one else sends while its lease
+    holds; once it lapses, the next tick sends the email, once."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from notifications import outbox, task_queue
+    from notifications.email import attempt_question_email
+    from notifications.models import QuestionEmail
+
+    real_async_task = task_queue.async_task
+    mailer.SKILLRUNNER_EMAIL_GRACE_SECONDS = 0
+    monkeypatch.setattr(task_queue, "async_task", lambda *args, **kwargs: None)
+    offer_due_question_emails()
+    row = QuestionEmail.objects.get()
+    with transaction.atomic():  # what a sender does before it sends; then it is killed
+        outbox.claim(QuestionEmail.objects.all(), row.pk, 60)
+    monkeypatch.setattr(task_queue, "async_task", real_async_task)
+    assert offer_due_question_emails() == 0 and attempt_question_email(row.pk) is None and mail.outbox == []
+    QuestionEmail.objects.filter(pk=row.pk).update(leased_until=timezone.now() - timedelta(seconds=1))
+    assert offer_due_question_emails() == 1
+    assert _sent_once(waiting_run).attempt_count == 2
+
+
+def test_a_question_answered_before_its_email_went_out_is_skipped(mailer, api, waiting_run, monkeypatch):
+    from notifications import task_queue
+    from notifications.email import attempt_question_email
+    from notifications.models import QuestionEmail
+
+    mailer.SKILLRUNNER_EMAIL_GRACE_SECONDS = 0
+    monkeypatch.setattr(task_queue, "async_task", lambda *args, **kwargs: None)
+    offer_due_question_emails()
+    reply(api, waiting_run, 1, "Kyoto")
+    row = QuestionEmail.objects.get()
+    assert attempt_question_email(row.pk).state == "skipped" and mail.outbox == []
+    assert offer_due_question_emails() == 0
+
+
+def test_a_mail_server_that_is_away_is_retried_on_the_schedule(mailer, waiting_run):
+    """SMTP refused: the attempt is recorded and retried later, the same row; sent once it answers."""
+    from notifications.email import attempt_question_email
+    from notifications.models import QuestionEmail
+
+    mailer.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    mailer.EMAIL_HOST, mailer.EMAIL_PORT = "127.0.0.1", free_port()  # nothing listens
+    mailer.SKILLRUNNER_EMAIL_GRACE_SECONDS = 0
+    mailer.SKILLRUNNER_EMAIL_RETRY_BASE_SECONDS = 3600
+    assert offer_due_question_emails() == 1
+    row = QuestionEmail.objects.get()
+    assert row.state == "pending" and row.attempt_count == 1 and "ConnectionRefused" in row.last_error
+    assert offer_due_question_emails() == 0  # not due for an hour
+    mailer.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    QuestionEmail.objects.update(next_attempt_at=row.created_at)
+    assert attempt_question_email(row.pk).state == "sent"
+    assert _sent_once(waiting_run).attempt_count == 2

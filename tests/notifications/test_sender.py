@@ -8,6 +8,7 @@ import time
 import pytest
 from django.utils import timezone
 
+from notifications.services import attempt_delivery
 from tests.support.live_service import wait_until
 from tests.support.webhook_receiver import WebhookReceiver
 
@@ -42,7 +43,7 @@ def test_a_hanging_receiver_does_not_hold_the_task_or_other_deliveries(alice, th
     with WebhookReceiver(answers=["hang"]) as slow, WebhookReceiver(answers=[200]) as fast:
         stuck, other = _delivery(alice, slow.url), _delivery(alice, fast.url)
         started = time.monotonic()
-        assert threaded.submit(stuck.pk) and threaded.submit(other.pk)
+        assert threaded.submit(attempt_delivery, stuck.pk) and threaded.submit(attempt_delivery, other.pk)
         assert time.monotonic() - started < 0.5  # the task returned at once
         wait_until(lambda: WebhookDelivery.objects.get(pk=other.pk).state == "delivered", 10, "the other delivery")
         # The hanging attempt may reach its receiver after the other was delivered (its thread
@@ -60,12 +61,12 @@ def test_a_saturated_sender_leaves_the_delivery_due(alice, threaded, monkeypatch
     monkeypatch.setattr(module, "SENDER_THREADS", 1)
     with WebhookReceiver(answers=["hang", 200]) as receiver:
         first, second = _delivery(alice, receiver.url), _delivery(alice, receiver.url)
-        assert threaded.submit(first.pk)
+        assert threaded.submit(attempt_delivery, first.pk)
         wait_until(lambda: receiver.received, 10, "the first attempt to be in flight")
-        assert threaded.submit(second.pk) is False  # every thread busy: not taken
+        assert threaded.submit(attempt_delivery, second.pk) is False  # every thread busy: not taken
         second.refresh_from_db()
         assert second.state == "pending" and second.attempt_count == 0 and second.leased_until is None
         receiver.release()
         wait_until(lambda: WebhookDelivery.objects.get(pk=first.pk).state == "delivered", 10, "the first delivery")
-        wait_until(lambda: threaded.submit(second.pk), 10, "a free sender thread")
+        wait_until(lambda: threaded.submit(attempt_delivery, second.pk), 10, "a free sender thread")
         wait_until(lambda: WebhookDelivery.objects.get(pk=second.pk).state == "delivered", 10, "the second delivery")

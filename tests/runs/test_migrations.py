@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
@@ -10,12 +12,12 @@ from django.utils import timezone
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def _migrate(target: tuple[str, str]):
-    """The project's state at `target` (applied), as historical models."""
+def _migrate(*targets: tuple[str, str]):
+    """The project's state at `targets` (applied), as historical models."""
     executor = MigrationExecutor(connection)
-    executor.migrate([target])
+    executor.migrate(list(targets))
     executor.loader.build_graph()
-    return executor.loader.project_state([target]).apps
+    return executor.loader.project_state(list(targets)).apps
 
 
 def _migrate_to_latest() -> None:
@@ -115,3 +117,38 @@ def test_the_webhook_rows_are_the_notifications_apps_after_the_move(django_user_
     assert ContentType.objects.get_for_model(WebhookDelivery).pk == content_type.pk
     assert not ContentType.objects.filter(app_label="runs", model__startswith="webhook").exists()
     assert django_user_model.objects.get(username="alice").has_perm("notifications.change_webhookdelivery")
+
+
+def test_questions_already_emailed_stay_emailed_in_the_outbox():
+    """Question emails became an outbox (notifications 0004): a question marked emailed before
+    the upgrade has a sent row at the time of its mark, and is not emailed again; one not yet
+    marked gets no row (the supervisor writes it if the question is still open)."""
+    from notifications.models import QuestionEmail
+
+    before_the_outbox = [("notifications", "0003_webhook_deleted_at"), ("runs", "0018_worker_draining")]
+    before = _migrate(*before_the_outbox)
+    User, Run, Interaction = (
+        before.get_model(*name) for name in (("auth", "User"), ("runs", "Run"), ("runs", "Interaction"))
+    )
+    alice = User.objects.create(username="alice", email="alice@example.org")
+    run = Run.objects.create(
+        owner=alice,
+        status="waiting_user",
+        engine="codex",
+        execution_mode="interactive",
+        interactive_profile="resumable",
+        input={},
+        pending_interaction_id=2,
+    )
+    emailed_at = timezone.now() - timedelta(hours=1)
+    common = {"run": run, "attempt_number": 1, "prompt": "Which city?", "payload": {}}
+    emailed = Interaction.objects.create(interaction_id=1, emailed_at=emailed_at, answered_at=emailed_at, **common)
+    Interaction.objects.create(interaction_id=2, **common)
+
+    _migrate_to_latest()
+    (row,) = QuestionEmail.objects.all()
+    assert (row.interaction_id, row.state, row.sent_at) == (emailed.pk, "sent", emailed_at)
+    _migrate(*before_the_outbox)  # and back: the mark is where it was
+    assert Interaction.objects.get(pk=emailed.pk).emailed_at == emailed_at
+    _migrate_to_latest()
+    assert QuestionEmail.objects.get().state == "sent"

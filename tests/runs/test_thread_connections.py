@@ -69,7 +69,7 @@ def test_a_webhook_sender_thread_closes_its_connection_after_each_attempt(worker
             delivery = WebhookDelivery.objects.create(
                 endpoint=endpoint, event="run.failed", payload={"event": "run.failed"}, next_attempt_at=timezone.now()
             )
-            assert sender.submit(delivery.pk)
+            assert sender.submit(services.attempt_delivery, delivery.pk)
             wait_until(lambda: sender._busy == 0, 10, "the attempt to end")
         assert WebhookDelivery.objects.get(pk=delivery.pk).state == "delivered"
         wait_until(none_left, 5, "the sender thread's connection to be closed")

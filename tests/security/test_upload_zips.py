@@ -142,13 +142,12 @@ def test_hostile_input_archive_is_refused_by_name_and_changes_nothing(
     assert tree_state(settings.DATA_DIR) == before
     assert not list(settings.DATA_DIR.rglob("evil.txt")) and not os.path.exists("/tmp/evil.txt")
     run = Run.objects.get(pk=waiting_run)
-    assert run.awaiting_upload and run.status == "queued"
+    # R-UP8: a refused upload never leaves its run queued; the run ended with the refusal's code.
+    assert run.status == "failed" and run.error["code"] == "ARCHIVE_UNSAFE_ENTRY", run.error
     assert fake_codex.invocations() == []
-
-    fake_codex.script({"message": json.dumps({"lines": 2, "words": 5})})
-    clean = _post(api, waiting_run, make_zip({"document": DOCUMENT}))
-    assert clean.status_code == 200, clean.content
-    assert api.get(f"/v1/jobs/{waiting_run}").json()["status"] == "succeeded"
+    again = _post(api, waiting_run, make_zip({"document": DOCUMENT}))
+    assert again.status_code == 409, again.content
+    assert fake_codex.invocations() == []
 
 
 def test_many_small_bombs_are_stopped_by_the_total_cap(api, settings, waiting_run):

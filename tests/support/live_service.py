@@ -375,3 +375,15 @@ class LiveService:
             return body if isinstance(body, dict) and body.get("status") in statuses else None
 
         return self.wait_until(current, timeout, f"run {request_id} to become one of {sorted(statuses)}")
+
+
+def with_fake_codex(tmp_path: Path, env: dict[str, str]) -> LiveService:
+    """A service in `tmp_path / "data"` whose codex is a scripted fake (`service.fake`), kept
+    outside the data dir, which the sandbox never shows an engine."""
+    from tests.support.fake_codex import FakeCodex
+
+    (tmp_path / "engine").mkdir()
+    fake = FakeCodex(tmp_path / "engine", tmp_path / "data")
+    service = LiveService(tmp_path / "data", env={"SKILLRUNNER_CODEX_BIN": str(fake.binary), **env})
+    service.fake = fake
+    return service

@@ -35,7 +35,10 @@ def test_snapshot_then_every_event(api, trip_run):
 
     snapshot, events = run_async(scenario)
     assert snapshot["type"] == "snapshot"
-    assert snapshot["run"] == api.get(f"/v1/jobs/{request_id}").json()
+    # The run as GET /v1/jobs/{id} shows it (which adds upstream's optional fields, R-UP10).
+    status = api.get(f"/v1/jobs/{request_id}").json()
+    assert snapshot["run"] == {key: status[key] for key in snapshot["run"]}
+    assert {"status", "usage", "model_tokens", "pending_interaction_id"} <= set(snapshot["run"])
     assert snapshot["pending"]["prompt"] == QUESTION
     assert snapshot["pending"]["interaction_id"] == 1
     assert snapshot["last_seq"] == 5

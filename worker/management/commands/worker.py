@@ -24,6 +24,7 @@ from runs.supervision import (
     renew_worker_heartbeat,
     start_supervisor,
 )
+from runs.sweeps import sync_schedule as sync_sweep_schedule
 from skillrunner.forking import forks_end_with_their_parent, run_in_child
 from skillrunner.startup import prepare_installation
 from worker.cluster import TaskCluster, stop_grace_seconds
@@ -172,6 +173,7 @@ class Command(BaseCommand):
         if load_skills:
             call_command("load_skills", verbosity=0)
         sync_retention_schedule()
+        sync_sweep_schedule()
         recover_on_worker_start()
 
     def _beat(self, token: str, *, draining: bool = False) -> None:

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("notifications", "0003_webhook_deleted_at"),
+        ("notifications", "0004_question_email_outbox"),
     ]
 
     operations = [
