@@ -1,7 +1,8 @@
 """Who may scrape, and the scrape.
 
 A staff user's API token, or a peer address in SKILLRUNNER_METRICS_ALLOW (a Prometheus server
-that sends no credentials); anyone else gets 401 (no credentials) or 403 (not staff) with a code.
+that sends no credentials); anyone else gets 401 (no credentials) or 403 (not staff), coded as the
+API's refusals are (skillrunner.api_errors).
 In local mode the middleware answers loopback only, as for every path, and a scrape without
 credentials acts as the local user, who is staff: a local Prometheus needs no token.
 """
@@ -14,7 +15,6 @@ from django.conf import settings
 from django.http import HttpResponse
 from drf_spectacular.utils import extend_schema
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from rest_framework import exceptions
 from rest_framework.permissions import BasePermission
 from rest_framework.views import APIView
 
@@ -27,12 +27,6 @@ from .collector import ServiceCollector
 # describe whichever web process answered, not the service.
 REGISTRY = CollectorRegistry(auto_describe=False)
 REGISTRY.register(ServiceCollector())
-
-REFUSALS = {
-    exceptions.NotAuthenticated: "NOT_AUTHENTICATED",
-    exceptions.AuthenticationFailed: "NOT_AUTHENTICATED",
-    exceptions.PermissionDenied: "PERMISSION_DENIED",
-}
 
 
 def scrape_address_allowed(address: str | None) -> bool:
@@ -60,11 +54,3 @@ class MetricsView(APIView):
     @extend_schema(exclude=True)  # Prometheus' format, not the API's JSON
     def get(self, request) -> HttpResponse:
         return HttpResponse(generate_latest(REGISTRY), content_type=CONTENT_TYPE_LATEST)
-
-    def handle_exception(self, exc):
-        """Refusals in the API's coded shape ({"detail": {code, message}}), the challenge kept."""
-        response = super().handle_exception(exc)
-        code = next((code for kind, code in REFUSALS.items() if isinstance(exc, kind)), None)
-        if code is not None:
-            response.data = {"detail": {"code": code, "message": str(exc.detail)}}
-        return response
