@@ -50,12 +50,14 @@ def budget_left_at_admission(user_id: int) -> BudgetExceeded | None:
 
 def relay_ledger(run: Run) -> RelayLedger:
     """The ledger of the engine process about to start for `run`: its limits and what was spent."""
+    daily = user_daily_limit(run.owner_id)
     limits = SpendLimits(
         run_max_tokens=run_limit(run),
-        user_max_tokens_per_day=user_daily_limit(run.owner_id),
+        user_max_tokens_per_day=daily,
         max_calls_per_minute=_or_none(settings.SKILLRUNNER_RUN_MAX_MODEL_CALLS_PER_MINUTE),
     )
-    return RelayLedger(limits, run_spent=run.model_tokens, user_spent_today=spent_today(run.owner_id))
+    # The day's spending matters only under a daily limit: no read for it on every turn otherwise.
+    return RelayLedger(limits, run_spent=run.model_tokens, user_spent_today=spent_today(run.owner_id) if daily else 0)
 
 
 def settings_context(user, shown: Mapping[str, Any]) -> dict[str, Any]:
