@@ -17,7 +17,6 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.utils import timezone
-from django_q.models import Schedule
 
 from enginehost.config import engine_home
 
@@ -25,19 +24,7 @@ from .models import TERMINAL_STATUSES, Run
 
 logger = logging.getLogger(__name__)
 
-SCHEDULE_NAME = "skillrunner-run-retention"
 BATCH = 500
-
-
-def sync_schedule() -> None:
-    """The hourly schedule exists exactly when retention is on (worker start-up)."""
-    if settings.SKILLRUNNER_RUN_RETENTION_DAYS:
-        Schedule.objects.update_or_create(
-            name=SCHEDULE_NAME,
-            defaults={"func": "runs.retention.remove_expired_runs", "schedule_type": Schedule.HOURLY, "repeats": -1},
-        )
-    else:
-        Schedule.objects.filter(name=SCHEDULE_NAME).delete()
 
 
 def remove_expired_runs() -> int:

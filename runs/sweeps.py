@@ -1,6 +1,6 @@
 """Temporary folders the service makes go when their run ends or, once older than
-SKILLRUNNER_TEMP_MAX_AGE_SECONDS, at an hourly sweep (a django-q2 schedule, kept in place at
-worker start as retention's is).
+SKILLRUNNER_TEMP_MAX_AGE_SECONDS, at an hourly sweep (a django-q2 schedule that `migrate` makes,
+as retention's).
 
 What is temporary, and who removes it:
 
@@ -28,7 +28,6 @@ from pathlib import Path
 
 from django.conf import settings
 from django.utils import timezone
-from django_q.models import Schedule
 
 from engines.sandbox import remove_orphaned_state
 from skills.models import SkillVersion
@@ -38,7 +37,6 @@ from .models import TERMINAL_STATUSES, Run, RunStatus
 
 logger = logging.getLogger(__name__)
 
-SCHEDULE_NAME = "skillrunner-temporary-folders"
 UPLOAD_STAGING = ".uploads-staging"
 REPLY_STAGING = "reply-staging"
 # Runs that ended this long ago or less are looked at for leftovers: the sweep runs every hour,
@@ -49,14 +47,6 @@ ENDED_LOOKBACK = timedelta(days=1)
 def reply_staging_root() -> Path:
     """Where file replies are staged while their request is read (upstream.reply_files)."""
     return settings.DATA_DIR / REPLY_STAGING
-
-
-def sync_schedule() -> None:
-    """The hourly sweep exists (worker start-up)."""
-    Schedule.objects.update_or_create(
-        name=SCHEDULE_NAME,
-        defaults={"func": "runs.sweeps.sweep", "schedule_type": Schedule.HOURLY, "repeats": -1},
-    )
 
 
 def remove_run_leftovers(run_dir: Path) -> None:

@@ -3,11 +3,14 @@ hourly schedule; active and recent runs keep everything; removed files answer 41
 
 from __future__ import annotations
 
+import importlib
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.apps import apps as django_apps
 from django.utils import timezone
+from django.utils.module_loading import import_string
 from django_q.models import Schedule
 
 from runs import retention
@@ -93,12 +96,18 @@ def test_retention_off_removes_nothing(finished_run, settings):
     assert old.run_dir.is_dir()
 
 
-def test_the_hourly_schedule_exists_exactly_while_retention_is_on(settings):
-    settings.SKILLRUNNER_RUN_RETENTION_DAYS = 14
-    retention.sync_schedule()
-    retention.sync_schedule()  # idempotent: every worker start calls it
-    schedule = Schedule.objects.get(name=retention.SCHEDULE_NAME)
-    assert (schedule.func, schedule.schedule_type) == ("runs.retention.remove_expired_runs", Schedule.HOURLY)
-    settings.SKILLRUNNER_RUN_RETENTION_DAYS = 0
-    retention.sync_schedule()
-    assert not Schedule.objects.filter(name=retention.SCHEDULE_NAME).exists()
+def test_the_migration_makes_each_hourly_schedule_once():
+    """Not at worker start: workers starting together each made one (django-q2's names are not
+    unique). Rows an earlier start made, duplicates included, give way to one of each."""
+    schedules = importlib.import_module("runs.migrations.0020_hourly_schedules")
+    Schedule.objects.create(name="skillrunner-run-retention", func="runs.retention.remove_expired_runs")
+    Schedule.objects.create(name="skillrunner-run-retention", func="runs.retention.remove_expired_runs")
+    schedules.create_schedules(django_apps, None)
+    schedules.create_schedules(django_apps, None)
+    made = sorted(Schedule.objects.values_list("name", "func", "schedule_type", "repeats"))
+    assert made == [
+        ("skillrunner-run-retention", "runs.retention.remove_expired_runs", Schedule.HOURLY, -1),
+        ("skillrunner-temporary-folders", "runs.sweeps.sweep", Schedule.HOURLY, -1),
+    ]
+    for _, func, _, _ in made:
+        assert callable(import_string(func))

@@ -165,5 +165,7 @@ def test_worker_clusters_starting_together_on_a_fresh_database(deployments):
             done = d.wait_status("alice", request_id, {"succeeded", "failed", "waiting_user"}, timeout=60)
             outcomes[request_id] = (done["status"], (done["error"] or {}).get("message"))
     assert crashed == {}, f"workers exited at start: {crashed}"
+    schedules = dict(d.db("SELECT name, count(*) FROM django_q_schedule GROUP BY name"))
+    assert schedules == {"skillrunner-run-retention": 1, "skillrunner-temporary-folders": 1}, schedules
     assert missing == [], f"installed skill versions without their snapshot: {missing}"
     assert {status for status, _ in outcomes.values()} <= {"succeeded", "waiting_user"}, outcomes

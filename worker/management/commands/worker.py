@@ -14,7 +14,6 @@ from django.db import close_old_connections, connections
 
 from enginehost.config import sandbox_check
 from engines.sandbox import remove_orphaned_state
-from runs.retention import sync_schedule as sync_retention_schedule
 from runs.supervision import (
     WORKER_HEARTBEAT_SECONDS,
     forget_worker,
@@ -24,7 +23,6 @@ from runs.supervision import (
     renew_worker_heartbeat,
     start_supervisor,
 )
-from runs.sweeps import sync_schedule as sync_sweep_schedule
 from skillrunner.forking import forks_end_with_their_parent, run_in_child
 from skillrunner.startup import prepare_installation
 from worker.cluster import TaskCluster, stop_grace_seconds
@@ -172,8 +170,6 @@ class Command(BaseCommand):
             logger.info("removed the sandbox state of %d turns whose worker was killed", removed)
         if load_skills:
             call_command("load_skills", verbosity=0)
-        sync_retention_schedule()
-        sync_sweep_schedule()
         recover_on_worker_start()
 
     def _beat(self, token: str, *, draining: bool = False) -> None:
