@@ -12,6 +12,7 @@ from typing import Any
 from django.urls import reverse
 from rest_framework.exceptions import ValidationError
 
+from skillrunner.errors import ApplicationError
 from skillrunner.throttles import REPLY_SCOPE, check_rate
 
 from . import selectors, services
@@ -56,6 +57,16 @@ def run_values(run) -> list[str]:
             text = text[: SHOWN_VALUE_CHARS - 1] + "…"
         shown.append(f"{name}: {text}")
     return shown
+
+
+def posted_response(form) -> Any:
+    """The answer an inbox form posted: its structured reply (`reply`, JSON) or its text."""
+    if "reply" not in form:
+        return form.get("response", "")
+    try:
+        return json.loads(form["reply"])
+    except ValueError:
+        raise ApplicationError("MALFORMED_REQUEST", "the reply field does not hold JSON") from None
 
 
 def answer(user, request_id: str, interaction_id: Any, response: Any, option: str | None = None):

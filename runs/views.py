@@ -248,13 +248,14 @@ def inbox_page(request: HttpRequest) -> HttpResponse:
     """
     if request.method == "POST":
         wants_json = "application/json" in request.headers.get("Accept", "")
-        # A quick-reply button sends its option's index as `option`; the text box sends `response`.
+        # A quick-reply button sends its option's index as `option`, the text box sends `response`,
+        # a question's own form (yes/no, fields, acknowledgement) its structured reply as JSON in `reply`.
         try:
             run = questions.answer(
                 request.user,
                 request.POST.get("request_id", ""),
                 request.POST.get("interaction_id"),
-                request.POST.get("response", ""),
+                questions.posted_response(request.POST),
                 option=request.POST.get("option"),
             )
         except (ApplicationError, Throttled, ValidationError) as exc:
