@@ -299,7 +299,8 @@ def parse_interaction(body: Any) -> tuple[Interaction | None, str]:
             prompt=prompt.strip(),
             kind=kind,
             options=options,
-            required_fields=required or (body["required_fields"] if isinstance(body.get("required_fields"), list) else []),
+            required_fields=required
+            or (body["required_fields"] if isinstance(body.get("required_fields"), list) else []),
             context=body["context"] if isinstance(body.get("context"), dict) else {},
             ui_hints={**ui_hints, **hints},
             default_decision_policy=policy if isinstance(policy, str) and policy.strip() else DEFAULT_DECISION_POLICY,

@@ -40,6 +40,8 @@ def question_summary(interaction: Interaction) -> dict[str, Any]:
         "prompt": interaction.prompt,
         "kind": interaction.kind,
         "options": interaction.quick_replies,
+        # What the card's own controls are built from (the kind's hint data, static/js/question-forms.js).
+        "question": {key: interaction.payload.get(key) for key in ("interaction_id", "kind", "ui_hints")},
         "asked_at": interaction.asked_at.isoformat(),
         "deadline_at": run.wait_deadline_at.isoformat() if run.wait_deadline_at else None,
         "on_deadline": on_timeout.value if on_timeout and run.wait_deadline_at else None,

@@ -214,6 +214,7 @@ def run_detail(request: HttpRequest, request_id: str) -> HttpResponse:
         "cached_from": selectors.cached_from(run),
         "model": run_model(run),
         "status_labels": STATUS_LABELS,
+        "reply_file_limits": json.dumps(services.reply_file_limits()),
     }
     return render(request, "runs/run_detail.html", context)
 
@@ -276,7 +277,11 @@ def inbox_page(request: HttpRequest) -> HttpResponse:
         }
         for item in selectors.waiting_questions(request.user)
     ]
-    return render(request, "runs/inbox.html", {"questions": waiting})
+    return render(
+        request,
+        "runs/inbox.html",
+        {"questions": waiting, "reply_file_limits": json.dumps(services.reply_file_limits())},
+    )
 
 
 @login_required

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -29,6 +30,16 @@ AUTO_DECISION_INSTRUCTION = (
     "'{policy}', and finish the task."
 )
 REPLY_FILES_DIR = "reply-files"
+
+
+def reply_file_limits() -> dict[str, int]:
+    """What a reply's files may come to (R-UP6): the handshake announces them (R-UP3), the file
+    reply enforces them, the pages check them before sending."""
+    return {
+        "max_files": settings.SKILLRUNNER_REPLY_MAX_FILES,
+        "max_file_bytes": settings.SKILLRUNNER_REPLY_MAX_FILE_BYTES,
+        "max_total_bytes": settings.SKILLRUNNER_REPLY_MAX_TOTAL_BYTES,
+    }
 
 
 def reply_files_folder(interaction_id: int) -> str:

@@ -270,7 +270,9 @@ def test_auto_mode_is_always_final() -> None:
 
 
 def _asked(body: dict) -> tuple:
-    reading = interpret_final_message(json.dumps({"ask_user": {"interaction_id": 1, "prompt": "Q?", **body}}), "interactive")
+    reading = interpret_final_message(
+        json.dumps({"ask_user": {"interaction_id": 1, "prompt": "Q?", **body}}), "interactive"
+    )
     assert reading.interaction is not None
     return reading.interaction, [w["code"] for w in reading.warnings]
 
@@ -285,7 +287,12 @@ def test_choose_one_reads_upstreams_ui_hints_too() -> None:
     interaction, _ = _asked({"ui_hints": {"kind": "choose_one", "options": [{"label": "A", "value": 1}], "hint": "h"}})
     assert interaction.kind == "choose_one"
     assert interaction.options == [{"label": "A", "value": 1}]
-    assert interaction.ui_hints == {"kind": "choose_one", "options": [{"label": "A", "value": 1}], "hint": "h", "allow_free_text": True}
+    assert interaction.ui_hints == {
+        "kind": "choose_one",
+        "options": [{"label": "A", "value": 1}],
+        "hint": "h",
+        "allow_free_text": True,
+    }
 
 
 def test_fill_fields_normalises_each_field_and_lists_the_required_ones() -> None:
@@ -308,7 +315,9 @@ def test_fill_fields_normalises_each_field_and_lists_the_required_ones() -> None
 def test_upload_files_slots_are_optional_and_normalised() -> None:
     interaction, _ = _asked({"kind": "upload_files"})
     assert (interaction.kind, interaction.ui_hints) == ("upload_files", {"files": []})
-    interaction, _ = _asked({"kind": "upload_files", "ui_hints": {"files": [{"name": "paper", "accept": ".pdf", "required": True}]}})
+    interaction, _ = _asked(
+        {"kind": "upload_files", "ui_hints": {"files": [{"name": "paper", "accept": ".pdf", "required": True}]}}
+    )
     assert interaction.ui_hints == {"files": [{"name": "paper", "required": True, "accept": ".pdf"}]}
 
 

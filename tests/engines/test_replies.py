@@ -66,15 +66,35 @@ def test_a_structured_reply_must_answer_the_kind_asked(pending: dict, response: 
 
 
 def test_a_complete_form_of_the_right_types_is_accepted() -> None:
-    values = {"title": "Tides", "year": 2024, "score": 4.5, "open": False, "due": "2026-12-24", "mail": "a@b.org", "notes": "x\ny"}
+    values = {
+        "title": "Tides",
+        "year": 2024,
+        "score": 4.5,
+        "open": False,
+        "due": "2026-12-24",
+        "mail": "a@b.org",
+        "notes": "x\ny",
+    }
     assert reply_problem(FORM, {"fields": values}) is None
-    assert reply_problem(FORM, {"fields": {"title": "Tides", "year": None, "notes": ""}}) is None  # optional ones left out
+    assert (
+        reply_problem(FORM, {"fields": {"title": "Tides", "year": None, "notes": ""}}) is None
+    )  # optional ones left out
 
 
 def test_every_field_problem_is_named() -> None:
     problem = reply_problem(
         FORM,
-        {"fields": {"title": "  ", "year": 2.5, "score": "4", "open": "no", "due": "2026-02-30", "mail": "nobody", "extra": 1}},
+        {
+            "fields": {
+                "title": "  ",
+                "year": 2.5,
+                "score": "4",
+                "open": "no",
+                "due": "2026-02-30",
+                "mail": "nobody",
+                "extra": 1,
+            }
+        },
     )
     assert problem is not None and problem.code == "REPLY_FIELDS_INVALID"
     assert problem.errors == {
@@ -100,7 +120,10 @@ def test_every_field_problem_is_named() -> None:
         ({"confirmed": False}, "No"),
         ({"acknowledged": True}, "I acknowledge the risk; go ahead."),
         ({"acknowledged": False}, "I do not accept the risk; do not go ahead."),
-        ({"fields": {"title": "Tides", "year": 2024, "notes": "a\nb", "empty": ""}}, 'title: Tides\nyear: 2024\nnotes: "a\\nb"'),
+        (
+            {"fields": {"title": "Tides", "year": 2024, "notes": "a\nb", "empty": ""}},
+            'title: Tides\nyear: 2024\nnotes: "a\\nb"',
+        ),
         ({"fields": {}}, "(the form was sent empty)"),
         ({"text": "see", "files": [{"name": "a.pdf"}, {"name": "b.csv"}]}, "see\n\nFiles: a.pdf, b.csv"),
         ({"text": "", "files": [{"name": "a.pdf"}]}, "Files: a.pdf"),

@@ -27,7 +27,11 @@ QUESTIONS: dict[str, dict[str, Any]] = {
     "choose_one": {"kind": "choose_one", "prompt": "Tone?", "options": ["formal", "casual"], "allow_free_text": False},
     "confirm": {"kind": "confirm", "prompt": "Translate the abstract too?"},
     "fill_fields": {"kind": "fill_fields", "prompt": "Citation details:", "fields": FIELDS},
-    "upload_files": {"kind": "upload_files", "prompt": "Send the paper.", "files": [{"name": "paper", "accept": ".pdf"}]},
+    "upload_files": {
+        "kind": "upload_files",
+        "prompt": "Send the paper.",
+        "files": [{"name": "paper", "accept": ".pdf"}],
+    },
     "risk_ack": {"kind": "risk_ack", "prompt": "Overwrite the notes?", "risk": "40 notes are replaced for good."},
 }
 HINTS = {
@@ -170,3 +174,21 @@ def test_files_answer_an_upload_question_through_the_file_reply_path(api, trip, 
     assert (Run.objects.get(pk=request_id).run_dir / "reply-files/1/paper.pdf").read_bytes() == b"%PDF-1.7"
     events = api.get(f"/v1/jobs/{request_id}/events/history?after_seq=0").json()["events"]
     assert next(e for e in events if e["kind"] == "interaction_reply")["payload"]["text"] == "here\n\nFiles: paper.pdf"
+
+
+def test_the_admin_shows_a_form_reply_readably_beside_its_json(client, admin_user, api, trip, fake_codex):
+    request_id = waiting_on(api, fake_codex, "fill_fields")
+    assert reply(api, request_id, 1, {"fields": {"title": "<b>Tides</b>", "year": 2024}}).status_code == 200
+    client.force_login(admin_user)
+    interaction = Run.objects.get(pk=request_id).interactions.get()
+    for path in (f"/admin/runs/interaction/{interaction.pk}/change/", f"/admin/runs/run/{request_id}/change/"):
+        page = client.get(path).content.decode()
+        assert (
+            '<p class="readable-answer" style="white-space: pre-wrap">title: &lt;b&gt;Tides&lt;/b&gt;\nyear: 2024</p>'
+            in page
+        )
+    listing = client.get("/admin/runs/interaction/").content.decode()
+    assert (
+        "title: &lt;b&gt;Tides&lt;/b&gt; year: 2024" in listing
+        or "title: &lt;b&gt;Tides&lt;/b&gt;\nyear: 2024" in listing
+    )
