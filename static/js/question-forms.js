@@ -170,9 +170,14 @@
           : type === pattern);
   }
 
+  // The kinds of file the slots accept together; a slot that names none accepts anything.
+  function acceptedKinds(slots) {
+    return slots.length && slots.every((slot) => slot.accept) ? slots.map((slot) => slot.accept).join(",") : "";
+  }
+
   function filesProblem(files, slots, limits) {
     const required = slots.filter((slot) => slot.required).length;
-    const accept = slots.map((slot) => slot.accept || "").filter(Boolean).join(",");
+    const accept = acceptedKinds(slots);
     if (!files.length) return "Choose at least one file.";
     if (files.length < required) return "This question asks for " + required + " files.";
     const refused = files.find((file) => !accepted(file, accept));
@@ -207,7 +212,7 @@
     input.type = "file";
     input.multiple = true;
     input.id = uid("question-files");
-    input.accept = slots.map((slot) => slot.accept || "").filter(Boolean).join(",");
+    input.accept = acceptedKinds(slots);
     const label = node("label", null, "Choose files");
     label.htmlFor = input.id;
     zone.appendChild(label);
