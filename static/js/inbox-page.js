@@ -110,7 +110,7 @@
     if (built.element) item.querySelector(".kind-form-slot").appendChild(built.element);
     item.querySelector(".answer-row").hidden = !built.allowsText;
     item.querySelector(".answer-label").textContent = built.textLabel;
-    form.elements.response.placeholder = built.textLabel;
+    form.elements.response.placeholder = built.shortLabel;
   }
 
   // The list follows the socket: new questions are added (oldest first), gone ones removed;

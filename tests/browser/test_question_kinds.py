@@ -174,7 +174,7 @@ def test_a_form_is_checked_before_sending_and_its_answer_read_in_the_admin(live,
     log_in(admin, "root")
     admin.goto(f"/admin/runs/run/{request_id}/change/")
     expect(admin.locator(".readable-answer")).to_contain_text("traveller: Alice <b>Liddell</b>\nnights: 3")
-    screenshot(admin, f"kinds-admin-readable-answer-{width}.png", element=".inline-group")
+    screenshot(admin, f"kinds-admin-readable-answer-{width}.png", element="#interactions-group")
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -214,11 +214,11 @@ def test_a_risk_is_acknowledged_explicitly(live, new_page, width):
     expect(risk.locator(".risk-statement")).to_have_text(QUESTIONS["risk_ack"]["risk"])
     assert violations(page) == []
     screenshot(page, f"kinds-risk-ack-{width}.png")
-    risk.get_by_role("button", name="Go ahead").click()
+    risk.get_by_role("button", name="Go ahead", exact=True).click()
     expect(risk.get_by_role("alert")).to_have_text("Tick the box to acknowledge the risk first.")
     assert live.run_status("alice", request_id) == "waiting_user"
     risk.get_by_label("I understand the risk and want to go ahead").check()
-    risk.get_by_role("button", name="Go ahead").click()
+    risk.get_by_role("button", name="Go ahead", exact=True).click()
     answered(page, "I acknowledge the risk; go ahead.")
     assert history(live, request_id)[0]["response"] == {"acknowledged": True}
 
@@ -229,7 +229,8 @@ def test_the_inbox_answers_each_kind_in_place(live, new_page):
         page = new_page(WIDTHS[width])
         log_in(page, "alice")
         page.goto("/inbox/")
-        expect(page.locator("#questions .question")).to_have_count(4)
+        for request_id in runs.values():
+            expect(page.locator(f'#questions .question[data-key="{request_id}:1"]')).to_be_visible()
         assert violations(page) == []
         screenshot(page, f"kinds-inbox-{width}.png")
 
@@ -255,7 +256,8 @@ def test_the_inbox_answers_each_kind_in_place(live, new_page):
 
     risk = card("risk_ack")
     risk.get_by_role("button", name="Don't go ahead").click()
-    expect(page.locator("#inbox-empty")).to_be_visible(timeout=20_000)
+    expect(page.locator("#sent-answers > li")).to_have_count(4)
+    expect(page.locator("#questions .question")).to_have_count(0, timeout=20_000)
     screenshot(page, "kinds-inbox-answered.png")
 
     responses = {kind: history(live, request_id)[0]["response"] for kind, request_id in runs.items()}
