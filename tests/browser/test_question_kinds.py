@@ -154,7 +154,7 @@ def test_a_form_is_checked_before_sending_and_its_answer_read_in_the_admin(live,
     form.get_by_label("E-mail for the tickets").press("Enter")  # Enter in a field sends the form
     answered(
         page,
-        'traveller: Alice <b>Liddell</b>\nnights: 3\narrival: 2027-05-01\nemail: alice@example.org\n'
+        "traveller: Alice <b>Liddell</b>\nnights: 3\narrival: 2027-05-01\nemail: alice@example.org\n"
         'vegetarian: true\nnotes: "window seat\\nnear the front"',
     )
     expect(page.locator(".entry.reply b")).to_have_count(0)  # the person's text stays text

@@ -46,7 +46,12 @@ def model_server():
 
 
 def _start_codex(api) -> str:
-    body = {"skill_id": "trip-planner", "engine": "codex", "input": {}, "runtime_options": {"execution_mode": "interactive"}}
+    body = {
+        "skill_id": "trip-planner",
+        "engine": "codex",
+        "input": {},
+        "runtime_options": {"execution_mode": "interactive"},
+    }
     created = api.post("/v1/jobs", body, format="json")
     assert created.status_code == 200, created.content
     return created.json()["request_id"]
