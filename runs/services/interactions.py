@@ -231,9 +231,10 @@ def _is_retry(run: Run, interaction_id: Any, response: Any, idempotency_key: str
 def _check_answers(pending: Interaction, response: Any) -> None:
     """A structured reply must fit the question it answers (engines.replies); free text always does."""
     problem = reply_problem(pending.payload, response)
+    if problem is not None and problem.errors:
+        raise ApplicationError(problem.code, problem.message, field_errors=problem.errors)
     if problem is not None:
-        extra = {"field_errors": problem.errors} if problem.errors else {}
-        raise ApplicationError(problem.code, problem.message, **extra)
+        raise ApplicationError(problem.code, problem.message)
 
 
 def _place_files(run: Run, files: StagedReplyFiles, interaction_id: int) -> None:
