@@ -42,6 +42,7 @@
   // --- confirm --------------------------------------------------------------------------------
 
   function confirmControls(pending, actions) {
+    if ((pending.options || []).length) return { element: null }; // the agent's own answers are its buttons
     const group = node("div", "kind-form confirm-buttons");
     group.setAttribute("role", "group");
     group.setAttribute("aria-label", "Yes or no");
