@@ -1,16 +1,17 @@
 """The figures of GET /metrics (R-OP11), read from the shared database at each scrape.
 
 Every figure is in the database already: the state of runs, slots, waits, deliveries and live
-connections, and the events of past turns (Run.model_tokens: the tokens the relay counted;
-`security` run events: the relay's refusals; each turn's duration, counted into TurnDurations as
-it ends, metrics.receivers). Reading them there, rather
-than counting in the processes that cause them, makes the figures the service's whole, however many
-worker processes forked them and on however many machines: any web answers the same, nothing is
-lost when a process restarts, and no scrape directory is shared. Each figure is one aggregate query
-that starts from an index (bench/metrics.py: the scrape's cost beside 10,000 runs).
+connections, and what past runs did, counted as it happened (metrics.receivers, metrics.models):
+each turn's duration, each run's failure, the provider relay's tokens and refusals. Reading them
+there, rather than counting in the processes that cause them, makes the figures the service's
+whole, however many worker processes forked them and on however many machines: any web answers the
+same, nothing is lost when a process restarts, and no scrape directory is shared. Each figure is
+one query: a few counter rows, or an aggregate that starts from an index. None reads run events or
+turns; only the counts by state (runs, webhook deliveries, question emails) read an index as long as
+the rows stored (bench/metrics.py: the scrape's cost beside 10,000 runs; tests/metrics: a scrape's
+statements do not grow with the runs).
 
-The `_total` counters drop when retention removes runs' rows (SKILLRUNNER_RUN_RETENTION_DELETE_ROWS),
-which Prometheus reads as a counter reset; the histogram never drops.
+The counted figures only grow, whatever retention removes (SKILLRUNNER_RUN_RETENTION_DELETE_ROWS).
 """
 
 from __future__ import annotations
@@ -20,18 +21,17 @@ from collections.abc import Iterator
 from itertools import accumulate
 
 from django.conf import settings
-from django.db.models import Count, F, Min, Sum
-from django.db.models.fields.json import KeyTextTransform
+from django.db.models import Count, F, Min
 from django.utils import timezone
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from accounts.models import LiveConnection
 from notifications.models import QuestionEmail, WebhookDelivery
-from runs.models import EventKind, Interaction, Run, RunEvent, RunStatus
+from runs.models import Interaction, Run, RunStatus
 from runs.services.dispatching import ready_queue_length
 
-from .models import TurnDurations
+from .models import FailedRuns, ModelTokens, RelayRefusals, TurnDurations
 from .receivers import TURN_DURATION_BUCKETS
 
 # A failed run whose error has no code (none is stored so today) still counts, under this label.
@@ -68,14 +68,9 @@ def runs_by_status() -> GaugeMetricFamily:
 
 
 def failed_runs_by_code() -> GaugeMetricFamily:
-    family = GaugeMetricFamily("skillrunner_failed_runs", "Failed runs stored, by error code.", labels=["code"])
-    rows = (
-        Run.objects.filter(status=RunStatus.FAILED)
-        .order_by()
-        .values_list(KeyTextTransform("code", "error"))
-        .annotate(Count("pk"))
-    )
-    for code, count in rows:
+    """A gauge by its name in README, though it only grows: the runs that ever failed."""
+    family = GaugeMetricFamily("skillrunner_failed_runs", "Runs that failed, by error code.", labels=["code"])
+    for code, count in FailedRuns.objects.values_list("code", "runs"):
         family.add_metric([code or NO_CODE], count)
     return family
 
@@ -128,8 +123,7 @@ def model_tokens() -> CounterMetricFamily:
     family = CounterMetricFamily(
         "skillrunner_model_tokens", "Model tokens the provider relay counted, per engine.", labels=["engine"]
     )
-    rows = Run.objects.filter(model_tokens__gt=0).order_by().values_list("engine").annotate(Sum("model_tokens"))
-    for engine, tokens in rows:
+    for engine, tokens in ModelTokens.objects.values_list("engine", "tokens"):
         family.add_metric([engine], tokens)
     return family
 
@@ -140,14 +134,8 @@ def relay_refusals() -> CounterMetricFamily:
         "Requests of an engine the provider relay refused, per engine and reason.",
         labels=["engine", "reason"],
     )
-    rows = (
-        RunEvent.objects.filter(kind=EventKind.SECURITY, payload__source="relay")
-        .order_by()
-        .values_list(F("run__engine"), KeyTextTransform("reason", "payload"))
-        .annotate(Count("pk"))
-    )
-    for engine, reason, count in rows:
-        family.add_metric([engine, reason or ""], count)
+    for engine, reason, count in RelayRefusals.objects.values_list("engine", "reason", "refusals"):
+        family.add_metric([engine, reason], count)
     return family
 
 
