@@ -2,14 +2,14 @@
 
 Every figure is in the database already: the state of runs, slots, waits, deliveries and live
 connections, and what past runs did, counted as it happened (metrics.receivers, metrics.models):
-each turn's duration, each run's failure, the provider relay's tokens and refusals. Reading them
+each turn's duration, how each run ended, the provider relay's tokens and refusals. Reading them
 there, rather than counting in the processes that cause them, makes the figures the service's
 whole, however many worker processes forked them and on however many machines: any web answers the
 same, nothing is lost when a process restarts, and no scrape directory is shared. Each figure is
 one query: a few counter rows, or an aggregate that starts from an index. None reads run events or
-turns; only the counts by state (runs, webhook deliveries, question emails) read an index as long as
-the rows stored (bench/metrics.py: the scrape's cost beside 10,000 runs; tests/metrics: a scrape's
-statements do not grow with the runs).
+turns, nor the runs that ended; only the deliveries' counts by state (webhooks, question emails)
+read an index as long as the rows stored (bench/metrics.py: the scrape's cost beside 10,000 runs;
+tests/metrics: a scrape's statements do not grow with the runs).
 
 The counted figures only grow, whatever retention removes (SKILLRUNNER_RUN_RETENTION_DELETE_ROWS).
 """
@@ -28,11 +28,13 @@ from prometheus_client.registry import Collector
 
 from accounts.models import LiveConnection
 from notifications.models import QuestionEmail, WebhookDelivery
-from runs.models import Interaction, Run, RunStatus
+from runs.models import TERMINAL_STATUSES, Interaction, Run, RunStatus
 from runs.services.dispatching import ready_queue_length
 
-from .models import FailedRuns, ModelTokens, RelayRefusals, TurnDurations
+from .models import ModelTokens, RelayRefusals, RunEnds, TurnDurations
 from .receivers import TURN_DURATION_BUCKETS
+
+UNDER_WAY = [status for status in RunStatus.values if status not in TERMINAL_STATUSES]
 
 # A failed run whose error has no code (none is stored so today) still counts, under this label.
 NO_CODE = "NONE"
@@ -40,8 +42,9 @@ NO_CODE = "NONE"
 
 class ServiceCollector(Collector):
     def collect(self) -> Iterator[Metric]:
-        yield runs_by_status()
-        yield failed_runs_by_code()
+        ended = list(RunEnds.objects.values_list("status", "code", "runs"))
+        yield runs_by_status(ended)
+        yield failed_runs_by_code(ended)
         yield GaugeMetricFamily(
             "skillrunner_queue_depth", "Queued runs ready to take a slot (uploads awaited aside).", ready_queue_length()
         )
@@ -59,19 +62,27 @@ class ServiceCollector(Collector):
         )
 
 
-def runs_by_status() -> GaugeMetricFamily:
-    family = GaugeMetricFamily("skillrunner_runs", "Runs stored, by status.", labels=["status"])
-    counts = dict(Run.objects.order_by().values_list("status").annotate(Count("pk")))
+def runs_by_status(ended: list[tuple[str, str, int]]) -> GaugeMetricFamily:
+    """The runs under way as they stand, from the status index (as many as the service runs and
+    waits for); the runs that ended, as counted (as many as ever ended: too many to count here)."""
+    family = GaugeMetricFamily(
+        "skillrunner_runs", "Runs under way, by status; runs that ended, by how they ended.", labels=["status"]
+    )
+    under_way = Run.objects.filter(status__in=UNDER_WAY).order_by().values_list("status")  # IN: the index's ranges
+    counts: dict[str, int] = dict(under_way.annotate(Count("pk")))
+    for status, _, runs in ended:
+        counts[status] = counts.get(status, 0) + runs
     for status in RunStatus.values:  # every status, 0 included: a panel's series never vanishes
         family.add_metric([status], counts.get(status, 0))
     return family
 
 
-def failed_runs_by_code() -> GaugeMetricFamily:
+def failed_runs_by_code(ended: list[tuple[str, str, int]]) -> GaugeMetricFamily:
     """A gauge by its name in README, though it only grows: the runs that ever failed."""
     family = GaugeMetricFamily("skillrunner_failed_runs", "Runs that failed, by error code.", labels=["code"])
-    for code, count in FailedRuns.objects.values_list("code", "runs"):
-        family.add_metric([code or NO_CODE], count)
+    for status, code, runs in ended:
+        if status == RunStatus.FAILED:
+            family.add_metric([code or NO_CODE], runs)
     return family
 
 

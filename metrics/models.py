@@ -1,7 +1,7 @@
 """What the scrape cannot afford to count from every run, turn or event ever stored, counted as it
 happens instead, in the transaction that records it (R-OP11: under 50 ms beside 10,000 runs): the
-turn duration histogram's buckets, runs failed by error code, and what the provider relay counted
-and refused. Each row only grows: the figures are true counters, whatever retention removes."""
+turn duration histogram's buckets, the runs that ended by status and error code, and what the
+provider relay counted and refused. Each row only grows: the figures are true counters, whatever retention removes."""
 
 from __future__ import annotations
 
@@ -24,14 +24,19 @@ class TurnDurations(models.Model):
         return f"{self.engine} bucket {self.bucket}: {self.turns}"
 
 
-class FailedRuns(models.Model):
-    """Runs that failed with one error code ("": an error without one)."""
+class RunEnds(models.Model):
+    """Runs that ended in one status (succeeded, failed, canceled) with one error code ("": none,
+    as every success has)."""
 
-    code = models.TextField(unique=True)  # a code is the service's or an engine's: no length to refuse
+    status = models.CharField(max_length=16)
+    code = models.TextField()  # a code is the service's or an engine's: no length to refuse
     runs = models.PositiveBigIntegerField(default=0)
 
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["status", "code"], name="unique_run_ends_status_code")]
+
     def __str__(self) -> str:
-        return f"{self.code or 'no code'}: {self.runs}"
+        return f"{self.status} {self.code or 'without a code'}: {self.runs}"
 
 
 class RelayRefusals(models.Model):

@@ -1,5 +1,5 @@
-"""The figures counted as they happen (metrics.receivers): failures by code as a run moves to
-`failed`, the relay's tokens and refusals as they are recorded; each in the transaction that
+"""The figures counted as they happen (metrics.receivers): how runs ended as each moves to its
+last status, the relay's tokens and refusals as they are recorded; each in the transaction that
 records it, and kept when the runs' rows go. A scrape reads those few rows: its statements do not
 grow with the runs and events stored, and none reads the events or the turns."""
 
@@ -42,6 +42,10 @@ def refusal(reason: str) -> RelayRefusal:
     return RelayRefusal(reason, "POST", "/v1/responses", "refused")
 
 
+def runs_by_status(scraped) -> dict[str, float]:
+    return {sample.labels["status"]: sample.value for sample in scraped["skillrunner_runs"][2]}
+
+
 def failed_runs(scraped) -> dict[str, float]:
     return {sample.labels["code"]: sample.value for sample in scraped["skillrunner_failed_runs"][2]}
 
@@ -73,10 +77,13 @@ def test_failures_and_the_relay_are_counted_as_they_happen_and_outlive_the_runs(
     # the refusals are the run's security events, as before
     assert RunEvent.objects.filter(run_id=spender, kind="security", payload__source="relay").count() == 3
 
+    expected_runs = {"queued": 1, "running": 0, "waiting_user": 0, "succeeded": 0, "failed": 3, "canceled": 1}
+    assert runs_by_status(metrics) == expected_runs
+
     Run.objects.all().delete()  # retention with SKILLRUNNER_RUN_RETENTION_DELETE_ROWS: the rows go
     metrics = scrape(staff_api)
-    assert value(metrics["skillrunner_runs"][2], "skillrunner_runs", status="failed") == 0  # stored runs
-    assert failed_runs(metrics) == counted["failures"]  # counted: they only grow
+    assert runs_by_status(metrics) == {**expected_runs, "queued": 0}  # the ends counted stay, only grow
+    assert failed_runs(metrics) == counted["failures"]
     assert relay_refusals(metrics) == counted["refusals"]
     assert value(metrics["skillrunner_model_tokens_total"][2], "skillrunner_model_tokens_total", engine="codex") == 1000
 
@@ -87,7 +94,9 @@ def test_a_failure_rolled_back_is_not_counted(queued_runs, staff_api):
         end_without_output(locked(rid), RunStatus.FAILED, "ENGINE_FAILED", "exit 3")
         raise RuntimeError("the change fails after the transition")
     assert Run.objects.get(pk=rid).status == RunStatus.QUEUED
-    assert failed_runs(scrape(staff_api)) == {}
+    metrics = scrape(staff_api)
+    assert failed_runs(metrics) == {}
+    assert runs_by_status(metrics)["failed"] == 0
 
 
 def add_stored_runs(owner, count: int, *, events_each: int = 10) -> None:
@@ -132,8 +141,8 @@ def tables_read(statements: list[str]) -> set[str]:
 
 def test_a_scrapes_statements_do_not_grow_with_the_runs_stored_R_OP11(alice, queued_runs, staff_api):
     """With every family given rows (the counters made), a scrape beside a few runs and one beside
-    many more runs, turns and events runs the same statements, and none of them reads the events
-    or the turns: what grows with them is counted as it happens."""
+    many more runs, turns and events runs the same statements; none of them reads the events or
+    the turns, nor every run: what grows with them is counted as it happens."""
     failing, spender, _ = queued_runs(3)
     fail_run(failing, "ENGINE_FAILED", "exit 3")
     record_relay_activity(spender, 1, 10, [refusal("path")])
@@ -145,3 +154,5 @@ def test_a_scrapes_statements_do_not_grow_with_the_runs_stored_R_OP11(alice, que
 
     assert len(many) == len(few)
     assert not {"runs_runevent", "runs_turnusage"} & tables_read(many)
+    # the runs under way, holding a slot or waiting: never all the runs stored
+    assert all(" WHERE " in sql for sql in many if "runs_run" in tables_read([sql]))

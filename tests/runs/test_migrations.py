@@ -155,10 +155,10 @@ def test_questions_already_emailed_stay_emailed_in_the_outbox():
 
 
 def test_the_metrics_counters_start_from_the_runs_stored_R_OP11():
-    """Failures by code, relay tokens and refusals became counters (metrics 0002): at the upgrade
+    """How runs ended, relay tokens and refusals became counters (metrics 0002): at the upgrade
     they hold what the stored runs did, as the scrape counted it from them before, and go on from
     there."""
-    from metrics.models import FailedRuns, ModelTokens, RelayRefusals
+    from metrics.models import ModelTokens, RelayRefusals, RunEnds
     from runs.services import fail_run
 
     before = _migrate(("metrics", "0001_initial"))
@@ -185,7 +185,14 @@ def test_the_metrics_counters_start_from_the_runs_stored_R_OP11():
     queued = Run.objects.create(engine="codex", status="queued", **fields)
 
     _migrate_to_latest()
-    assert dict(FailedRuns.objects.values_list("code", "runs")) == {"ENGINE_FAILED": 2, "TIMEOUT": 1, "": 2}
+    ends = {(status, code): runs for status, code, runs in RunEnds.objects.values_list("status", "code", "runs")}
+    assert ends == {
+        ("failed", "ENGINE_FAILED"): 2,
+        ("failed", "TIMEOUT"): 1,
+        ("failed", ""): 2,
+        ("succeeded", ""): 1,
+        ("canceled", "CANCELED_BY_USER"): 1,
+    }
     assert dict(ModelTokens.objects.values_list("engine", "tokens")) == {"codex": 2_100, "claude": 50}
     refusals = {
         (engine, reason): count
@@ -193,4 +200,4 @@ def test_the_metrics_counters_start_from_the_runs_stored_R_OP11():
     }
     assert refusals == {("codex", "key_in_request"): 5, ("claude", "key_in_request"): 2, ("claude", "path"): 1}
     fail_run(queued.pk, "TIMEOUT", "later")  # counted as it happens, from the figures carried over
-    assert FailedRuns.objects.get(code="TIMEOUT").runs == 2
+    assert RunEnds.objects.get(status="failed", code="TIMEOUT").runs == 2

@@ -11,14 +11,18 @@ def count_past_runs(apps, schema_editor):
     """What the runs stored at the upgrade did, counted once, as the scrape read it before it was
     counted as it happens: the figures go on from there instead of starting again at zero."""
     Run, RunEvent = apps.get_model("runs", "Run"), apps.get_model("runs", "RunEvent")
-    FailedRuns, ModelTokens, RelayRefusals = (
-        apps.get_model("metrics", name) for name in ("FailedRuns", "ModelTokens", "RelayRefusals")
+    RunEnds, ModelTokens, RelayRefusals = (
+        apps.get_model("metrics", name) for name in ("RunEnds", "ModelTokens", "RelayRefusals")
     )
-    failures: Counter[str] = Counter()
-    codes = Run.objects.filter(status="failed").order_by().values_list(KeyTextTransform("code", "error"))
-    for code, count in codes.annotate(Count("pk")):
-        failures[code or ""] += count  # no code, or an empty one: both counted as none
-    FailedRuns.objects.bulk_create(FailedRuns(code=code, runs=count) for code, count in failures.items())
+    ends: Counter[tuple[str, str]] = Counter()
+    codes = (
+        Run.objects.filter(status__in=["succeeded", "failed", "canceled"])
+        .order_by()
+        .values_list("status", KeyTextTransform("code", "error"))
+    )
+    for status, code, count in codes.annotate(Count("pk")):
+        ends[status, code or ""] += count  # no code, or an empty one: both counted as none
+    RunEnds.objects.bulk_create(RunEnds(status=status, code=code, runs=count) for (status, code), count in ends.items())
     tokens = Run.objects.filter(model_tokens__gt=0).order_by().values_list("engine")
     ModelTokens.objects.bulk_create(
         ModelTokens(engine=engine, tokens=total) for engine, total in tokens.annotate(Sum("model_tokens"))
@@ -44,12 +48,16 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name="FailedRuns",
+            name="RunEnds",
             fields=[
                 ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                ("code", models.TextField(unique=True)),
+                ("status", models.CharField(max_length=16)),
+                ("code", models.TextField()),
                 ("runs", models.PositiveBigIntegerField(default=0)),
             ],
+            options={
+                "constraints": [models.UniqueConstraint(fields=("status", "code"), name="unique_run_ends_status_code")],
+            },
         ),
         migrations.CreateModel(
             name="ModelTokens",
