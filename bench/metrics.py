@@ -276,28 +276,28 @@ def _measure(client, repeat: int) -> dict[str, Any]:
 
     server_began = _server_cpu_ms()
     figures: dict[str, Any] = timed(scrape, repeat)
-    server_ms = _server_cpu_ms() - server_began
+    server_ended = _server_cpu_ms()
     measured = cpu_ms[WARMUP : WARMUP + repeat]  # the samples timed() kept
     figures.update(cpu_median_ms=statistics.median(measured), cpu_p90_ms=statistics.quantiles(measured, n=10)[-1])
-    figures["server_cpu_mean_ms"] = server_ms / len(cpu_ms) if server_ms >= 0 else None
+    if server_began is not None and server_ended is not None:
+        figures["server_cpu_mean_ms"] = (server_ended - server_began) / len(cpu_ms)
     return figures
 
 
-def _server_cpu_ms() -> float:
+def _server_cpu_ms() -> float | None:
     """The CPU time so far of this process's PostgreSQL backend, when the server runs on this
-    machine (its /proc entry readable; in clock ticks, so only a mean over many scrapes tells);
-    -1 otherwise."""
+    machine (its /proc entry readable; in clock ticks, so only a mean over many scrapes tells)."""
     from django.db import connection
 
     if connection.vendor != "postgresql":
-        return -1
+        return None
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_backend_pid()")
         (pid,) = cursor.fetchone()
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
-        return -1
+        return None
     user, system = int(fields[11]), int(fields[12])  # utime and stime, the 14th and 15th fields
     return (user + system) * 1000 / os.sysconf("SC_CLK_TCK")
 
