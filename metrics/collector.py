@@ -69,7 +69,7 @@ def runs_by_status(ended: list[tuple[str, str, int]]) -> GaugeMetricFamily:
         "skillrunner_runs", "Runs under way, by status; runs that ended, by how they ended.", labels=["status"]
     )
     under_way = Run.objects.filter(status__in=UNDER_WAY).order_by().values_list("status")  # IN: the index's ranges
-    counts: dict[str, int] = dict(under_way.annotate(Count("pk")))
+    counts: dict[str, int] = dict(under_way.annotate(runs=Count("*")))  # COUNT(*): from the index alone
     for status, _, runs in ended:
         counts[status] = counts.get(status, 0) + runs
     for status in RunStatus.values:  # every status, 0 included: a panel's series never vanishes
