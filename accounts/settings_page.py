@@ -23,7 +23,7 @@ from skillrunner.api_errors import exception_handler
 from skillrunner.errors import NotFound
 from skillrunner.throttles import SETTINGS_SCOPE, check_rate
 
-from .forms import NotificationSettingsForm
+from .forms import NotificationSettingsForm, TokenForm
 from .services import email_questions_enabled, tokens_of
 from .settings_sections import registered
 
@@ -45,12 +45,16 @@ def render_page(request: HttpRequest, status: int = 200, **shown: Any) -> HttpRe
     shown = {**request.session.pop(SHOW_ONCE_KEY, {}), **shown}
     sections = registered()
     new_token_id = shown.get("new_token_id")
+    tokens = list(tokens_of(user))
     context = {
         **shown,
-        "new_token": tokens_of(user).filter(pk=new_token_id).first() if new_token_id else None,
+        "new_token": next((token for token in tokens if token.pk == new_token_id), None),
         "form": shown.get("form")
         or NotificationSettingsForm(initial={"email": user.email, "email_questions": email_questions_enabled(user)}),
-        "tokens": tokens_of(user),
+        "token_form": shown.get("token_form") or TokenForm(),
+        # Revoked and expired tokens open nothing any more: the page folds them away.
+        "tokens": [token for token in tokens if token.is_active],
+        "ended_tokens": [token for token in tokens if not token.is_active],
         "sections": sections,
     }
     for section in sections:

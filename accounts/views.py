@@ -14,11 +14,12 @@ from django.shortcuts import redirect
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
+from skillrunner.errors import ApplicationError
 from skillrunner.throttles import SETTINGS_SCOPE, form_over_rate
 
-from .forms import NotificationSettingsForm
+from .forms import NotificationSettingsForm, TokenForm
 from .services import issue_token, revoke_own_token, update_notification_settings
-from .settings_page import one_click_change, over_rate, redirect_showing_once, render_page
+from .settings_page import one_click_change, redirect_showing_once, render_page
 
 
 @login_required
@@ -39,9 +40,17 @@ def settings_page(request: HttpRequest) -> HttpResponse:
 @never_cache
 @require_POST
 def create_token(request: HttpRequest) -> HttpResponse:
-    if refused := over_rate(request):
-        return refused
-    token, key = issue_token(request.user)
+    form = TokenForm(request.POST)
+    if not form.is_valid():
+        return render_page(request, 400, token_form=form)
+    if form_over_rate(form, request.user, SETTINGS_SCOPE):
+        return render_page(request, 429, token_form=form)
+    try:
+        token, key = issue_token(request.user, **form.cleaned_data)
+    except ApplicationError as exc:
+        for message in exc.messages():
+            form.add_error("name", message)
+        return render_page(request, exc.status_code, token_form=form)
     return redirect_showing_once(request, "tokens", new_token_id=token.pk, new_key=key)
 
 
