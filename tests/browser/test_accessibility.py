@@ -97,7 +97,9 @@ def test_no_page_has_a_violation_of_moderate_impact_or_worse(live, new_page, run
         elif name == "run-finished":
             expect(viewer.locator(".artifact-preview h2")).to_have_text("Oslo")
             viewer.get_by_role("heading", name="Engine logs").click()
-            expect(viewer.locator("#logs-text")).not_to_be_empty()
+            expect(viewer.locator("#logs-turns .log-line").first).to_be_visible()
+            viewer.get_by_label("Find").fill("type")  # hits marked, the current one set apart
+            expect(viewer.locator("#logs-hits")).to_contain_text(" of ")
         elif name == "inbox":
             expect(viewer.locator("#questions .question")).to_have_count(1)
         found[name] = violations(viewer)
