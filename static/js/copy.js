@@ -39,13 +39,10 @@
     if (!source) return;
     button.hidden = false;
     button.addEventListener("click", () => {
+      status.textContent = ""; // a second copy is announced again
       copy(source).then((copied) => {
         if (copied) {
           status.textContent = "Copied";
-          button.textContent = "Copied";
-          window.setTimeout(() => {
-            button.textContent = "Copy";
-          }, 2000);
         } else {
           selectText(source); // the text is selected: the reader copies it with the keyboard
           status.textContent = "Could not copy: the text is selected, press Ctrl+C (⌘C on a Mac) to copy it.";

@@ -609,12 +609,12 @@
     return logs.loading.get(attempt);
   }
 
-  function loadTurn(attempt) {
-    return ensureBody(attempt).then(() => fillTurn(attempt));
+  function loadLogTurn(attempt) {
+    return ensureBody(attempt).then(() => fillLogTurn(attempt));
   }
 
   // The text of one line, with the query's hits in it marked (the current one set apart).
-  function fillLine(textNode, attempt, index, text) {
+  function fillLogLine(textNode, attempt, index, text) {
     textNode.textContent = "";
     const needle = logs.query.toLowerCase();
     if (!needle) {
@@ -633,10 +633,10 @@
       at = lower.indexOf(needle, from);
     }
     textNode.appendChild(document.createTextNode(text.slice(from)));
-    markCurrent(textNode, attempt, index);
+    markCurrentHit(textNode, attempt, index);
   }
 
-  function markCurrent(textNode, attempt, index) {
+  function markCurrentHit(textNode, attempt, index) {
     const hit = logs.hits[logs.current];
     textNode.querySelectorAll("mark.log-hit").forEach((mark) => {
       const isCurrent = !!hit && hit.attempt === attempt && hit.line === index && String(hit.start) === mark.dataset.start;
@@ -644,7 +644,7 @@
     });
   }
 
-  function buildChunk(turn, chunkIndex) {
+  function buildLogChunk(turn, chunkIndex) {
     const chunk = turn.chunks[chunkIndex];
     if (chunk.built) return;
     const fragment = document.createDocumentFragment();
@@ -656,7 +656,7 @@
       number.href = "#" + row.id;
       number.tabIndex = -1; // a log is not a trap of thousands of tab stops; the search moves by keyboard
       const text = node("span", "log-lt");
-      fillLine(text, turn.attempt, index, turn.lines[index]);
+      fillLogLine(text, turn.attempt, index, turn.lines[index]);
       row.append(number, text);
       fragment.appendChild(row);
     }
@@ -667,15 +667,15 @@
     if (turn.observer) turn.observer.unobserve(chunk.element);
   }
 
-  function lineElement(attempt, index) {
+  function logLineElement(attempt, index) {
     const turn = logs.turns.get(attempt);
     if (!turn || index >= turn.lines.length) return null;
     turn.block.open = true;
-    buildChunk(turn, Math.floor(index / LOG_CHUNK_LINES));
+    buildLogChunk(turn, Math.floor(index / LOG_CHUNK_LINES));
     return el(lineAnchor(attempt, index + 1));
   }
 
-  function turnBlock(attempt, sizes, open) {
+  function logTurnBlock(attempt, sizes, open) {
     const block = node("details", "log-turn");
     block.dataset.attempt = String(attempt);
     block.open = open;
@@ -684,13 +684,13 @@
     summary.appendChild(node("span", "muted", " · " + (size ? formatNumber(size) + " bytes" : "empty")));
     block.appendChild(summary);
     block.addEventListener("toggle", () => {
-      if (block.open && !logs.turns.has(attempt)) loadTurn(attempt).catch(showLogProblem);
+      if (block.open && !logs.turns.has(attempt)) loadLogTurn(attempt).catch(showLogProblem);
     });
     return block;
   }
 
   // The shown stream of one turn, whose answer is loaded, as numbered lines in unbuilt chunks.
-  function fillTurn(attempt) {
+  function fillLogTurn(attempt) {
     const body = logs.bodies.get(attempt);
     const block = el("logs-turns").querySelector('.log-turn[data-attempt="' + attempt + '"]');
     if (!body || !block || logs.turns.has(attempt)) return;
@@ -724,19 +724,19 @@
       if ("IntersectionObserver" in window) {
         // A chunk is built when it comes within a screen or so of the box's visible part.
         turn.observer = new IntersectionObserver(
-          (entries) => entries.forEach((entry) => entry.isIntersecting && buildChunk(turn, Number(entry.target.dataset.chunk))),
+          (entries) => entries.forEach((entry) => entry.isIntersecting && buildLogChunk(turn, Number(entry.target.dataset.chunk))),
           { root: box, rootMargin: "800px 0px" }
         );
         turn.chunks.forEach((chunk) => turn.observer.observe(chunk.element));
       } else {
-        turn.chunks.forEach((chunk, index) => buildChunk(turn, index));
+        turn.chunks.forEach((chunk, index) => buildLogChunk(turn, index));
       }
     }
     turn.block.querySelector("summary .muted").textContent +=
       lines.length ? " · " + formatNumber(lines.length) + " line" + (lines.length === 1 ? "" : "s") : "";
     logs.turns.set(attempt, turn);
     findHits();
-    showTarget();
+    showLinkedLine();
   }
 
   function showLogs() {
@@ -758,8 +758,8 @@
     attempts.forEach(({ attempt_number: attempt, ...sizes }) => {
       const linked = logs.target && logs.target.attempt === attempt;
       const open = linked || (firstTime ? attempt === latest : wasOpen.has(attempt));
-      container.appendChild(turnBlock(attempt, sizes, open));
-      if (open) loadTurn(attempt).catch(showLogProblem);
+      container.appendChild(logTurnBlock(attempt, sizes, open));
+      if (open) loadLogTurn(attempt).catch(showLogProblem);
     });
     if (logs.query) loadEveryTurn();
   }
@@ -784,7 +784,7 @@
     const missing = ((logs.index && logs.index.attempts) || [])
       .map((attempt) => attempt.attempt_number)
       .filter((attempt) => !logs.bodies.has(attempt));
-    missing.reduce((done, attempt) => done.then(() => loadTurn(attempt)), Promise.resolve()).catch(showLogProblem);
+    missing.reduce((done, attempt) => done.then(() => loadLogTurn(attempt)), Promise.resolve()).catch(showLogProblem);
   }
 
   function findHits() {
@@ -813,7 +813,7 @@
         if (!chunk.built) return;
         chunk.element.querySelectorAll(".log-lt").forEach((text, offset) => {
           const index = chunkIndex * LOG_CHUNK_LINES + offset;
-          fillLine(text, turn.attempt, index, turn.lines[index]);
+          fillLogLine(text, turn.attempt, index, turn.lines[index]);
         });
       });
     });
@@ -834,26 +834,26 @@
     logs.current = (position + count) % count;
     const hit = logs.hits[logs.current];
     [before, hit].forEach((one) => {
-      const row = one && lineElement(one.attempt, one.line);
-      if (row) markCurrent(row.querySelector(".log-lt"), one.attempt, one.line);
+      const row = one && logLineElement(one.attempt, one.line);
+      if (row) markCurrentHit(row.querySelector(".log-lt"), one.attempt, one.line);
     });
-    const mark = lineElement(hit.attempt, hit.line).querySelector("mark.current");
+    const mark = logLineElement(hit.attempt, hit.line).querySelector("mark.current");
     if (mark) mark.scrollIntoView({ block: "center", inline: "nearest" });
     showHitCount();
   }
 
   // The line a link names: its turn opened, its stream shown, the line scrolled to and set apart.
-  function readTarget() {
+  function readLineLink() {
     const match = LOG_LINE_ANCHOR.exec(window.location.hash);
     logs.target = match ? { attempt: Number(match[1]), stream: match[2], line: Number(match[3]) } : null;
     return logs.target;
   }
 
-  function showTarget() {
+  function showLinkedLine() {
     const target = logs.target;
     if (!target || target.stream !== logs.stream || !logs.turns.has(target.attempt)) return;
     page.querySelectorAll(".log-line.targeted").forEach((row) => row.classList.remove("targeted"));
-    const row = lineElement(target.attempt, target.line - 1);
+    const row = logLineElement(target.attempt, target.line - 1);
     if (!row) return;
     row.classList.add("targeted");
     if (!target.shown) {
@@ -862,23 +862,23 @@
     }
   }
 
-  function selectStream(stream) {
+  function selectLogStream(stream) {
     logs.stream = stream;
     page.querySelectorAll(".log-tab").forEach((tab) => tab.setAttribute("aria-pressed", String(tab.dataset.stream === stream)));
   }
 
   function followLineLink() {
-    if (!readTarget()) return;
+    if (!readLineLink()) return;
     if (el(window.location.hash.slice(1))) {
       logs.target.shown = true; // a line number clicked: the line is where the reader is
-      showTarget();
+      showLinkedLine();
       return;
     }
     const streamChanged = logs.target.stream !== logs.stream;
-    selectStream(logs.target.stream);
+    selectLogStream(logs.target.stream);
     if (!el("logs").open) el("logs").open = true; // its toggle loads the logs
     else if (logs.index && streamChanged) showLogs();
-    else if (logs.index) loadTurn(logs.target.attempt).then(showTarget).catch(showLogProblem);
+    else if (logs.index) loadLogTurn(logs.target.attempt).then(showLinkedLine).catch(showLogProblem);
   }
 
   el("logs").addEventListener("toggle", () => {
@@ -887,7 +887,7 @@
   el("logs-refresh").addEventListener("click", loadLogs);
   page.querySelectorAll(".log-tab").forEach((tab) => {
     tab.addEventListener("click", () => {
-      selectStream(tab.dataset.stream);
+      selectLogStream(tab.dataset.stream);
       showLogs();
     });
   });

@@ -100,6 +100,16 @@ def test_no_page_has_a_violation_of_moderate_impact_or_worse(live, new_page, run
             expect(viewer.locator("#logs-turns .log-line").first).to_be_visible()
             viewer.get_by_label("Find").fill("type")  # hits marked, the current one set apart
             expect(viewer.locator("#logs-hits")).to_contain_text(" of ")
+        elif name == "settings":  # a revoked token folded away, a new one's key with its copy button
+            for token_name in (f"axe {width}", f"axe {width} again"):
+                viewer.get_by_label("Name", exact=True).fill(token_name)
+                viewer.get_by_role("button", name="Create a token").click()
+                expect(viewer.get_by_role("button", name="Copy the new token's key")).to_be_visible()
+                if token_name == f"axe {width}":
+                    viewer.once("dialog", lambda dialog: dialog.accept())
+                    viewer.get_by_role("button", name=f"Revoke token {token_name}").click()
+                    expect(viewer.locator(".messages")).to_contain_text("Token revoked")
+            viewer.locator("details.ended-tokens summary").click()
         elif name == "inbox":
             expect(viewer.locator("#questions .question")).to_have_count(1)
         found[name] = violations(viewer)
