@@ -11,7 +11,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import log_in, screenshot
+from .conftest import SCREENSHOTS, log_in, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 
@@ -106,7 +106,7 @@ def test_search_marks_hits_across_turns_and_moves_between_them(live, new_page, t
     expect(current).to_be_in_viewport()
     expect(turn(page, 1)).to_have_attribute("open", "")
     first_row = current.locator("xpath=../..").get_attribute("id")
-    screenshot(page, "41-21-logs-search.png")
+    screenshot(page, "41-21-logs-search.png", "#logs")
 
     page.get_by_role("button", name="Next match").click()
     expect(hits).to_have_text("2 of 3")
@@ -155,7 +155,7 @@ def test_a_link_to_a_line_opens_on_it(live, new_page, two_turns):
         expect(reader.locator("#logs")).to_have_attribute("open", "")
         expect(line.locator(".log-lt")).to_contain_text("step 1500")
         assert reader.evaluate("document.documentElement.scrollWidth") <= width
-        screenshot(reader, name)
+        reader.screenshot(path=str(SCREENSHOTS / name))  # what the reader sees on arrival
 
     # A link to another stream's line shows that stream.
     reader.goto(f"/runs/{two_turns}/#logs-t2-prompt-L1")

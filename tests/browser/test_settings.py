@@ -144,6 +144,7 @@ def test_api_tokens_from_the_settings_page(live, new_page):
     phone.locator("details.ended-tokens summary").click()
     assert phone.evaluate("document.documentElement.scrollWidth") <= 390
     screenshot(phone, "60-settings-phone.png")
+    screenshot(phone, "41-12-settings-tokens-phone.png", "#tokens")
 
 
 @pytest.mark.parametrize("width", [1280, 390])
