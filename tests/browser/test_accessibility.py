@@ -48,12 +48,7 @@ def runs(live):
             "files": {"artifacts/plan.md": "# Oslo\n\nFjord walk.\n"},
         },
     )
-    finished = live.start_trip("alice")
-    live.service.wait_for_status(token, finished, {"waiting_user"})
-    live.service.request(
-        "POST", f"/v1/jobs/{finished}/interaction/reply", token, {"interaction_id": 1, "response": "Oslo"}
-    )
-    live.service.wait_for_status(token, finished, {"succeeded"})
+    finished = live.answered_trip("alice")
     waiting = live.start_trip("alice")
     live.service.wait_for_status(token, waiting, {"waiting_user"})
     yield {"waiting": waiting, "finished": finished}

@@ -28,7 +28,6 @@ TOOLS = 4000
 @pytest.fixture(scope="module")
 def two_turns(live) -> str:
     """A finished run of two turns: a long first one that asks, a short second one."""
-    token = live.token("alice")
     live.engine.script(
         {"tools": TOOLS, "reasoning": HOSTILE, "message": "Both are lovely.\n\n" + json.dumps(ASK)},
         {
@@ -37,13 +36,7 @@ def two_turns(live) -> str:
             "files": {"artifacts/plan.md": "# Oslo\n\nFjord walk.\n"},
         },
     )
-    request_id = live.start_trip("alice")
-    live.service.wait_for_status(token, request_id, {"waiting_user"})
-    live.service.request(
-        "POST", f"/v1/jobs/{request_id}/interaction/reply", token, {"interaction_id": 1, "response": "Oslo"}
-    )
-    live.service.wait_for_status(token, request_id, {"succeeded"})
-    return request_id
+    return live.answered_trip("alice")
 
 
 def open_logs(page, request_id: str) -> None:
