@@ -79,3 +79,15 @@ def test_revoked_and_expired_tokens_are_folded_away(browser, alice):
     assert "revoked one" in ended and "expired one" in ended and "revoked <time" in ended and "expired <time" in ended
     assert ended.count("<form") == 0  # nothing left to revoke
     assert f"/settings/tokens/{active.pk}/revoke/" in table
+
+
+def test_the_admin_lists_tokens_with_their_name_and_expiry(admin_user, alice):
+    ApiToken.issue(alice, name="billing export", expires_at=timezone.now() + timedelta(days=30))
+    ApiToken.issue(alice, name="no end")
+    staff = Client()
+    staff.force_login(admin_user)
+    page = staff.get("/admin/accounts/apitoken/").content.decode()
+    assert "column-name" in page and "column-expires_at" in page
+    assert "billing export" in page and "no end" in page
+    expiring = staff.get("/admin/accounts/apitoken/", {"expires_at__isnull": "False"}).context["cl"].result_list
+    assert [token.name for token in expiring] == ["billing export"]
