@@ -1,0 +1,149 @@
+// Replying and cancelling: the reply card (#reply-form) with the question's quick replies and
+// its kind's controls (question-forms.js), replies over the socket, files over the file-reply
+// path (R-UP6), the Cancel button, and what the server answers to each.
+import { byId, node } from "../lib/dom.js";
+import { postForm } from "../lib/http.js";
+import { build as buildQuestionForm } from "../question-forms.js";
+import { addNote, conversation } from "./conversation.js";
+import { page, PAGE_NONCE, send, socketOpen, state, TERMINAL } from "./state.js";
+
+const cancelButton = byId("cancel-button");
+const replyForm = byId("reply-form");
+const replyText = byId("reply-text");
+const replyError = byId("reply-error");
+const quickReplies = byId("quick-replies");
+const kindForm = byId("kind-form");
+const replyTextBlock = byId("reply-text-block");
+const replySend = byId("reply-send");
+
+export function updateControls() {
+  const waiting = state.status === "waiting_user" && state.pending;
+  const wasHidden = replyForm.hidden;
+  replyForm.hidden = !waiting;
+  // Entries scrolled into view stop above the reply card, which sticks to the bottom.
+  conversation.style.setProperty("--reply-height", waiting ? replyForm.offsetHeight + "px" : "0px");
+  lockReplyControls();
+  cancelButton.disabled = !socketOpen() || TERMINAL.includes(state.status);
+  if (!waiting) return;
+  if (wasHidden || quickReplies.dataset.interaction !== String(state.pending.interaction_id)) {
+    renderQuickReplies(state.pending);
+    renderKindForm(state.pending);
+    lockReplyControls();
+    replyError.hidden = true;
+    conversation.style.setProperty("--reply-height", replyForm.offsetHeight + "px");
+    if (state.followingEdge && conversation.lastElementChild) conversation.lastElementChild.scrollIntoView({ block: "nearest" });
+    // Move focus for a question that just arrived, never while history replays; but a person
+    // who came here to answer (the inbox's and the email's links end in #reply) gets it at once.
+    const cameToAnswer = window.location.hash === "#reply" && !state.focusedForLink;
+    if (cameToAnswer || (state.lastSeq > state.liveFromSeq && document.activeElement === document.body)) {
+      state.focusedForLink = true;
+      // The kind's own first control (a form's first field, Yes), else the text box.
+      const first = kindForm.querySelector("input, textarea, button") || (replyTextBlock.hidden ? quickReplies.querySelector("button") : replyText);
+      if (first) first.focus();
+    }
+  }
+}
+
+function lockReplyControls() {
+  replyForm.querySelectorAll("button, textarea").forEach((control) => {
+    control.disabled = state.sending || !socketOpen();
+  });
+}
+
+function renderQuickReplies(pending) {
+  quickReplies.textContent = "";
+  quickReplies.dataset.interaction = String(pending.interaction_id);
+  (pending.options || []).forEach((option) => {
+    const button = node("button", "quick-reply", optionCaption(option));
+    button.type = "button";
+    button.addEventListener("click", () => sendReply(option.value));
+    quickReplies.appendChild(button);
+  });
+  quickReplies.hidden = !(pending.options || []).length;
+}
+
+// The kind's own controls above the text box; the box stays unless only the options may answer.
+function renderKindForm(pending) {
+  state.question = buildQuestionForm(pending, { send: sendReply, sendFiles: sendFiles, limits: JSON.parse(page.dataset.replyFileLimits) });
+  kindForm.textContent = "";
+  if (state.question.element) kindForm.appendChild(state.question.element);
+  replyForm.classList.toggle("has-kind-form", Boolean(state.question.element));
+  replyTextBlock.hidden = replySend.hidden = !state.question.allowsText;
+  replyTextBlock.querySelector("label").textContent = state.question.textLabel;
+  replySend.textContent = pending.kind === "upload_files" ? "Send without files" : "Send";
+}
+
+// Files go through the file-reply path (R-UP6), with the text box's words as their message.
+async function sendFiles(files) {
+  if (!state.pending || state.sending) return;
+  const body = new FormData();
+  const key = "web-" + PAGE_NONCE + "-" + state.pending.interaction_id;
+  body.append("metadata", JSON.stringify({ interaction_id: state.pending.interaction_id, idempotency_key: key, text: replyText.value.trim() }));
+  files.forEach((file) => body.append("files", file, file.name));
+  state.sending = true;
+  updateControls();
+  try {
+    const response = await postForm(page.dataset.replyFilesUrl, body, replyForm.elements.csrfmiddlewaretoken.value);
+    const answer = await response.json().catch(() => ({ detail: { code: "HTTP_" + response.status, message: "The files could not be sent." } }));
+    if (!response.ok) return handleError(answer.detail);
+    handleAck({ action: "reply" });
+  } catch (problem) {
+    handleError({ code: "NETWORK", message: "The files could not be sent; try again." });
+  }
+}
+
+// The label, and beside it the value the button sends whenever the two differ (R-FS4).
+function optionCaption(option) {
+  const sent = typeof option.value === "string" ? option.value : JSON.stringify(option.value);
+  return sent === option.label ? option.label : option.label + " → " + sent;
+}
+
+function sendReply(response) {
+  if (!state.pending || state.sending) return;
+  const key = "web-" + PAGE_NONCE + "-" + state.pending.interaction_id;
+  state.sending = send({ type: "reply", interaction_id: state.pending.interaction_id, response: response, idempotency_key: key });
+  updateControls();
+}
+
+export function handleAck(message) {
+  if (message.action === "reply") {
+    state.sending = false;
+    replyText.value = "";
+  } else if (!message.accepted) {
+    addNote("", "The run had already ended.");
+  }
+  updateControls();
+}
+
+// A question waiting when the page opens is what the reader came for: once the history has
+// replayed, it is brought into sight above the reply card (the only scroll on load).
+export function showWaitingQuestion() {
+  if (state.status !== "waiting_user" || !state.pending || !conversation.lastElementChild) return;
+  conversation.lastElementChild.scrollIntoView({ block: "nearest" });
+}
+
+export function handleError(message) {
+  state.sending = false;
+  replyError.textContent = message.message + " (" + message.code + ")";
+  replyError.hidden = false;
+  if (message.field_errors && state.question) state.question.showFieldErrors(message.field_errors);
+  updateControls();
+}
+
+// The reply card's text box and the Cancel button.
+export function startReplies() {
+  replyForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const text = replyText.value.trim();
+    if (text) sendReply(text);
+  });
+  replyText.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      replyForm.requestSubmit();
+    }
+  });
+  cancelButton.addEventListener("click", () => {
+    if (window.confirm("Cancel this run? The agent is stopped and the run cannot continue.")) send({ type: "cancel" });
+  });
+}
