@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import shutil
+import uuid
 from collections.abc import Iterator
 from typing import IO, Any, BinaryIO, NamedTuple
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.db.models import Count, OuterRef, Subquery, UUIDField, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from enginehost.choice import catalogued_models
@@ -21,7 +25,7 @@ from skills.selectors import current_version
 from skills.services import archive_limits, remove_snapshot, temporary_version, zipped_package
 
 from .. import hooks, runfiles
-from ..cache import cache_key, cached_run, copy_cached_result, is_cacheable, uploads_digest
+from ..cache import cache_key, cached_run, copy_cached_result, is_cacheable, reusable_runs, uploads_digest
 from ..events import append_event
 from ..inputs import (
     file_fields,
@@ -32,8 +36,8 @@ from ..inputs import (
 )
 from ..models import Run, RunStatus
 from ..options import DEFAULT_EFFORT, EffectiveOptions, resolve_options
-from ..spend import budget_left_at_admission
-from .dispatching import ready_queue_length, run_became_ready
+from ..spend import budget_exceeded, daily_budget_columns
+from .dispatching import ready_queue_length_query, run_became_ready
 from .lifecycle import cancel_run, end_without_output, locked, transition
 
 
@@ -68,8 +72,7 @@ def create_run(
         options, _ = resolve_options(runtime_options, {})  # refused now if bad; warned of with the skill
         if callback_url:
             hooks.checking_callback.send(sender=Run, url=callback_url)
-        _check_queue_room(owner)
-        _check_budget(owner)
+        _check_admission(owner, key="")
         run = Run(
             owner=owner,
             engine=engine,
@@ -91,14 +94,12 @@ def create_run(
     validate_request_payload(version.schemas, input, parameter)
     if callback_url:
         hooks.checking_callback.send(sender=Run, url=callback_url)  # R-NT2, before anything is created
-    _check_queue_room(owner)
-    _check_budget(owner)
-
     input_schema = version.schemas["input"]
     awaiting_upload = bool(required_file_fields(input_schema)) or (expects_upload and bool(file_fields(input_schema)))
     # A run with uploads gets its key once the files are there (attach_upload).
     cacheable = is_cacheable(admitted.options.as_dict()) and not awaiting_upload
     key = cache_key(version, engine, model, input, parameter, admitted.options.as_dict()) if cacheable else ""
+    reusable = _check_admission(owner, key=key)
     run = Run(
         owner=owner,
         skill_id=version.skill_id,
@@ -114,7 +115,8 @@ def create_run(
         awaiting_upload=awaiting_upload,
         cache_key=key,
     )
-    return _save_new_run(run, callback_url=callback_url, cached_from=cached_run(owner, key) if key else None)
+    cached_from = Run.objects.filter(pk=reusable).first() if reusable else None
+    return _save_new_run(run, callback_url=callback_url, cached_from=cached_from)
 
 
 def create_run_with_files(*, files: BinaryIO | IO[bytes] | None, **create: Any) -> Run:
@@ -327,22 +329,48 @@ def attach_skill_package(run: Run, package_source: BinaryIO | IO[bytes], *, expe
     return run
 
 
-def _check_budget(owner) -> None:
+class AdmissionRead(NamedTuple):
+    owner_queued: int  # the owner's queued runs, those waiting for their upload too
+    queue_length: int  # runs ready to dispatch, every owner's
+    own_daily_limit: int | None
+    spent_today: int | None
+    reusable: uuid.UUID | None  # the earlier run whose result this one may reuse (R-OP9)
+
+
+def _check_admission(owner, *, key: str) -> uuid.UUID | None:
+    """The queue caps and the owner's daily budget checked, and the earlier run a run with cache
+    key `key` may reuse ("" for none) found, from one statement: one query of the owner's row
+    whose columns are each a bounded read. Neither count reads the backlog (R-SC1): the owner's
+    from an index holding their queued runs alone, the queue's from the owners' places."""
+    queued = Run.objects.filter(owner=OuterRef("pk"), status=RunStatus.QUEUED).order_by()
+    reusable = reusable_runs(OuterRef("pk"), key).values("pk")[:1] if key else None
+    columns = {
+        "owner_queued": Coalesce(Subquery(queued.values("owner").annotate(n=Count("pk")).values("n")), 0),
+        "queue_length": Coalesce(Subquery(ready_queue_length_query()), 0),
+        **daily_budget_columns(),
+        "reusable": Subquery(reusable) if reusable is not None else Value(None, output_field=UUIDField()),
+    }
+    users = get_user_model().objects.filter(pk=owner.pk).annotate(**columns)
+    read = AdmissionRead(*users.values_list(*AdmissionRead._fields).get())
+    _check_queue_room(read)
+    _check_budget(read)
+    return read.reusable
+
+
+def _check_budget(read: AdmissionRead) -> None:
     """429 BUDGET_EXCEEDED when the owner's tokens for the day are spent (R-SB9)."""
-    spent = budget_left_at_admission(owner.pk)
+    spent = budget_exceeded(read.own_daily_limit, read.spent_today)
     if spent is not None:
         raise ApplicationError(spent.code, f"{spent.message}; try again tomorrow", status_code=429, **spent.details())
 
 
-def _check_queue_room(owner) -> None:
+def _check_queue_room(read: AdmissionRead) -> None:
     """429 QUEUE_FULL when the queue, or this owner's share of it, is full (R-FS1). Runs waiting
-    for their upload count toward their owner's share only; they expire (UPLOAD_TIMEOUT). Neither
-    count reads the backlog (R-SC1): the owner's from an index holding their queued runs alone,
-    the queue's from the owners' places."""
-    if Run.objects.filter(owner=owner, status=RunStatus.QUEUED).count() >= settings.SKILLRUNNER_USER_MAX_QUEUED:
+    for their upload count toward their owner's share only; they expire (UPLOAD_TIMEOUT)."""
+    if read.owner_queued >= settings.SKILLRUNNER_USER_MAX_QUEUED:
         held = f"{settings.SKILLRUNNER_USER_MAX_QUEUED} queued runs"
         raise OverUserLimit("QUEUE_FULL", held, "try again when some have started", scope="user")
-    if ready_queue_length() >= settings.SKILLRUNNER_MAX_QUEUED_RUNS:
+    if read.queue_length >= settings.SKILLRUNNER_MAX_QUEUED_RUNS:
         raise ApplicationError("QUEUE_FULL", "the run queue is full; try again later", status_code=429, scope="all")
 
 
