@@ -78,14 +78,11 @@ def is_cacheable(runtime_options: dict[str, Any]) -> bool:
     return runtime_options.get("execution_mode") == "auto" and not runtime_options.get("no_cache")
 
 
-def reusable_runs(owner, key: str):
-    """The owner's earlier runs whose result a run with `key` may reuse, the latest first."""
-    earlier = Run.objects.filter(owner=owner, cache_key=key, status=RunStatus.SUCCEEDED, files_removed_at__isnull=True)
-    return earlier.order_by("-finished_at")
-
-
 def cached_run(owner, key: str) -> Run | None:
-    return reusable_runs(owner, key).first()
+    """The owner's latest earlier run whose result a run with `key` may reuse (creating a run
+    looks it up with its admission checks: runs.services.admission._admission_sql)."""
+    earlier = Run.objects.filter(owner=owner, cache_key=key, status=RunStatus.SUCCEEDED, files_removed_at__isnull=True)
+    return earlier.order_by("-finished_at").first()
 
 
 def copy_cached_result(source: Run, run_dir: Path) -> dict[str, Any] | None:

@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
-from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from accounts.models import SpendLimit
@@ -26,7 +25,11 @@ def _or_none(limit: int | None) -> int | None:
 
 def user_daily_limit(user_id: int) -> int | None:
     """The user's own daily budget set in admin, else the operator's; None: no limit."""
-    own = SpendLimit.objects.filter(user_id=user_id).values_list("max_tokens_per_day", flat=True).first()
+    return daily_limit(SpendLimit.objects.filter(user_id=user_id).values_list("max_tokens_per_day", flat=True).first())
+
+
+def daily_limit(own: int | None) -> int | None:
+    """A user's daily budget from their own limit (None: they have none); None: no limit."""
     return _or_none(own if own is not None else settings.SKILLRUNNER_USER_MAX_TOKENS_PER_DAY)
 
 
@@ -40,21 +43,10 @@ def run_limit(run: Run) -> int | None:
     return _or_none(run.options.max_tokens or settings.SKILLRUNNER_RUN_MAX_TOKENS)
 
 
-def daily_budget_columns() -> dict[str, Subquery]:
-    """The user's own daily budget and what they spent today, as columns of a query of users:
-    admission reads them with the rest of what it checks, in one statement (budget_exceeded)."""
-    return {
-        "own_daily_limit": Subquery(SpendLimit.objects.filter(user=OuterRef("pk")).values("max_tokens_per_day")[:1]),
-        "spent_today": Subquery(
-            TokenSpend.objects.filter(owner=OuterRef("pk"), day=timezone.localdate()).values("tokens")[:1]
-        ),
-    }
-
-
 def budget_exceeded(own_daily_limit: int | None, spent: int | None) -> BudgetExceeded | None:
-    """The user's day budget (daily_budget_columns), when it is already spent: a new run is
-    refused (R-SB9)."""
-    limit = _or_none(own_daily_limit if own_daily_limit is not None else settings.SKILLRUNNER_USER_MAX_TOKENS_PER_DAY)
+    """The user's day budget (their own limit, else the operator's), when `spent` is all of it:
+    a new run is refused (R-SB9)."""
+    limit = daily_limit(own_daily_limit)
     if limit is None:
         return None
     return BudgetExceeded("user_day", spent or 0, limit) if (spent or 0) >= limit else None
