@@ -177,8 +177,9 @@ def _run_converters(database, with_result: bool) -> dict[int, Any]:
     Django's compiler gives them: {position: (converters, column)}; worked out once per connection."""
     known = _CONVERTERS.setdefault(database, {})
     if with_result not in known:
-        table = Run._meta.db_table
-        columns = [Run._meta.get_field(name).get_col(table) for name in _status_run_fields(with_result)]
+        table, fields = Run._meta.db_table, _status_run_fields(with_result)
+        columns = [field.get_col(table) for field in Run._meta.concrete_fields if field.attname in fields]
+        columns.sort(key=lambda column: fields.index(column.target.attname))
         compiler = database.ops.compiler("SQLCompiler")(Run.objects.none().query, database, database.alias)
         known[with_result] = compiler.get_converters(columns)
     return known[with_result]

@@ -104,7 +104,7 @@ def _compiled_dispatch_read(database, cap: int) -> tuple[Any, str, Any]:
     return known[cap]
 
 
-def _dispatch_read(cap: int) -> QuerySet[OwnerQueue]:
+def _dispatch_read(cap: int) -> QuerySet[Any, Any]:
     holders = Run.objects.filter(holds_slot=True).order_by().values("owner_id")
     waiting = OwnerQueue.objects.filter(oldest_ready_at__isnull=False)
     first_idle = waiting.exclude(owner_id__in=holders).order_by("last_served_at", "oldest_ready_at", "owner_id")
