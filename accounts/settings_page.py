@@ -19,9 +19,9 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from rest_framework.exceptions import Throttled
 
-from skillrunner.api_errors import exception_handler
-from skillrunner.errors import NotFound
-from skillrunner.throttles import SETTINGS_SCOPE, check_rate
+from kernel.api_errors import exception_handler
+from kernel.errors import NotFound
+from kernel.throttles import SETTINGS_SCOPE, check_rate
 
 from .forms import NotificationSettingsForm
 from .services import email_questions_enabled, tokens_of

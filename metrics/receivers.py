@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
+from kernel.counters import add_to_row
 from runs.models import TurnUsage
-from skillrunner.counters import add_to_row
 
 from .models import TurnDurations
 

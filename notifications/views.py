@@ -18,8 +18,8 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from accounts.settings_page import one_click_change, redirect_showing_once, render_page
-from skillrunner.errors import ApplicationError, NotFound
-from skillrunner.throttles import SETTINGS_SCOPE, form_over_rate
+from kernel.errors import ApplicationError, NotFound
+from kernel.throttles import SETTINGS_SCOPE, form_over_rate
 
 from . import services
 from .forms import WebhookForm

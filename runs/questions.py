@@ -12,7 +12,7 @@ from typing import Any
 from django.urls import reverse
 from rest_framework.exceptions import ValidationError
 
-from skillrunner.throttles import REPLY_SCOPE, check_rate
+from kernel.throttles import REPLY_SCOPE, check_rate
 
 from . import selectors, services
 from .models import Interaction

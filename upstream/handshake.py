@@ -12,7 +12,7 @@ from typing import Any
 
 from django.conf import settings
 
-from skillrunner.errors import ApplicationError
+from kernel.errors import ApplicationError
 
 REQUEST_SCHEMA = "zotero-agents.skillrunner-handshake.request.v1"
 RESPONSE_SCHEMA = "zotero-agents.skillrunner-handshake.response.v1"

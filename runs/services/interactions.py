@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from engines.prompt import reply_prompt
-from skillrunner.errors import ApplicationError, Conflict
+from kernel.errors import ApplicationError, Conflict
 
 from .. import runfiles
 from ..events import Events, append_event
@@ -108,7 +108,7 @@ def _resolve_pending(run: Run, response: Any, *, prompt: str, mode: str, user, i
         "resolution_mode": mode,
         "answered_at": interaction.answered_at.isoformat(),
     }
-    # A resumable run queues for a new process; a sticky one goes straight back to its live process.
+    # A resumable run queues for a new process; a sticky one goes straight back to its resident process.
     resumable = run.interactive_profile == InteractiveProfile.RESUMABLE
     transition(run, RunStatus.QUEUED if resumable else RunStatus.RUNNING, preceding=[("interaction_reply", reply)])
     return interaction
