@@ -6,9 +6,9 @@ from .services import revoke_tokens
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    list_display = ("__str__", "user", "created_at", "last_used_at", "revoked_at")
-    list_filter = ("revoked_at",)
-    search_fields = ("user__username", "lookup")
+    list_display = ("name", "prefix", "user", "created_at", "last_used_at", "expires_at", "revoked_at")
+    list_filter = ("revoked_at", "expires_at")
+    search_fields = ("user__username", "name", "lookup")
     readonly_fields = ("user", "lookup", "created_at", "last_used_at")
     exclude = ("key_hash",)
     actions = ["revoke"]

@@ -16,7 +16,8 @@ TOKEN_KEYWORDS = ("Token", "Bearer")
 
 
 def token_for_key(key: str) -> ApiToken | None:
-    """The active token of an active user this API key is, or None; shared by the REST API and the websocket."""
+    """The active (neither revoked nor expired) token of an active user this API key is, or None;
+    shared by the REST API and the websocket."""
     token = ApiToken.objects.for_key(key)
     if token is None or not token.user.is_active:
         return None
@@ -49,7 +50,7 @@ class HashedTokenAuthentication(authentication.BaseAuthentication):
             return None
         token = token_for_key(key)
         if token is None:
-            raise exceptions.AuthenticationFailed("Invalid or revoked token.")
+            raise exceptions.AuthenticationFailed("Invalid, revoked or expired token.")
         return token.user, token  # request.auth is the token: streams end when it is revoked (R-FS3)
 
     def authenticate_header(self, request) -> str:

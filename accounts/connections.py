@@ -63,8 +63,8 @@ def open_connection(user, *, token: ApiToken | None = None, session_key: str | N
     # before it could start: a session the change ended is refused here or has its row ended by it.
     stored_password = lock_user(user)
     now = timezone.now()
-    if token is not None and not _unrevoked(token):
-        raise ApplicationError("NOT_AUTHENTICATED", "this token has been revoked", status_code=401)
+    if token is not None and not _still_active(token):
+        raise ApplicationError("NOT_AUTHENTICATED", "this token has been revoked or has expired", status_code=401)
     if session_key and stored_password != user.password:
         raise ApplicationError("NOT_AUTHENTICATED", "this session ended: the password changed", status_code=401)
     mine = LiveConnection.objects.filter(user=user)
@@ -79,10 +79,10 @@ def open_connection(user, *, token: ApiToken | None = None, session_key: str | N
     )
 
 
-def _unrevoked(token: ApiToken) -> bool:
+def _still_active(token: ApiToken) -> bool:
     """Locks the token row as revoke_tokens does: a token revoked meanwhile either refuses the
     connection here or finds its row when ending its connections, never neither."""
-    still = ApiToken.objects.select_for_update().filter(pk=token.pk, revoked_at=None)
+    still = ApiToken.objects.select_for_update().active().filter(pk=token.pk)
     return still.values_list("pk", flat=True).first() is not None
 
 
@@ -92,7 +92,7 @@ def close_connection(connection_id: UUID) -> None:
 
 def keep_connections(connection_ids: Iterable[UUID], *, renew: bool) -> set[UUID]:
     """Those of `connection_ids` still open; `renew` extends their lease. Ends those whose token
-    was revoked or whose user was deactivated by a path that did not end them itself (a direct
+    was revoked or has expired, or whose user was deactivated by a path that did not end them itself (a direct
     update, the admin's change form), and those whose browser session expired or was removed."""
     ids = list(connection_ids)
     alive: set[UUID] = set()
@@ -111,7 +111,7 @@ def keep_connections(connection_ids: Iterable[UUID], *, renew: bool) -> set[UUID
 
 
 def _credential_ended(now) -> Q:
-    ended = Q(token__revoked_at__isnull=False) | Q(user__is_active=False)
+    ended = Q(token__revoked_at__isnull=False) | Q(token__expires_at__lte=now) | Q(user__is_active=False)
     if settings.SESSION_ENGINE == "django.contrib.sessions.backends.db":  # sessions elsewhere: sign-out only
         live_sessions = Session.objects.filter(expire_date__gt=now).values("session_key")
         ended |= ~Q(session_key="") & ~Q(session_key__in=live_sessions)

@@ -6,13 +6,17 @@ import hashlib
 import hmac
 import secrets
 import uuid
+from datetime import datetime
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import models
+from django.db.models import Q
+from django.utils import timezone
 
 TOKEN_PREFIX = "sr_"
 LOOKUP_LENGTH = 8
+NAME_MAX_LENGTH = 100
 
 
 def _digest(secret: str) -> str:
@@ -36,14 +40,24 @@ def lock_user(user) -> str | None:
     return get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("password", flat=True).first()
 
 
+def unexpired(now: datetime) -> Q:
+    """Tokens without an expiry or expiring after `now`."""
+    return Q(expires_at__isnull=True) | Q(expires_at__gt=now)
+
+
 class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
+    def active(self) -> ApiTokenQuerySet:
+        """Tokens that still open the API: neither revoked nor expired."""
+        return self.filter(unexpired(timezone.now()), revoked_at__isnull=True)
+
     def for_key(self, key: str) -> ApiToken | None:
-        """The active token whose key this is, compared in constant time."""
+        """The active token whose key this is, compared in constant time. Expiry is a condition
+        of the same statement: an expired token is refused as a revoked one, at no extra query."""
         parts = split_key(key)
         if parts is None:
             return None
         lookup, digest = parts
-        for token in self.filter(lookup=lookup, revoked_at__isnull=True).select_related("user").order_by():
+        for token in self.active().filter(lookup=lookup).select_related("user").order_by():
             if is_key_hash(token.key_hash, digest):
                 return token
         return None
@@ -51,11 +65,17 @@ class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
 
 class ApiToken(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    # Unique among a user's active tokens (accounts.services.issue_token checks it): a name
+    # says what a token is for, so two live ones of the same name could not be told apart.
+    name = models.CharField(max_length=NAME_MAX_LENGTH)
     lookup = models.CharField(max_length=LOOKUP_LENGTH, db_index=True, editable=False)
     key_hash = models.CharField(max_length=64, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="refused from then on, as if revoked; empty: never"
+    )
 
     objects = ApiTokenQuerySet.as_manager()
 
@@ -63,14 +83,38 @@ class ApiToken(models.Model):
         ordering = ["-created_at"]
 
     def __str__(self) -> str:
-        return f"{TOKEN_PREFIX}{self.lookup}… ({self.user})"
+        return f"{self.name} {TOKEN_PREFIX}{self.lookup}… ({self.user})"
+
+    @property
+    def prefix(self) -> str:
+        """What the page shows of the key: enough to recognise it, nothing to use."""
+        return f"{TOKEN_PREFIX}{self.lookup}…"
+
+    @property
+    def is_expired(self) -> bool:
+        return self.expires_at is not None and self.expires_at <= timezone.now()
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None and not self.is_expired
 
     @classmethod
-    def issue(cls, user) -> tuple[ApiToken, str]:
-        """Create a token and return it with its plain key, which is not stored anywhere."""
+    def default_name(cls, user) -> str:
+        """ "Token N", N past the user's tokens so far and any active token's name."""
+        taken = set(cls.objects.filter(user=user).active().values_list("name", flat=True))
+        number = cls.objects.filter(user=user).count() + 1
+        while f"Token {number}" in taken:
+            number += 1
+        return f"Token {number}"
+
+    @classmethod
+    def issue(cls, user, name: str = "", expires_at: datetime | None = None) -> tuple[ApiToken, str]:
+        """Create a token and return it with its plain key, which is not stored anywhere. Without
+        a name it is called as `default_name` says."""
         lookup = secrets.token_hex(LOOKUP_LENGTH // 2)
         key = f"{TOKEN_PREFIX}{lookup}{secrets.token_urlsafe(32)}"
-        token = cls.objects.create(user=user, lookup=lookup, key_hash=_digest(key))
+        name = name or cls.default_name(user)
+        token = cls.objects.create(user=user, name=name, lookup=lookup, key_hash=_digest(key), expires_at=expires_at)
         return token, key
 
 

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from kernel.errors import NotFound
+from kernel.errors import Conflict, NotFound
 from kernel.lookups import with_id
 
 from .connections import end_connections
-from .models import ApiToken, NotificationSettings
+from .models import ApiToken, ApiTokenQuerySet, NotificationSettings, lock_user
 
 
 def email_questions_enabled(user) -> bool:
@@ -26,13 +28,23 @@ def update_notification_settings(user, *, email: str, email_questions: bool) -> 
     NotificationSettings.objects.update_or_create(user=user, defaults={"email_questions": email_questions})
 
 
-def issue_token(user) -> tuple[ApiToken, str]:
-    """A new API token of `user` and its key, which is shown once and stored only hashed."""
-    return ApiToken.issue(user)
+@transaction.atomic
+def issue_token(user, name: str = "", lifetime: timedelta | None = None) -> tuple[ApiToken, str]:
+    """A new API token of `user` and its key, which is shown once and stored only hashed; it
+    expires after `lifetime` (None: never). Without a name it gets one ("Token N"); a name one of
+    the user's active tokens has is refused (TOKEN_NAME_TAKEN, 409)."""
+    lock_user(user)  # one issue at a time per user: two requests cannot both take a name
+    name = name.strip()
+    if name and tokens_of(user).active().filter(name=name).exists():
+        raise Conflict(
+            "TOKEN_NAME_TAKEN", f"you already have an active token named {name!r}; choose another name or revoke it"
+        )
+    expires_at = timezone.now() + lifetime if lifetime is not None else None
+    return ApiToken.issue(user, name=name, expires_at=expires_at)
 
 
-def tokens_of(user) -> QuerySet[ApiToken]:
-    """A user's tokens, newest first, revoked ones included (the settings page lists both)."""
+def tokens_of(user) -> ApiTokenQuerySet:
+    """A user's tokens, newest first, revoked and expired ones included (the settings page lists all)."""
     return ApiToken.objects.filter(user=user).order_by("-created_at")
 
 

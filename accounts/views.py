@@ -7,6 +7,8 @@ server-side session until then, never in a message, never cached)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -16,9 +18,9 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from kernel.throttles import SETTINGS_SCOPE, form_over_rate
 
-from .forms import NotificationSettingsForm
+from .forms import NotificationSettingsForm, TokenForm
 from .services import issue_token, revoke_own_token, update_notification_settings
-from .settings_page import one_click_change, over_rate, redirect_showing_once, render_page
+from .settings_page import make_from_form, one_click_change, render_page
 
 
 @login_required
@@ -39,10 +41,12 @@ def settings_page(request: HttpRequest) -> HttpResponse:
 @never_cache
 @require_POST
 def create_token(request: HttpRequest) -> HttpResponse:
-    if refused := over_rate(request):
-        return refused
-    token, key = issue_token(request.user)
-    return redirect_showing_once(request, "tokens", new_token_id=token.pk, new_key=key)
+    def issue(data: dict[str, Any]) -> dict[str, Any]:
+        token, key = issue_token(request.user, **data)
+        return {"new_token_id": token.pk, "new_key": key}
+
+    form = TokenForm(request.POST)
+    return make_from_form(request, form, shown_as="token_form", error_field="name", anchor="tokens", make=issue)
 
 
 @login_required

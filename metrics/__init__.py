@@ -4,6 +4,7 @@ web answers for every process on every machine; no other app imports this one.
 
 | module | role |
 |---|---|
-| `collector.py` | `ServiceCollector`: each figure, one aggregate query on an index |
+| `collector.py` | `ServiceCollector`: each figure, one query: a few counter rows, or an aggregate on an index |
+| `receivers.py`, `models.py` | what grows with every run, counted as it happens: turn durations, failures by code, the relay's tokens and refusals |
 | `views.py` | `MetricsView`: who may scrape, and the scrape itself |
 """

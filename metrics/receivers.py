@@ -1,14 +1,17 @@
-"""Counting each turn into the duration histogram as its usage is recorded, in the transaction
-that completes the turn: a turn is counted once, with it, on whichever worker ran it."""
+"""Counting what the scrape reports as it happens, in the transaction that records it: a turn's
+duration as its usage is saved, a run's end as it moves to its last status, the provider relay's
+tokens and refusals as they are added to the run. Each is counted once, with the change, on
+whichever worker made it; rolled back with it, it was never counted."""
 
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections import Counter
 
 from kernel.counters import add_to_row
-from runs.models import TurnUsage
+from runs.models import TERMINAL_STATUSES, Run, TurnUsage
 
-from .models import TurnDurations
+from .models import ModelTokens, RelayRefusals, RunEnds, TurnDurations
 
 # Upper bounds of the turn duration buckets, seconds: engine turns take seconds to minutes, up to
 # the hard timeout (SKILLRUNNER_DEFAULT_HARD_TIMEOUT 1200 s, at most SKILLRUNNER_MAX_HARD_TIMEOUT).
@@ -27,3 +30,17 @@ def count_turn(sender, instance: TurnUsage, created: bool, raw: bool = False, **
         return
     key = {"engine": instance.run.engine, "bucket": bucket_of(instance.duration_ms)}
     add_to_row(TurnDurations, key, turns=1, duration_ms=instance.duration_ms)
+
+
+def count_run_end(sender, run: Run, **kwargs) -> None:
+    """runs.hooks.status_changed: a run ends once (a terminal status is never left)."""
+    if run.status in TERMINAL_STATUSES:
+        add_to_row(RunEnds, {"status": run.status, "code": (run.error or {}).get("code") or ""}, runs=1)
+
+
+def count_relay_activity(sender, run: Run, tokens: int, reasons: list[str], **kwargs) -> None:
+    """runs.hooks.relay_recorded."""
+    if tokens:
+        add_to_row(ModelTokens, {"engine": run.engine}, tokens=tokens)
+    for reason, count in Counter(reasons).items():
+        add_to_row(RelayRefusals, {"engine": run.engine, "reason": reason}, refusals=count)

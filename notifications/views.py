@@ -17,9 +17,8 @@ from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
-from accounts.settings_page import one_click_change, redirect_showing_once, render_page
-from kernel.errors import ApplicationError, NotFound
-from kernel.throttles import SETTINGS_SCOPE, form_over_rate
+from accounts.settings_page import make_from_form, one_click_change
+from kernel.errors import NotFound
 
 from . import services
 from .forms import WebhookForm
@@ -43,18 +42,11 @@ def settings_context(user: User, shown: Mapping[str, Any]) -> dict[str, Any]:
 @never_cache
 @require_POST
 def add_webhook(request: HttpRequest) -> HttpResponse:
+    def register(data: dict[str, Any]) -> dict[str, Any]:
+        return {"new_webhook_id": services.register_endpoint(owner=request.user, **data).pk}
+
     form = WebhookForm(request.POST)
-    if not form.is_valid():
-        return render_page(request, 400, webhook_form=form)
-    if form_over_rate(form, request.user, SETTINGS_SCOPE):
-        return render_page(request, 429, webhook_form=form)
-    try:
-        endpoint = services.register_endpoint(owner=request.user, **form.cleaned_data)
-    except ApplicationError as exc:
-        for message in exc.messages():
-            form.add_error("url", message)
-        return render_page(request, exc.status_code, webhook_form=form)
-    return redirect_showing_once(request, "webhooks", new_webhook_id=endpoint.pk)
+    return make_from_form(request, form, shown_as="webhook_form", error_field="url", anchor="webhooks", make=register)
 
 
 @login_required

@@ -18,6 +18,11 @@ from django.dispatch import Signal
 # (run=): whatever a receiver writes commits with them or not at all.
 status_changed = Signal()
 
+# services.record_relay_activity, inside the transaction that adds a run's relay tokens and
+# writes its refusals' `security` events (run=, tokens=, reasons= each refusal's reason): sent
+# only when there is either.
+relay_recorded = Signal()
+
 # Admission, before anything is written (url=): a receiver refuses a callback URL by raising a
 # coded ApplicationError.
 checking_callback = Signal()

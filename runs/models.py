@@ -147,12 +147,6 @@ class Run(models.Model):
             models.Index(
                 fields=["finished_at"], condition=models.Q(files_removed_at__isnull=True), name="runs_run_unexpired"
             ),
-            # The tokens per engine of a metrics scrape, summed from the index alone (R-OP11).
-            models.Index(
-                fields=["engine", "model_tokens"],
-                condition=models.Q(model_tokens__gt=0),
-                name="runs_run_tokens_by_engine",
-            ),
         ]
 
     def __str__(self) -> str:
@@ -278,8 +272,8 @@ class RunEvent(models.Model):
         ordering = ["run", "seq"]
         constraints = [models.UniqueConstraint(fields=["run", "seq"], name="unique_event_seq_per_run")]
         indexes = [
-            # The few security events among all runs' events: the admin's filter and column, and a
-            # metrics scrape counting the relay's refusals, without reading the log (R-OP11).
+            # The few security events among all runs' events: the admin's filter and column, and the
+            # places already recorded (services.security), without reading the log.
             models.Index(fields=["run"], condition=models.Q(kind="security"), name="runs_runevent_security"),
         ]
 

@@ -102,6 +102,7 @@ def _status_by_token_sql(with_result: bool) -> str:
         f" LEFT JOIN {Skill._meta.db_table} s ON s.id = r.skill_id"
         f" LEFT JOIN {SkillVersion._meta.db_table} v ON v.id = r.skill_version_id"
         f" JOIN {ApiToken._meta.db_table} t ON t.lookup = %s AND t.revoked_at IS NULL AND t.last_used_at >= %s"
+        " AND (t.expires_at IS NULL OR t.expires_at > %s)"
         f" JOIN {get_user_model()._meta.db_table} a ON a.id = t.user_id AND a.is_active"
         f" LEFT JOIN {TurnUsage._meta.db_table} u ON u.run_id = r.request_id"
         " WHERE r.request_id = %s AND (a.is_staff OR r.owner_id = a.id)"
@@ -112,9 +113,9 @@ def _status_by_token_sql(with_result: bool) -> str:
 def status_read_by_token(key: str, request_id: str, *, with_result: bool = False) -> StatusRead | None:
     """A run's status (and its result, `with_result`) for an API key in one raw statement, no
     queryset to compile (a status GET spent most of its time compiling its three queries). None
-    for anything but a plain answer: a key that is not an active token of an active user, a token
-    due for its last-used stamp (accounts.authentication sets it), a run that is not there or not
-    theirs. The full path answers those, its errors included."""
+    for anything but a plain answer: a key that is not an active (unrevoked, unexpired) token of
+    an active user, a token due for its last-used stamp (accounts.authentication sets it), a run
+    that is not there or not theirs. The full path answers those, its errors included."""
     parts = split_key(key)
     try:
         run_id = uuid.UUID(request_id)
@@ -123,10 +124,12 @@ def status_read_by_token(key: str, request_id: str, *, with_result: bool = False
     if parts is None:
         return None  # not a key this service issues
     lookup, digest = parts
-    stamped_since = timezone.now() - timedelta(seconds=LAST_USED_RESOLUTION_SECONDS)
+    now = timezone.now()
+    stamped_since = now - timedelta(seconds=LAST_USED_RESOLUTION_SECONDS)
     params = [
         lookup,
         ApiToken._meta.get_field("last_used_at").get_db_prep_value(stamped_since, connection),
+        ApiToken._meta.get_field("expires_at").get_db_prep_value(now, connection),
         Run._meta.get_field("request_id").get_db_prep_value(run_id, connection),
     ]
     raw: Iterable[Any] = Run.objects.raw(_status_by_token_sql(with_result), params)  # Runs with the extra columns

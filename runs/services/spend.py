@@ -9,6 +9,7 @@ from django.utils import timezone
 from engines.relay import RelayRefusal
 from kernel.counters import add_to_row
 
+from .. import hooks
 from ..events import append_events
 from ..models import Run, TokenSpend
 from .lifecycle import locked
@@ -21,7 +22,7 @@ def record_relay_activity(
     returns what the run and its owner have spent today, as recorded (None: the run is gone)."""
     day = timezone.localdate()
     with transaction.atomic():
-        run = locked(request_id) if refusals else Run.objects.filter(pk=request_id).only("owner_id").first()
+        run = locked(request_id) if refusals else Run.objects.filter(pk=request_id).only("owner_id", "engine").first()
         if run is None:
             return None
         if tokens:
@@ -29,6 +30,9 @@ def record_relay_activity(
             add_to_row(TokenSpend, {"owner_id": run.owner_id, "day": day}, tokens=tokens)
         if refusals:
             append_events(run, [("security", security_event(attempt_number, refusal)) for refusal in refusals])
+        if tokens or refusals:
+            reasons = [refusal.reason for refusal in refusals]
+            hooks.relay_recorded.send(sender=Run, run=run, tokens=tokens, reasons=reasons)  # the metrics' counters
         run_spent = Run.objects.filter(pk=request_id).values_list("model_tokens", flat=True).get()
         day_spent = TokenSpend.objects.filter(owner_id=run.owner_id, day=day).values_list("tokens", flat=True).first()
     return run_spent, day_spent or 0

@@ -1,17 +1,24 @@
-"""API tokens (SPEC §8, R-OP3): hashed at rest, revocable, and `create_api_token` prints the key alone
-on the last line."""
+"""API tokens (SPEC §8, R-OP3): hashed at rest, revocable, named, expiring, and `create_api_token`
+prints the key alone on the last line."""
 
 from __future__ import annotations
 
+import importlib
 import io
+from datetime import timedelta
 
 import pytest
+from django.apps import apps as django_apps
 from django.contrib.auth import get_user_model
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from accounts.authentication import token_for_key
+from accounts.connections import keep_connections, open_connection
 from accounts.models import ApiToken
+from accounts.services import issue_token
+from kernel.errors import ApplicationError, Conflict
 
 pytestmark = pytest.mark.django_db
 
@@ -113,3 +120,87 @@ def test_last_used_is_recorded_but_not_on_every_request(alice):
     assert first is not None
     assert client.get("/v1/jobs").status_code == 200
     assert ApiToken.objects.get(pk=token.pk).last_used_at == first
+
+
+def test_tokens_made_elsewhere_are_named_token_n(alice):
+    first, _ = ApiToken.issue(alice)
+    second, _ = ApiToken.issue(alice, name="Token 3")
+    third, _ = ApiToken.issue(alice)
+    assert (first.name, second.name, third.name) == ("Token 1", "Token 3", "Token 4")  # "Token 3" is taken
+
+
+def test_create_api_token_takes_a_name_and_refuses_one_in_use(alice):
+    out, _ = _create_token("alice", "--name", "nightly export")
+    key = out.strip().splitlines()[-1]
+    assert ApiToken.objects.for_key(key).name == "nightly export"
+    with pytest.raises(CommandError, match="TOKEN_NAME_TAKEN"):
+        _create_token("alice", "--name", "nightly export")
+
+
+def test_a_name_is_unique_among_a_users_active_tokens_only(alice, bob):
+    token, _ = issue_token(alice, "ci")
+    with pytest.raises(Conflict) as refused:
+        issue_token(alice, " ci ")  # the same name once trimmed
+    assert refused.value.code == "TOKEN_NAME_TAKEN" and "'ci'" in refused.value.message
+    assert issue_token(bob, "ci")[0].name == "ci"  # another user's names are theirs
+    ApiToken.objects.filter(pk=token.pk).update(revoked_at=timezone.now())
+    assert issue_token(alice, "ci")[0].name == "ci"  # a revoked token's name is free again
+    ApiToken.objects.filter(user=alice, name="ci", revoked_at=None).update(expires_at=timezone.now())
+    assert issue_token(alice, "ci")[0].name == "ci"  # and so is an expired one's
+
+
+def test_a_lifetime_sets_the_expiry(alice):
+    before = timezone.now()
+    token, _ = issue_token(alice, "short", timedelta(days=30))
+    assert before + timedelta(days=30) <= token.expires_at <= timezone.now() + timedelta(days=30)
+    assert issue_token(alice, "forever")[0].expires_at is None
+
+
+def test_an_expired_token_is_refused_exactly_as_a_revoked_one(alice):
+    """SPEC §8: 401 with `WWW-Authenticate: Token` and the NOT_AUTHENTICATED envelope, the same
+    answer for a revoked and an expired token; a token about to expire still works."""
+    revoked, revoked_key = ApiToken.issue(alice)
+    expired, expired_key = ApiToken.issue(alice)
+    expiring, expiring_key = ApiToken.issue(alice, expires_at=timezone.now() + timedelta(minutes=1))
+    ApiToken.objects.filter(pk=revoked.pk).update(revoked_at=timezone.now())
+    ApiToken.objects.filter(pk=expired.pk).update(expires_at=timezone.now())
+    answers = {}
+    for name, key in {"revoked": revoked_key, "expired": expired_key, "expiring": expiring_key}.items():
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+        response = client.get("/v1/jobs")
+        answers[name] = (response.status_code, response.get("WWW-Authenticate"), response.json())
+    refused = (401, "Token", {"detail": {"code": "NOT_AUTHENTICATED", "message": "Invalid, revoked or expired token."}})
+    assert answers["revoked"] == answers["expired"] == refused
+    assert answers["expiring"][0] == 200
+    assert ApiToken.objects.for_key(expired_key) is None
+
+
+def test_expiry_costs_authentication_no_extra_query(alice, django_assert_num_queries):
+    """The expiry is a condition of the one statement that finds the token and its user."""
+    _, key = ApiToken.issue(alice, expires_at=timezone.now() + timedelta(days=1))
+    with django_assert_num_queries(2):  # the token with its user, and its last-used stamp
+        assert token_for_key(key).user == alice
+    with django_assert_num_queries(1):
+        assert token_for_key(key).user == alice
+
+
+def test_an_expired_tokens_live_connections_end(alice):
+    token, _ = ApiToken.issue(alice)
+    connection = open_connection(alice, token=token)
+    assert keep_connections([connection.pk], renew=True) == {connection.pk}
+    ApiToken.objects.filter(pk=token.pk).update(expires_at=timezone.now())
+    assert keep_connections([connection.pk], renew=True) == set()
+    with pytest.raises(ApplicationError) as refused:
+        open_connection(alice, token=token)
+    assert (refused.value.code, refused.value.status_code) == ("NOT_AUTHENTICATED", 401)
+
+
+def test_the_migration_names_existing_tokens_in_the_order_they_were_made(alice, bob):
+    migration = importlib.import_module("accounts.migrations.0005_token_name_and_expiry")
+    tokens = [ApiToken.issue(user)[0] for user in (alice, bob, alice, alice)]
+    ApiToken.objects.update(name="")
+    migration.name_existing_tokens(django_apps, None)
+    names = {token.pk: ApiToken.objects.get(pk=token.pk).name for token in tokens}
+    assert list(names.values()) == ["Token 1", "Token 1", "Token 2", "Token 3"]
+    assert not ApiToken.objects.exclude(expires_at=None).exists()

@@ -201,7 +201,7 @@ def test_a_status_change_saves_its_events_with_the_run(api, fake_codex, manual_d
     assert Run.objects.get(pk=rid).last_event_seq == 6
     # claim: the run, its owner's place in the dispatch order, its status event; the engine's pid;
     # completion: usage, its duration counted for the metrics (its bucket's row made, the first
-    # time), the run, three events
+    # time), the run, three events, its end counted for the metrics (its row made, the first time)
     assert writes == [
         "runs_run",
         "runs_ownerqueue",
@@ -212,4 +212,6 @@ def test_a_status_change_saves_its_events_with_the_run(api, fake_codex, manual_d
         "metrics_turndurations",
         "runs_run",
         "runs_runevent",
+        "metrics_runends",
+        "metrics_runends",
     ]

@@ -123,6 +123,10 @@ def _revoke(client) -> None:
     ApiToken.objects.filter(user=client.user).update(revoked_at=timezone.now())
 
 
+def _expire(client) -> None:
+    ApiToken.objects.filter(user=client.user).update(expires_at=timezone.now())
+
+
 def _deactivate(client) -> None:
     type(client.user).objects.filter(pk=client.user.pk).update(is_active=False)
 
@@ -137,6 +141,7 @@ NO_SUCH_RUN = "00000000-0000-4000-8000-000000000000"
         ("not a run id", None, "{run}-x", {}, 404),
         ("no such run", None, NO_SUCH_RUN, {}, 404),
         ("a revoked token", _revoke, "{run}", {}, 401),
+        ("an expired token", _expire, "{run}", {}, 401),
         ("an inactive user", _deactivate, "{run}", {}, 401),
         ("a malformed key", None, "{run}", {"HTTP_AUTHORIZATION": "Token sr_short"}, 401),
         ("another scheme", None, "{run}", {"HTTP_AUTHORIZATION": "Bearer sr_x"}, 401),

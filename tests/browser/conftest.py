@@ -67,6 +67,17 @@ class Live:
     def start_trip(self, username: str) -> str:
         return self.service.start_trip(self.token(username))
 
+    def answered_trip(self, username: str, answer: str = "Oslo") -> str:
+        """A trip-planner run that asked its first question (interaction 1), had it answered and
+        succeeded, as the engine's script has it play; its request id."""
+        token = self.token(username)
+        request_id = self.start_trip(username)
+        self.service.wait_for_status(token, request_id, {"waiting_user"})
+        reply = {"interaction_id": 1, "response": answer}
+        self.service.request("POST", f"/v1/jobs/{request_id}/interaction/reply", token, reply)
+        self.service.wait_for_status(token, request_id, {"succeeded"})
+        return request_id
+
     def run_status(self, username: str, request_id: str) -> str:
         return self.service.request("GET", f"/v1/jobs/{request_id}", self.token(username))[1]["status"]
 

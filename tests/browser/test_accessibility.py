@@ -48,12 +48,7 @@ def runs(live):
             "files": {"artifacts/plan.md": "# Oslo\n\nFjord walk.\n"},
         },
     )
-    finished = live.start_trip("alice")
-    live.service.wait_for_status(token, finished, {"waiting_user"})
-    live.service.request(
-        "POST", f"/v1/jobs/{finished}/interaction/reply", token, {"interaction_id": 1, "response": "Oslo"}
-    )
-    live.service.wait_for_status(token, finished, {"succeeded"})
+    finished = live.answered_trip("alice")
     waiting = live.start_trip("alice")
     live.service.wait_for_status(token, waiting, {"waiting_user"})
     yield {"waiting": waiting, "finished": finished}
@@ -97,7 +92,19 @@ def test_no_page_has_a_violation_of_moderate_impact_or_worse(live, new_page, run
         elif name == "run-finished":
             expect(viewer.locator(".artifact-preview h2")).to_have_text("Oslo")
             viewer.get_by_role("heading", name="Engine logs").click()
-            expect(viewer.locator("#logs-text")).not_to_be_empty()
+            expect(viewer.locator("#logs-turns .log-line").first).to_be_visible()
+            viewer.get_by_label("Find").fill("type")  # hits marked, the current one set apart
+            expect(viewer.locator("#logs-hits")).to_contain_text(" of ")
+        elif name == "settings":  # a revoked token folded away, a new one's key with its copy button
+            for token_name in (f"axe {width}", f"axe {width} again"):
+                viewer.get_by_label("Name", exact=True).fill(token_name)
+                viewer.get_by_role("button", name="Create a token").click()
+                expect(viewer.get_by_role("button", name="Copy the new token's key")).to_be_visible()
+                if token_name == f"axe {width}":
+                    viewer.once("dialog", lambda dialog: dialog.accept())
+                    viewer.get_by_role("button", name=f"Revoke token {token_name}").click()
+                    expect(viewer.locator(".messages")).to_contain_text("Token revoked")
+            viewer.locator("details.ended-tokens summary").click()
         elif name == "inbox":
             expect(viewer.locator("#questions .question")).to_have_count(1)
         found[name] = violations(viewer)

@@ -79,7 +79,7 @@ def test_a_finished_run_shows_its_request_times_commands_logs_and_artifacts(live
     expect(page.get_by_role("link", name="Download haiku.md")).to_have_attribute("download", "")
 
     page.get_by_role("heading", name="Engine logs").click()
-    logs = page.locator("#logs-text")
+    logs = page.locator("#logs-turns")
     expect(logs).to_contain_text('"type": "thread.started"')
     page.get_by_role("button", name="Prompt").click()
     expect(logs).to_contain_text("a quiet harbour at dawn")

@@ -31,6 +31,13 @@ def api_status(live, key: str) -> int:
 def test_webhooks_from_the_settings_page(live, new_page):
     with WebhookReceiver() as receiver:
         page = new_page()
+        page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live.url)
+        # Without the Clipboard API (a page on plain HTTP away from localhost), copying selects
+        # the text and asks the browser to copy it; the test reads the clipboard as before.
+        page.add_init_script(
+            "window.clipboardForTests = navigator.clipboard;"
+            " Object.defineProperty(Navigator.prototype, 'clipboard', {get: () => undefined});"
+        )
         page.on("dialog", lambda dialog: dialog.accept())  # Delete asks first (tests/browser/test_forms_and_scroll.py)
         log_in(page, "alice")
         page.get_by_role("navigation", name="Main").get_by_role("link", name="Settings").click()
@@ -42,6 +49,9 @@ def test_webhooks_from_the_settings_page(live, new_page):
         secret = page.locator("#new-webhook-secret")
         expect(secret).to_have_text(re.compile(r"^whsec_"))
         shown = secret.inner_text()
+        page.get_by_role("button", name="Copy the webhook's signing secret").click()
+        expect(page.locator(".message.once [role=status]")).to_have_text("Copied")
+        assert page.evaluate("window.clipboardForTests.readText()") == shown
         expect(page.locator("table.webhooks")).to_contain_text(receiver.url)
         expect(page.locator("table.webhooks")).to_contain_text("run.waiting_user")
         screenshot(page, "57-settings-webhook-added.png")
@@ -76,32 +86,65 @@ def test_webhooks_from_the_settings_page(live, new_page):
 
 def test_api_tokens_from_the_settings_page(live, new_page):
     page = new_page()
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live.url)
     page.on("dialog", lambda dialog: dialog.accept())  # Revoke asks first
     log_in(page, "bob")
     page.goto("/settings/")
+    page.get_by_label("Name", exact=True).fill("nightly report")
+    page.get_by_label("Expires after").select_option(label="30 days")
     page.get_by_role("button", name="Create a token").click()
     key = page.locator("#new-token-key").inner_text()
     assert key.startswith("sr_")
-    row = page.locator("table.tokens tbody tr", has_text=key[:11])
-    expect(row).to_contain_text("never")
+    expect(page.locator(".message.once")).to_contain_text("New token nightly report")
+    page.get_by_role("button", name="Copy the new token's key").click()
+    expect(page.locator(".message.once [role=status]")).to_have_text("Copied")
+    assert page.evaluate("navigator.clipboard.readText()") == key
+    row = page.locator("table.tokens tbody tr", has_text="nightly report")
+    expect(row).to_contain_text(key[:11])
+    expect(row.locator("td").nth(3)).to_have_text("never")  # not used yet
+    expires = row.locator("td").nth(4).locator("time")
+    in_30_days = page.evaluate("new Date(Date.now() + 30 * 86400e3).toISOString().slice(0, 10)")
+    expect(expires).to_have_attribute("datetime", re.compile("^" + in_30_days))
     screenshot(page, "59-settings-token-created.png")
 
     assert api_status(live, key) == 200
     page.goto("/settings/")
-    expect(row).not_to_contain_text("never")  # its last use is shown
-    expect(row).to_contain_text("active")
+    expect(row.locator("td").nth(3)).not_to_have_text("never")  # its last use is shown
     assert key not in page.content()
+
+    # A second active token of the same name is refused, saying why; the form keeps what was typed.
+    page.get_by_label("Name", exact=True).fill("nightly report")
+    page.get_by_role("button", name="Create a token").click()
+    expect(page.locator("#tokens .errorlist")).to_contain_text("already have an active token named 'nightly report'")
+    expect(page.locator("#tokens .errorlist")).to_contain_text("(TOKEN_NAME_TAKEN)")
+    expect(page.get_by_label("Name", exact=True)).to_have_value("nightly report")
+    screenshot(page, "41-10-settings-token-name-taken.png", "#tokens")
+
+    page.goto("/settings/")
     row.get_by_role("button", name=re.compile("Revoke")).click()
     expect(page.locator(".messages")).to_contain_text("Token revoked")
-    expect(row).to_contain_text("revoked")
+    expect(row).to_have_count(0)  # folded away
+    folded = page.locator("details.ended-tokens")
+    expect(folded.locator("summary")).to_have_text(re.compile(r"^Revoked and expired \(\d+\)$"))
+    expect(folded.locator("li", has_text="nightly report")).not_to_be_visible()
+    folded.locator("summary").click()
+    expect(folded.locator("li", has_text="nightly report")).to_contain_text("revoked")
+    screenshot(page, "41-11-settings-tokens-folded.png", "#tokens")
     assert api_status(live, key) == 401
 
     phone = new_page({"width": 390, "height": 844})
     log_in(phone, "bob")
     phone.goto("/settings/#tokens")
-    expect(phone.locator("table.tokens")).to_be_visible()
+    phone.get_by_label("Name", exact=True).fill("a token with a rather long name for a phone screen")
+    phone.get_by_label("Expires after").select_option(label="Never")
+    phone.get_by_role("button", name="Create a token").click()
+    expect(phone.locator("#new-token-key")).to_be_visible()
+    expect(phone.get_by_role("button", name="Copy the new token's key")).to_be_visible()
+    expect(phone.locator("table.tokens tbody tr").first.locator("td").nth(4)).to_have_text("never")
+    phone.locator("details.ended-tokens summary").click()
     assert phone.evaluate("document.documentElement.scrollWidth") <= 390
     screenshot(phone, "60-settings-phone.png")
+    screenshot(phone, "41-12-settings-tokens-phone.png", "#tokens")
 
 
 @pytest.mark.parametrize("width", [1280, 390])

@@ -152,3 +152,52 @@ def test_questions_already_emailed_stay_emailed_in_the_outbox():
     assert Interaction.objects.get(pk=emailed.pk).emailed_at == emailed_at
     _migrate_to_latest()
     assert QuestionEmail.objects.get().state == "sent"
+
+
+def test_the_metrics_counters_start_from_the_runs_stored_R_OP11():
+    """How runs ended, relay tokens and refusals became counters (metrics 0002): at the upgrade
+    they hold what the stored runs did, as the scrape counted it from them before, and go on from
+    there."""
+    from metrics.models import ModelTokens, RelayRefusals, RunEnds
+    from runs.services import fail_run
+
+    before = _migrate(("metrics", "0001_initial"))
+    User, Run, RunEvent = (
+        before.get_model(*name) for name in (("auth", "User"), ("runs", "Run"), ("runs", "RunEvent"))
+    )
+    alice = User.objects.create(username="alice")
+    fields = {"owner": alice, "execution_mode": "auto", "interactive_profile": "resumable", "input": {}}
+    for engine, status, error, tokens in [
+        ("codex", "failed", {"code": "ENGINE_FAILED", "message": "exit 3"}, 100),
+        ("claude", "failed", {"code": "ENGINE_FAILED", "message": "exit 1"}, 0),
+        ("codex", "failed", {"code": "TIMEOUT", "message": "hard timeout"}, 0),
+        ("codex", "failed", {"message": "no code"}, 0),
+        ("codex", "failed", None, 0),
+        ("codex", "succeeded", None, 2_000),
+        ("claude", "canceled", {"code": "CANCELED_BY_USER", "message": "canceled"}, 50),
+    ]:
+        run = Run.objects.create(engine=engine, status=status, error=error, model_tokens=tokens, **fields)
+        relay = {"source": "relay", "reason": "key_in_request", "method": "POST", "path": "/v1/x"}
+        RunEvent.objects.create(run=run, seq=1, kind="security", payload=relay)
+        RunEvent.objects.create(run=run, seq=2, kind="security", payload={"source": "output", "reason": "PROVIDER_KEY"})
+        RunEvent.objects.create(run=run, seq=3, kind="status", payload={"source": "relay", "reason": "not security"})
+    RunEvent.objects.create(run=run, seq=4, kind="security", payload={**relay, "reason": "path"})
+    queued = Run.objects.create(engine="codex", status="queued", **fields)
+
+    _migrate_to_latest()
+    ends = {(status, code): runs for status, code, runs in RunEnds.objects.values_list("status", "code", "runs")}
+    assert ends == {
+        ("failed", "ENGINE_FAILED"): 2,
+        ("failed", "TIMEOUT"): 1,
+        ("failed", ""): 2,
+        ("succeeded", ""): 1,
+        ("canceled", "CANCELED_BY_USER"): 1,
+    }
+    assert dict(ModelTokens.objects.values_list("engine", "tokens")) == {"codex": 2_100, "claude": 50}
+    refusals = {
+        (engine, reason): count
+        for engine, reason, count in RelayRefusals.objects.values_list("engine", "reason", "refusals")
+    }
+    assert refusals == {("codex", "key_in_request"): 5, ("claude", "key_in_request"): 2, ("claude", "path"): 1}
+    fail_run(queued.pk, "TIMEOUT", "later")  # counted as it happens, from the figures carried over
+    assert RunEnds.objects.get(status="failed", code="TIMEOUT").runs == 2

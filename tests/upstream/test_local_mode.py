@@ -179,7 +179,7 @@ def test_local_mode_refusals_are_coded(local_mode):
     bad.credentials(HTTP_AUTHORIZATION="Token not-a-key")
     refused = bad.get("/v1/jobs")
     assert refused.status_code == 401 and refused["WWW-Authenticate"] == "Token"
-    assert refused.json() == {"detail": {"code": "NOT_AUTHENTICATED", "message": "Invalid or revoked token."}}
+    assert refused.json() == {"detail": {"code": "NOT_AUTHENTICATED", "message": "Invalid, revoked or expired token."}}
     foreign = APIClient().get("/v1/jobs", HTTP_SEC_FETCH_SITE="cross-site")
     assert foreign.status_code == 401 and foreign.json()["detail"]["code"] == "NOT_AUTHENTICATED"
 
