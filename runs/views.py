@@ -214,6 +214,7 @@ def run_detail(request: HttpRequest, request_id: str) -> HttpResponse:
         "cached_from": selectors.cached_from(run),
         "model": run_model(run),
         "status_labels": STATUS_LABELS,
+        "reply_file_limits": json.dumps(services.reply_file_limits()),
     }
     return render(request, "runs/run_detail.html", context)
 
@@ -248,13 +249,14 @@ def inbox_page(request: HttpRequest) -> HttpResponse:
     """
     if request.method == "POST":
         wants_json = "application/json" in request.headers.get("Accept", "")
-        # A quick-reply button sends its option's index as `option`; the text box sends `response`.
+        # A quick-reply button sends its option's index as `option`, the text box sends `response`,
+        # a question's own form (yes/no, fields, acknowledgement) its structured reply as JSON in `reply`.
         try:
             run = questions.answer(
                 request.user,
                 request.POST.get("request_id", ""),
                 request.POST.get("interaction_id"),
-                request.POST.get("response", ""),
+                questions.posted_response(request.POST),
                 option=request.POST.get("option"),
             )
         except (ApplicationError, Throttled, ValidationError) as exc:
@@ -275,7 +277,11 @@ def inbox_page(request: HttpRequest) -> HttpResponse:
         }
         for item in selectors.waiting_questions(request.user)
     ]
-    return render(request, "runs/inbox.html", {"questions": waiting})
+    return render(
+        request,
+        "runs/inbox.html",
+        {"questions": waiting, "reply_file_limits": json.dumps(services.reply_file_limits())},
+    )
 
 
 @login_required
