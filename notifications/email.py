@@ -24,8 +24,8 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 
+from kernel.links import public_url, run_page_url
 from runs.models import Interaction, RunStatus
-from skillrunner.links import public_url, run_page_url
 
 from . import outbox
 from .models import QuestionEmail

@@ -16,7 +16,7 @@ from django.utils.functional import cached_property
 from django.utils.html import format_html
 
 from enginehost.choice import run_model
-from skillrunner.readonly_admin import ReadOnlyAdmin, ReadOnlyInline
+from kernel.readonly_admin import ReadOnlyAdmin, ReadOnlyInline
 
 from .interaction_export import as_csv, as_json, interaction_records
 from .models import EventKind, Interaction, Run, RunEvent, TurnUsage

@@ -12,8 +12,8 @@ from typing import Any
 from django.urls import reverse
 from rest_framework.exceptions import ValidationError
 
-from skillrunner.errors import ApplicationError
-from skillrunner.throttles import REPLY_SCOPE, check_rate
+from kernel.errors import ApplicationError
+from kernel.throttles import REPLY_SCOPE, check_rate
 
 from . import selectors, services
 from .models import Interaction

@@ -20,9 +20,9 @@ from django.views.decorators.http import require_http_methods, require_POST
 from rest_framework.exceptions import Throttled, ValidationError
 
 from enginehost.choice import engine_choices, run_model
-from skillrunner.api_errors import exception_handler
-from skillrunner.errors import ApplicationError, NotFound
-from skillrunner.throttles import RUN_CREATE_SCOPE, check_rate, form_over_rate
+from kernel.api_errors import exception_handler
+from kernel.errors import ApplicationError, NotFound
+from kernel.throttles import RUN_CREATE_SCOPE, check_rate, form_over_rate
 from skills.models import SkillVersion
 from skills.selectors import current_version, installed_skills
 

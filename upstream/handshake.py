@@ -10,8 +10,8 @@ from __future__ import annotations
 from importlib.metadata import version
 from typing import Any
 
+from kernel.errors import ApplicationError
 from runs.services import reply_file_limits
-from skillrunner.errors import ApplicationError
 
 REQUEST_SCHEMA = "zotero-agents.skillrunner-handshake.request.v1"
 RESPONSE_SCHEMA = "zotero-agents.skillrunner-handshake.response.v1"

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from engines.prompt import reply_prompt
 from engines.replies import readable_reply, reply_problem
-from skillrunner.errors import ApplicationError, Conflict
+from kernel.errors import ApplicationError, Conflict
 
 from .. import runfiles
 from ..events import Events, append_event
@@ -122,7 +122,7 @@ def _resolve_pending(
         "resolution_mode": mode,
         "answered_at": interaction.answered_at.isoformat(),
     }
-    # A resumable run queues for a new process; a sticky one goes straight back to its live process.
+    # A resumable run queues for a new process; a sticky one goes straight back to its resident process.
     resumable = run.interactive_profile == InteractiveProfile.RESUMABLE
     transition(run, RunStatus.QUEUED if resumable else RunStatus.RUNNING, preceding=[("interaction_reply", reply)])
     return interaction

@@ -10,8 +10,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from skillrunner import wakeups
-from skillrunner.errors import Conflict
+from kernel.errors import Conflict
+from processes import wakeups
 from skills.models import SkillVersion
 from skills.services import remove_snapshot
 
@@ -19,7 +19,7 @@ from .. import hooks, sweeps
 from ..events import Events, append_event, insert_events, number_events
 from ..models import TERMINAL_STATUSES, InteractiveProfile, Run, RunStatus
 from ..outcome import result_envelope
-from .dispatching import dispatch_queued_runs, owner_queue_changed
+from .dispatching import dispatch_queued_runs, owner_queue_changed, run_joined_queue, run_took_slot
 
 # Allowed moves; the `None` row is a new run: queued, or born succeeded from the result cache.
 TRANSITIONS: dict[str | None, frozenset[str]] = {
@@ -44,8 +44,8 @@ def status_event(previous: str | None, to: str, error: dict[str, str] | None, **
 
 
 def sticky_wait_name(request_id) -> str:
-    """What the worker holding a sticky run's live process listens under while the run waits
-    (skillrunner.wakeups): every change to the waiting run wakes it (transition)."""
+    """What the worker holding a sticky run's resident process listens under while the run waits
+    (processes.wakeups): every change to the waiting run wakes it (transition)."""
     return f"sticky-{uuid.UUID(str(request_id)).hex}"
 
 
@@ -96,7 +96,12 @@ def transition(
     run.save()
     if RunStatus.QUEUED in (previous, to) and not run.awaiting_upload:
         # The run joins or leaves the ready queue; leaving it to run, it took a slot (claims).
-        owner_queue_changed(run.owner_id, served=to == RunStatus.RUNNING)
+        if new:
+            run_joined_queue(run)
+        elif to == RunStatus.RUNNING:
+            run_took_slot(run)
+        else:
+            owner_queue_changed(run.owner_id)
     insert_events(run, events)
     hooks.status_changed.send(sender=Run, run=run)  # written with the change: webhook deliveries (R-NT1)
     if to in TERMINAL_STATUSES:

@@ -12,7 +12,7 @@ from django.db import transaction
 
 from notifications.email import offer_due_question_emails
 from tests.interactive.helpers import ask_envelope, plan_done, reply, start
-from tests.support.live_service import free_port
+from tests.support.service_processes import free_port
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 

@@ -2,7 +2,7 @@
 
 django-q2's ORM broker sleeps a fixed `poll` between empty queries, which costs CPU all day
 while idle (issue #16). Here the waiting pusher sleeps on a Unix datagram socket of its own,
-announced under the data dir (skillrunner.wakeups.listen_on_host), with a timeout that backs off while the queue stays empty; `enqueue` (in any
+announced under the data dir (processes.wakeups.listen_on_host), with a timeout that backs off while the queue stays empty; `enqueue` (in any
 process: web, worker) sends every such socket a byte after writing the row, so new work is
 seen at once. The back-off cap bounds what a missed wake-up (a row committed after its
 datagram) can cost.
@@ -46,7 +46,7 @@ class WakeableORM(ORM):
         """django-q2's, without opening a database connection to learn whether one is in a
         transaction. The worker builds its broker just before it forks the cluster; a SQLite
         connection opened (and closed) there left each of the cluster's processes with about
-        2 MiB more private memory, the cap-4 tree with 15 MiB (docs/benchmarks.md, the a758104 section)."""
+        2 MiB more private memory, the cap-4 tree with 15 MiB (docs/benchmarks.md as of a758104)."""
         if not connections[Conf.ORM].in_atomic_block:
             close_old_connections()  # a stale connection is closed, never one inside a transaction
         return OrmQ.objects.using(Conf.ORM)
