@@ -1,10 +1,11 @@
 """Every change to a run goes through here: one transaction per change, each appending its event.
 
 Views, consumers and tasks call these functions; none of them sets a run's status itself.
-One module per concern (admission, dispatching, lifecycle, claims, interactions, spend, security); the public
+One module per concern (admission, dispatching, lifecycle, claims, activity, interactions, spend, security); the public
 functions are re-exported here, so callers write `services.create_run(...)`.
 """
 
+from .activity import append_activity
 from .admission import (
     attach_skill_package,
     attach_upload,
@@ -39,6 +40,7 @@ __all__ = [
     "ReplyFile",
     "StagedReplyFiles",
     "StickyWait",
+    "append_activity",
     "attach_skill_package",
     "attach_upload",
     "cancel_run",
