@@ -1,10 +1,11 @@
 """Every change to a run goes through here: one transaction per change, each appending its event.
 
 Views, consumers and tasks call these functions; none of them sets a run's status itself.
-One module per concern (admission, dispatching, lifecycle, claims, interactions, replies, spend, security); the public
+One module per concern (admission, dispatching, lifecycle, claims, activity, interactions, replies, spend, security); the public
 functions are re-exported here, so callers write `services.create_run(...)`.
 """
 
+from .activity import append_activity
 from .admission import (
     attach_skill_package,
     attach_upload,
@@ -41,6 +42,7 @@ __all__ = [
     "SentReply",
     "StagedReplyFiles",
     "StickyWait",
+    "append_activity",
     "attach_skill_package",
     "attach_upload",
     "cancel_run",
