@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Min, Sum
+from django.db.models import Count, Min, QuerySet, Sum
 from django.utils import timezone
 
 from .. import task_queue
@@ -68,11 +68,15 @@ def owner_queue_changed(owner_id: int, *, served: bool = False) -> None:
         place.save(update_fields=["oldest_ready_at", "ready_count", "last_served_at"])
 
 
+def ready_places() -> QuerySet[OwnerQueue]:
+    """The places of owners with a ready run (each counts its owner's, `ready_count`): one row
+    per such owner, however long the queue."""
+    return OwnerQueue.objects.filter(oldest_ready_at__isnull=False)
+
+
 def ready_queue_length() -> int:
-    """How many runs are ready to dispatch, from the owners' places: one row per owner with a
-    ready run, however long the queue."""
-    waiting = OwnerQueue.objects.filter(oldest_ready_at__isnull=False)
-    return waiting.aggregate(length=Sum("ready_count"))["length"] or 0
+    """How many runs are ready to dispatch, from the owners' places."""
+    return ready_places().aggregate(length=Sum("ready_count"))["length"] or 0
 
 
 def run_became_ready(run: Run) -> None:
