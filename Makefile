@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 ENGINE_CLI_DIR := engines/cli
 # The second pass, on PostgreSQL + Redis (SCALEOUT_DATABASE_URL, SCALEOUT_REDIS_URL: given, or
-# private throwaway servers that scripts/test_services.py starts and stops), runs again what those
+# private throwaway servers that scripts/test_servers.py starts and stops), runs again what those
 # can change; the first pass runs everything on the embedded default.
 #   tests/api, tests/interactive, tests/ui/test_pages.py, tests/upstream/test_plugin_contract.py,
 #   tests/upstream/test_reply_files.py: what clients send, stored and read back. PostgreSQL enforces
@@ -13,12 +13,12 @@ ENGINE_CLI_DIR := engines/cli
 #     keys, returns rows in no set order without ORDER BY, aborts a transaction at its first error,
 #     and locks rows where SQLite locks the file (replies, cancels and wait deadlines racing:
 #     test_reply_races; slots: test_slots, test_claim).
-#   tests/live, tests/interactive/test_live_worker.py: processes on one database: web and worker
+#   tests/end_to_end, tests/interactive/test_live_worker.py: processes on one database: web and worker
 #     through the Redis broker and channel layer, the web's connection pool, and how each stops
 #     with them (the shutdown matrix), is killed, restarts or recovers.
 #   tests/real_engines/test_service_real_engines.py: a real CLI's turn through the job API.
 #   tests/notifications: webhook deliveries and question emails claimed under row locks (the shared
-#     outbox), sender threads and their connections; tests/live/test_question_email_delivery.py: a
+#     outbox), sender threads and their connections; tests/end_to_end/test_question_email_delivery.py: a
 #     worker killed mid-send on PostgreSQL.
 #   tests/runs/test_fair_share.py (fair share on real row locks), test_thread_connections.py
 #     (connections a thread leaves open), test_seed_history.py (server-side on PostgreSQL),
@@ -32,7 +32,7 @@ ENGINE_CLI_DIR := engines/cli
 #   tests/scaleout/test_rolling_restart.py: two workers and two webs restarted one after the other
 #     with runs in flight (R-OP10); here only, not in the first pass (ROLLING_RESTART below).
 SCALEOUT_TESTS := tests/api tests/interactive tests/ui/test_pages.py tests/upstream/test_plugin_contract.py \
-	tests/upstream/test_reply_files.py tests/live tests/real_engines/test_service_real_engines.py \
+	tests/upstream/test_reply_files.py tests/end_to_end tests/real_engines/test_service_real_engines.py \
 	tests/notifications tests/runs/test_fair_share.py tests/runs/test_thread_connections.py \
 	tests/runs/test_seed_history.py tests/runs/test_retention.py tests/upstream/test_streams.py \
 	tests/test_wakeups.py tests/runs/test_migrations.py tests/metrics tests/scaleout/test_rolling_restart.py \
@@ -51,7 +51,7 @@ SCALEOUT_SELECT := (not real_engine or codex or claude) \
 # Not again: tests/sandbox. On PostgreSQL they probe less than on SQLite (no database file is in
 # reach), and their runs take the lifecycle tests/api covers there.
 
-.PHONY: run test test-fast test-services test-suites lint engines system-packages sandbox bench venv test-venv clean
+.PHONY: run test test-fast test-servers test-suites lint engines system-packages sandbox bench venv test-venv clean
 
 # The service's own dependencies only; the test tools go in with `make test` (own stamp each).
 venv: $(VENV)/.installed-service
@@ -88,14 +88,14 @@ sandbox:
 # seconds of CPU against their minutes. A lint failure fails `make test` once the suites end.
 test:
 	@$(MAKE) --no-print-directory --jobs=3 --output-sync=target test-venv engines system-packages
-	@$(MAKE) --no-print-directory --jobs=2 lint test-services
+	@$(MAKE) --no-print-directory --jobs=2 lint test-servers
 
 # The daily loop: every app's unit, API and orchestration tests with the scripted stand-in CLI on
 # the embedded default, in a few minutes. What it leaves out, `make test` (CI) runs: the real
 # engine CLIs, the browser, PostgreSQL + Redis (faults of backing services too), and the tests
 # that start whole services as processes.
 FAST_LEFT_OUT_MARKS := real_engine or browser or scaleout
-FAST_LEFT_OUT_DIRS := tests/live tests/real_engines tests/browser tests/scaleout
+FAST_LEFT_OUT_DIRS := tests/end_to_end tests/real_engines tests/browser tests/scaleout
 test-fast: test-venv sandbox
 	@echo "make test-fast leaves out: $(FAST_LEFT_OUT_DIRS), and tests marked $(FAST_LEFT_OUT_MARKS) (make test runs them)"
 	@started=$$(date +%s); $(PY) -m pytest -n 2 --dist loadscope -q -m "not ($(FAST_LEFT_OUT_MARKS))" \
@@ -103,8 +103,8 @@ test-fast: test-venv sandbox
 	echo "make test-fast: $$(( $$(date +%s) - started )) s, exit $$status"; exit $$status
 
 # Without the jobserver of `make test`: Python closes its pipes on the way to the inner make.
-test-services: test-venv
-	MAKEFLAGS= $(PY) scripts/test_services.py $(MAKE) --no-print-directory test-suites
+test-servers: test-venv
+	MAKEFLAGS= $(PY) scripts/test_servers.py $(MAKE) --no-print-directory test-suites
 
 # Both passes run at once, the first on three processes and the second on one
 # (tests/support/scheduling.py: a module at a time, and each test sharing nothing with its module

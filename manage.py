@@ -8,7 +8,7 @@ def main() -> None:
     from django.core.exceptions import ImproperlyConfigured
     from django.core.management import execute_from_command_line
 
-    from skillrunner.startup import start_process
+    from processes.startup import start_process
 
     try:
         # Everything the service creates is private to its user (R-FS3), and every command finds

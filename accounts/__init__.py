@@ -13,4 +13,5 @@ caps on a user's live connections.
 | `services.py`, `views.py`, `forms.py` | the settings page's own parts: notification preferences, API tokens |
 | `schema.py` | token authentication in the OpenAPI document |
 | `admin.py` | API tokens in the admin |
+| `urls.py` | login and logout (the admin's too), the settings page and its tokens' forms |
 """

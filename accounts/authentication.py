@@ -4,7 +4,7 @@ from django.contrib.auth import authenticate
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 
-from skillrunner.errors import ApplicationError
+from kernel.errors import ApplicationError
 
 from .login import count_failure, failure_keys, too_many_failures
 from .models import ApiToken

@@ -21,8 +21,8 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from skillrunner.errors import ApplicationError, OverUserLimit
-from skillrunner.group_messages import send_to_groups
+from kernel.errors import ApplicationError, OverUserLimit
+from processes.group_messages import send_to_groups
 
 from .models import ApiToken, LiveConnection, lock_user
 

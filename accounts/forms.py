@@ -4,7 +4,7 @@ from datetime import timedelta
 
 from django import forms
 
-from skillrunner.forms import PlainLabelForm
+from kernel.forms import PlainLabelForm
 
 from .models import NAME_MAX_LENGTH
 

@@ -19,7 +19,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from rest_framework import authentication
 
-from skillrunner.middleware import error_response
+from kernel.middleware import error_response
 
 API_PREFIX = "/v1/"
 

@@ -8,8 +8,8 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from skillrunner.errors import Conflict, NotFound
-from skillrunner.lookups import with_id
+from kernel.errors import Conflict, NotFound
+from kernel.lookups import with_id
 
 from .connections import end_connections
 from .models import ApiToken, ApiTokenQuerySet, NotificationSettings, lock_user

@@ -21,9 +21,9 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from rest_framework.exceptions import Throttled
 
-from skillrunner.api_errors import exception_handler
-from skillrunner.errors import ApplicationError, NotFound
-from skillrunner.throttles import SETTINGS_SCOPE, check_rate, form_over_rate
+from kernel.api_errors import exception_handler
+from kernel.errors import ApplicationError, NotFound
+from kernel.throttles import SETTINGS_SCOPE, check_rate, form_over_rate
 
 from .forms import NotificationSettingsForm, TokenForm
 from .services import email_questions_enabled, tokens_of

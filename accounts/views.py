@@ -16,7 +16,7 @@ from django.shortcuts import redirect
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
-from skillrunner.throttles import SETTINGS_SCOPE, form_over_rate
+from kernel.throttles import SETTINGS_SCOPE, form_over_rate
 
 from .forms import NotificationSettingsForm, TokenForm
 from .services import issue_token, revoke_own_token, update_notification_settings

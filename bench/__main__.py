@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.support.live_service import REPO, LiveService
+from tests.support.service_processes import REPO, ServiceProcesses
 
 from . import backlog, clis, crowd, metrics, outside, relay, report, scenarios
 from .httpclient import Api
@@ -43,7 +43,7 @@ DEFAULT_CAP = 4
 @contextmanager
 def serve(
     data_dir: Path, config: str, cap: int, fake: outside.Fake, poll: float, sandbox: str
-) -> Iterator[tuple[LiveService, outside.Server]]:
+) -> Iterator[tuple[ServiceProcesses, outside.Server]]:
     """`manage.py serve` on `config` at slot cap `cap`, ready for a user with a token."""
     env = {
         "SKILLRUNNER_CODEX_BIN": str(fake.path),

@@ -4,7 +4,7 @@
         [--runs 4] [--rounds 10] [--idle-seconds 30] [--inbox 20] [--users 20]
 
 `make bench` runs it too, for its configurations (`--crowd N`, 0 skips). For each setup a fresh
-service (tests.support.live_service: daphne and one `manage.py worker`) on a fresh database;
+service (tests.support.service_processes: daphne and one `manage.py worker`) on a fresh database;
 `scaleout-2webs` adds a second daphne on the same PostgreSQL and Redis. `--runs` haiku-writer runs
 each hold a turn of the bench engine in its crowd mode (bench/engine.py): it waits on a FIFO in its
 run directory and prints one tool line per line written there, which the worker turns into an
@@ -56,7 +56,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tests.support.live_service import PYTHON, REPO, LiveService, free_port
+from tests.support.service_processes import PYTHON, REPO, ServiceProcesses, free_port
 
 from . import report
 from .engine import CROWD_MARK, CROWD_TRIGGER, write_engine
@@ -328,7 +328,7 @@ class Crowd:
     """A started service and what the bench knows of it."""
 
     setup: str
-    service: LiveService
+    service: ServiceProcesses
     webs: list[tuple[subprocess.Popen, int]]  # (process, port), the first the service's own
     tokens: list[str]  # the first one's user owns the runs
     sqlite: Path | None
@@ -442,7 +442,7 @@ def start_crowd(root: Path, setup: str, engine: Path, args: Options) -> Crowd:
     return crowd
 
 
-def staff_tokens(service: LiveService, users: int) -> list[str]:
+def staff_tokens(service: ServiceProcesses, users: int) -> list[str]:
     """A token for each of `users` new staff users (one `manage.py shell`)."""
     created = service.manage(
         "shell",
@@ -455,7 +455,7 @@ def staff_tokens(service: LiveService, users: int) -> list[str]:
     return [line.split()[1] for line in created.splitlines() if line.startswith("token ")]  # past any log lines
 
 
-def start_web(service: LiveService, index: int) -> tuple[subprocess.Popen, int]:
+def start_web(service: ServiceProcesses, index: int) -> tuple[subprocess.Popen, int]:
     """Another daphne on the service's database and channel layer, on a port of its own."""
     port = free_port()
     argv = [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "skillrunner.asgi:application"]

@@ -3,7 +3,7 @@
     .venv/bin/python -m bench.detail [--configs embedded,scaleout] [--quick] [--profile DIR]
 
 `make bench` runs the outside benchmark (`python -m bench`) instead. Here each configuration gets a fresh service (daphne + one `manage.py worker`, started by
-tests.support.live_service) on a fresh database, with the bench engine as SKILLRUNNER_CODEX_BIN.
+tests.support.service_processes) on a fresh database, with the bench engine as SKILLRUNNER_CODEX_BIN.
 Results are printed as a Markdown table and written as JSON (default test-output/bench/).
 """
 
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.support.live_service import REPO
+from tests.support.service_processes import REPO
 
 from . import report, scenarios
 from .engine import measure_floor, measure_sandbox_cost, write_engine

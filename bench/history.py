@@ -27,7 +27,7 @@ def main() -> int:
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "skillrunner.settings")
     django.setup()
-    from skillrunner.startup import prepare_installation
+    from processes.startup import prepare_installation
 
     prepare_installation()  # the installation's secret key signs the sessions
 

@@ -21,7 +21,7 @@ def throwaway_service(
     """Django set up on SQLite, or on a new database of the PostgreSQL server of
     `base_database_url` when given; `env(root)` adds settings (files it writes go under `root`).
     Yields the database's URL, "" for SQLite."""
-    from tests.support.live_service import drop_postgres_database, fresh_postgres_url
+    from tests.support.service_processes import drop_postgres_database, fresh_postgres_url
 
     root = Path(tempfile.mkdtemp(prefix=f"skillrunner-{name}-"))
     database_url = fresh_postgres_url(base_database_url) if base_database_url else ""
@@ -39,7 +39,7 @@ def throwaway_service(
         django.setup()
         from django.core.management import call_command
 
-        from skillrunner.startup import prepare_installation
+        from processes.startup import prepare_installation
 
         prepare_installation()  # the data dir, as `serve` and `worker` make it
         call_command("migrate", verbosity=0)

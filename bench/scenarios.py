@@ -1,4 +1,4 @@
-"""The measurements, each driving the live service over /v1 HTTP and the run websocket.
+"""The measurements, each driving the running service over /v1 HTTP and the run websocket.
 
 Latencies are wall-clock (time.time() here, `date +%s.%N` in the engine: the same clock on one
 machine). Samples run one after the other on an otherwise idle service, so each measures the
@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tests.support.live_service import LiveService
+from tests.support.service_processes import ServiceProcesses
 from tests.support.wsclient import Closed, WebSocket
 
 from .engine import ACTIVITY_LINES, ACTIVITY_MARK, read_times
@@ -44,7 +44,7 @@ class BenchError(AssertionError):
 @dataclass
 class Target:
     name: str
-    service: LiveService
+    service: ServiceProcesses
     engine: Path
     token: str
 

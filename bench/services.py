@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tests.support.live_service import LiveService
+from tests.support.service_processes import ServiceProcesses
 
 from .httpclient import Api
 
@@ -29,15 +29,15 @@ BENCH_ENV = {
 }
 
 
-def bench_service(data_dir: Path, config: str, env: dict[str, str]) -> LiveService:
-    """A LiveService (fresh data dir, throwaway PostgreSQL database and queue name on scaleout)
+def bench_service(data_dir: Path, config: str, env: dict[str, str]) -> ServiceProcesses:
+    """A ServiceProcesses (fresh data dir, throwaway PostgreSQL database and queue name on scaleout)
     with the production settings and the bench's environment; not started."""
-    service = LiveService(data_dir, env={**CONFIGS[config], **env})
-    service.env.update(BENCH_ENV)  # LiveService sets tests.settings itself; the bench runs the real settings
+    service = ServiceProcesses(data_dir, env={**CONFIGS[config], **env})
+    service.env.update(BENCH_ENV)  # ServiceProcesses sets tests.settings itself; the bench runs the real settings
     return service
 
 
-def wait_ready(service: LiveService, token: str) -> None:
+def wait_ready(service: ServiceProcesses, token: str) -> None:
     api = Api("127.0.0.1", service.port, token)
     service.wait_until(lambda: api.get("/v1/system/readyz")[0] == 200, 60, "the worker to report ready")
     api.close()

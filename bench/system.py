@@ -146,5 +146,5 @@ def tree_memory(root: int, exclude: list[bytes]) -> dict[str, float]:
 
 
 def tree_engines(root: int, marks: list[bytes]) -> list[int]:
-    """The live processes under `root` whose command line holds one of `marks`."""
+    """The running processes under `root` whose command line holds one of `marks`."""
     return [pid for pid in tree_pids(root, []) if _runs(pid, marks) and (_stat_fields(pid) or ["Z"])[0] not in "ZX"]

@@ -6,7 +6,7 @@ engines can run here. No models; it knows nothing of runs, which call it.
 | module | role |
 |---|---|
 | `config.py` | each engine's `EngineConfig` from the settings (binary, home, key, base URL, sandbox); the secrets to redact; the sandbox's state for the readiness probe and the engine list |
-| `api.py` | the engine catalogue: `GET /v1/engines`, `GET /v1/engines/<engine>/models` |
+| `api.py`, `urls.py` | the engine catalogue: `GET /v1/engines`, `GET /v1/engines/<engine>/models` |
 | `choice.py` | which engines a run can use here, and why not, for the new-run form |
 | `skill_runtime.py` | what a skill package adds to its runs: its engine defaults (read once, at creation), its prompt template, its dependency environment |
 | `dependencies.py` | the Python environments of a skill's `runtime.dependencies`, built with uv outside the sandbox, one per distinct list, then reused |

@@ -8,7 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from engines.registry import ENGINE_NAMES, get_adapter
-from skillrunner.errors import NotFound
+from kernel.errors import NotFound
 
 from .config import PROBE_HOME, detected_versions, engine_config, sandbox_status
 

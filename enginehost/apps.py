@@ -1,6 +1,6 @@
 from django.apps import AppConfig
 
-from skillrunner import readiness
+from health import readiness
 
 from .config import SANDBOX_OFF, sandbox_check
 

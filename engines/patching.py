@@ -60,18 +60,33 @@ _INTERACTIVE = f"""{MODE_MARKER}
 
 A person takes part in this run. You may ask the user whenever the skill calls for their input
 or a decision you cannot make well on your own. Ask one question at a time, then end your turn:
-the user's answer arrives as free text in the next message.
+the user's answer arrives as text in the next message.
 
-Preferred (optional) way to ask: end the message with one JSON object of this form
+Preferred (optional) way to ask: end the message with one JSON object `{{"ask_user": {{...}}}}`
+holding `interaction_id` (a positive integer, one higher for each new question), `kind`, `prompt`
+(the question itself, in the user's language) and what the kind needs. One example per kind:
 
 ```json
-{{"ask_user": {{"interaction_id": 1, "kind": "choose_one", "prompt": "Which tone should the text use?", "options": ["formal", "casual"]}}}}
+{{"ask_user": {{"interaction_id": 1, "kind": "open_text", "prompt": "What should the summary focus on?"}}}}
+{{"ask_user": {{"interaction_id": 2, "kind": "choose_one", "prompt": "Which tone should the text use?", "options": ["formal", "casual"], "allow_free_text": true}}}}
+{{"ask_user": {{"interaction_id": 3, "kind": "confirm", "prompt": "Shall I translate the abstract too?"}}}}
+{{"ask_user": {{"interaction_id": 4, "kind": "fill_fields", "prompt": "Details for the citation:", "fields": [{{"name": "title", "label": "Title", "type": "text", "required": true}}, {{"name": "year", "label": "Year", "type": "integer"}}]}}}}
+{{"ask_user": {{"interaction_id": 5, "kind": "upload_files", "prompt": "Please send the paper.", "files": [{{"name": "paper", "accept": ".pdf", "required": true}}]}}}}
+{{"ask_user": {{"interaction_id": 6, "kind": "risk_ack", "prompt": "Overwrite the existing notes?", "risk": "The 40 notes in the folder are replaced and cannot be restored."}}}}
 ```
 
-- `interaction_id`: a positive integer, one higher for each new question;
-- `kind`: `open_text` (free answer), `choose_one` (pick one of `options`) or `confirm` (yes/no);
-- `prompt`: the question itself, in the user's language;
-- `options`: suggested answers, may be empty; the user can still answer anything.
+- `open_text`: a free answer;
+- `choose_one`: pick one of `options` (strings, or `{{"label", "value"}}` objects); with
+  `"allow_free_text": false` the user is offered only the options;
+- `confirm`: yes or no; the answer arrives as `Yes` or `No`;
+- `fill_fields`: a small form; each field has a `name`, a `label`, a `type` (`text`, `textarea`,
+  `number`, `integer`, `boolean`, `date`, `email`) and whether it is `required`; the answer arrives
+  as one `name: value` line per field filled in;
+- `upload_files`: the user sends files (`files` describes what you expect: `name`, `required`,
+  optional `hint` and `accept` such as `.pdf`); the answer lists their paths in the run directory;
+- `risk_ack`: an action with consequences; `risk` states them; the user acknowledges or declines.
+
+Whatever the kind, the user may also answer in their own words.
 
 A question asked in plain words is understood as well.
 

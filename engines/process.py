@@ -231,7 +231,7 @@ def spawn(
     stdin_text: str | None = None,
     sandbox: Sandbox | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start ``argv`` in a new session; stdin is closed unless the caller keeps a live process
+    """Start ``argv`` in a new session; stdin is closed unless the caller keeps a resident process
     (``stdin_pipe``) or hands the engine its prompt there (``stdin_text``, then end of file).
 
     With a ``sandbox`` the command runs confined (R-SB1): the process started, whose pid the

@@ -13,6 +13,7 @@ from typing import Any
 from jinja2 import StrictUndefined, TemplateError, TemplateSyntaxError
 from jinja2.sandbox import SandboxedEnvironment
 
+from .replies import readable_reply
 from .types import DONE_MARKER, ExecutionMode
 
 # A lone UTF-16 surrogate (valid in a JSON string, e.g. "\ud800") cannot be encoded for a
@@ -118,21 +119,13 @@ def first_turn_prompt(
     return _encodable("\n".join(lines) + "\n")
 
 
-def reply_text(response: Any) -> str:
-    """The reply as the agent reads it: text as it is; `{"text": "…"}` alone, which is how
-    upstream's clients send typed text, as that text; any other value as compact JSON."""
-    if isinstance(response, dict) and set(response) == {"text"} and isinstance(response["text"], str):
-        return response["text"]
-    return response if isinstance(response, str) else _compact(response)
-
-
 REPLY_FILES_HEADING = "Files attached to this reply (in the run directory):"
 
 
 def reply_prompt(response: Any, files: Sequence[str] = ()) -> str:
-    """A resumed turn's prompt is the user's reply itself (reply_text). Files sent with the reply
-    (R-UP6) follow it, one run-relative path a line."""
-    text = reply_text(response)
+    """A resumed turn's prompt is the user's reply itself, as text (`readable_reply`: a structured
+    reply in words). Files sent with the reply (R-UP6) follow it, one run-relative path a line."""
+    text = readable_reply(response)
     if files:
         listing = "\n".join([REPLY_FILES_HEADING, *(f"- {path}" for path in files)])
         text = f"{text}\n\n{listing}" if text else listing

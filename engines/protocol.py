@@ -29,8 +29,9 @@ from .types import DONE_MARKER, ExecutionMode, Interaction, Outcome, RepairLevel
 
 WARNING_REPAIRED = "OUTPUT_REPAIRED_GENERIC"
 WARNING_ASK_USER_INVALID = "ASK_USER_PAYLOAD_INVALID"
+WARNING_HINTS_INVALID = "ASK_USER_HINTS_INVALID"
 
-KINDS = ("open_text", "choose_one", "confirm", "upload_files")
+KINDS = ("open_text", "choose_one", "confirm", "fill_fields", "upload_files", "risk_ack")
 KIND_ALIASES = {
     "decision": "choose_one",
     "single_select": "choose_one",
@@ -38,6 +39,12 @@ KIND_ALIASES = {
     "clarification": "open_text",
 }
 DEFAULT_DECISION_POLICY = "engine_judgement"
+FIELD_TYPES = ("text", "textarea", "number", "integer", "boolean", "date", "email")
+MAX_FIELDS = 20
+MAX_NAME_CHARS = 64
+# The hint keys each kind reads, from the envelope body or from its ui_hints; a question asked as
+# another kind (or degraded to open_text) carries none of them, so no page renders half a form.
+KIND_HINT_KEYS = ("allow_free_text", "fields", "files", "risk")
 
 _FENCE_JSON = re.compile(r"```[ \t]*json[ \t]*\r?\n(.*?)```", re.DOTALL | re.IGNORECASE)
 _FENCE_ANY = re.compile(r"```[^\n`]*\r?\n(.*?)```", re.DOTALL)
@@ -161,8 +168,110 @@ def normalise_kind(raw: Any) -> str:
     return kind if kind in KINDS else "open_text"
 
 
+class HintError(ValueError):
+    """Hint data a kind cannot use; the question is then asked as open_text (R-LC3)."""
+
+
+def _hint(body: dict[str, Any], ui_hints: dict[str, Any], key: str) -> Any:
+    """A hint from the envelope body itself, else from its ui_hints (upstream's place for them)."""
+    return body[key] if key in body else ui_hints.get(key)
+
+
+def _text_or(value: Any, default: str, what: str) -> str:
+    if value is None:
+        return default
+    if not isinstance(value, str) or not value.strip():
+        raise HintError(f"{what} must be a non-empty string")
+    return value.strip()
+
+
+def _flag(value: Any, default: bool, what: str) -> bool:
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise HintError(f"{what} must be true or false")
+    return value
+
+
+def _names(items: list[dict[str, Any]], what: str) -> None:
+    names = [item["name"] for item in items]
+    if len(set(names)) != len(names):
+        raise HintError(f"two {what} have the same name")
+
+
+def _name(item: dict[str, Any], what: str) -> str:
+    name = _text_or(item.get("name"), "", f"a {what}'s name")
+    if not name or len(name) > MAX_NAME_CHARS:
+        raise HintError(f"a {what} needs a name of at most {MAX_NAME_CHARS} characters")
+    return name
+
+
+def _field(raw: Any) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise HintError("each field must be an object with a name")
+    name = _name(raw, "field")
+    kind = _text_or(raw.get("type"), "text", f"field {name}'s type").lower()
+    if kind not in FIELD_TYPES:
+        raise HintError(f"field {name} has type {kind!r}; known types: {', '.join(FIELD_TYPES)}")
+    field = {
+        "name": name,
+        "label": _text_or(raw.get("label"), name, f"field {name}'s label"),
+        "type": kind,
+        "required": _flag(raw.get("required"), False, f"field {name}'s required"),
+    }
+    if raw.get("hint") is not None:
+        field["hint"] = _text_or(raw.get("hint"), "", f"field {name}'s hint")
+    return field
+
+
+def _file_slot(raw: Any) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise HintError("each file must be an object with a name")
+    name = _name(raw, "file")
+    slot: dict[str, Any] = {"name": name, "required": _flag(raw.get("required"), False, f"file {name}'s required")}
+    for key in ("hint", "accept"):
+        if raw.get(key) is not None:
+            slot[key] = _text_or(raw.get(key), "", f"file {name}'s {key}")
+    return slot
+
+
+def _listed(raw: Any, parse, what: str, *, needed: bool) -> list[dict[str, Any]]:
+    if raw is None and not needed:
+        return []
+    if not isinstance(raw, list) or (needed and not raw):
+        raise HintError(f"{what} must be a{' non-empty' if needed else ''} list")
+    if len(raw) > MAX_FIELDS:
+        raise HintError(f"at most {MAX_FIELDS} {what} may be asked for at once")
+    items = [parse(item) for item in raw]
+    _names(items, what)
+    return items
+
+
+def kind_hints(kind: str, body: dict[str, Any], ui_hints: dict[str, Any], options: list[Any]) -> dict[str, Any]:
+    """The hint data `kind` needs, read from the envelope and normalised; HintError when it cannot
+    be used. choose_one: options (given apart) and `allow_free_text`; fill_fields: `fields`
+    (name, label, type, required, hint?); upload_files: `files` slots (name, required, hint?,
+    accept?), may be empty; risk_ack: the `risk` statement (the prompt when not given)."""
+    if kind == "choose_one":
+        if not options:
+            raise HintError("choose_one needs options")
+        return {"allow_free_text": _flag(_hint(body, ui_hints, "allow_free_text"), True, "allow_free_text")}
+    if kind == "fill_fields":
+        return {"fields": _listed(_hint(body, ui_hints, "fields"), _field, "fields", needed=True)}
+    if kind == "upload_files":
+        return {"files": _listed(_hint(body, ui_hints, "files"), _file_slot, "files", needed=False)}
+    if kind == "risk_ack":
+        risk = _hint(body, ui_hints, "risk")
+        return {} if risk is None else {"risk": _text_or(risk, "", "risk")}
+    return {}
+
+
 def parse_interaction(body: Any) -> tuple[Interaction | None, str]:
-    """A normalised Interaction from an envelope body, or (None, why it is unusable)."""
+    """A normalised Interaction from an envelope body, or (None, why it is unusable).
+
+    Hint data its kind cannot use never makes the envelope unusable: the question is asked as
+    open_text, and the second element says why (R-LC3: kind is display metadata).
+    """
     if not isinstance(body, dict):
         return None, "the ask_user payload is not a JSON object"
     interaction_id = body.get("interaction_id")
@@ -172,18 +281,31 @@ def parse_interaction(body: Any) -> tuple[Interaction | None, str]:
     if not isinstance(prompt, str) or not prompt.strip():
         return None, "prompt must be a non-empty string"
     policy = body.get("default_decision_policy")
+    given_hints = body["ui_hints"] if isinstance(body.get("ui_hints"), dict) else {}
+    options = _normalise_options(body["options"] if "options" in body else given_hints.get("options"))
+    kind = normalise_kind(body.get("kind") or given_hints.get("kind"))
+    ui_hints = {key: value for key, value in given_hints.items() if key not in KIND_HINT_KEYS}
+    degraded = ""
+    try:
+        hints = kind_hints(kind, body, given_hints, options)
+    except HintError as exc:
+        kind, hints, degraded = "open_text", {}, f"{kind} asked as open_text: {exc}"
+    if "kind" in ui_hints:
+        ui_hints["kind"] = kind  # upstream's clients read the kind there too
+    required = [field["name"] for field in hints.get("fields", []) if field["required"]]
     return (
         Interaction(
             interaction_id=interaction_id,
             prompt=prompt.strip(),
-            kind=normalise_kind(body.get("kind")),
-            options=_normalise_options(body.get("options")),
-            required_fields=body["required_fields"] if isinstance(body.get("required_fields"), list) else [],
+            kind=kind,
+            options=options,
+            required_fields=required
+            or (body["required_fields"] if isinstance(body.get("required_fields"), list) else []),
             context=body["context"] if isinstance(body.get("context"), dict) else {},
-            ui_hints=body["ui_hints"] if isinstance(body.get("ui_hints"), dict) else {},
+            ui_hints={**ui_hints, **hints},
             default_decision_policy=policy if isinstance(policy, str) and policy.strip() else DEFAULT_DECISION_POLICY,
         ),
-        "",
+        degraded,
     )
 
 
@@ -227,4 +349,6 @@ def interpret_final_message(text: str, mode: ExecutionMode) -> MessageReading:
             reading.warnings.append(
                 {"code": WARNING_ASK_USER_INVALID, "message": f"ask_user envelope ignored: {problem}"}
             )
+        elif problem:
+            reading.warnings.append({"code": WARNING_HINTS_INVALID, "message": problem})
     return reading

@@ -312,7 +312,7 @@ def _locked_state_dir() -> tuple[Path, int]:
 
 
 def remove_orphaned_state() -> int:
-    """Removes the state directories no live process holds: those of turns whose worker was
+    """Removes the state directories no running process holds: those of turns whose worker was
     killed before it could close() them. Returns how many went."""
     removed = 0
     for state in Path(tempfile.gettempdir()).glob(f"{STATE_PREFIX}*"):

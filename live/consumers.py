@@ -20,13 +20,13 @@ from rest_framework.exceptions import Throttled, ValidationError
 
 from accounts.connections import ENDED, TooManyStreams, close_connection, open_connection
 from accounts.models import LiveConnection
+from kernel.api_errors import exception_handler
+from kernel.errors import ApplicationError, NotFound
+from kernel.throttles import REPLY_SCOPE, check_rate
 from runs import selectors, services
 from runs.models import TERMINAL_STATUSES, Run, RunEvent
 from runs.selectors import EVENT_PAGE_LIMIT
 from runs.serializers import ReplyInput, RunStatusOutput
-from skillrunner.api_errors import exception_handler
-from skillrunner.errors import ApplicationError, NotFound
-from skillrunner.throttles import REPLY_SCOPE, check_rate
 
 from .shutdown import CLOSE_GOING_AWAY, CLOSE_INTERNAL_ERROR, open_sockets
 from .watcher import RunChangeWaiter

@@ -21,10 +21,10 @@ from rest_framework.views import APIView
 
 from accounts.connections import ENDED, close_connection, open_connection
 from accounts.models import ApiToken, LiveConnection
+from kernel.negotiation import JsonWhateverTheClientAccepts
 from runs.api import requested_after_seq
 from runs.models import TERMINAL_STATUSES, RunEvent
 from runs.selectors import run_for
-from skillrunner.negotiation import JsonWhateverTheClientAccepts
 
 from .consumers import credential_ended
 from .watcher import RunChangeWaiter

@@ -5,7 +5,7 @@ A listener waits to be woken and reads the event table only then, so an idle soc
 costs no query at all. With a cross-process channel layer (Redis) the committing process wakes
 listeners through the layer, one message per web process and run (ProcessWatcher). On the embedded
 default, whose in-memory layer another process cannot reach, it sends a datagram to each event loop
-on the host that follows runs (skillrunner.group_messages). Besides, each web process runs one
+on the host that follows runs (processes.group_messages). Besides, each web process runs one
 watcher per event loop while anyone listens: woken so, it tails the event table, one query however
 many listen, and wakes its own listeners of the runs that changed; it also looks every
 SAFETY_POLL_SECONDS, so a lost wake-up costs that much at most. It renews this process's live
@@ -38,11 +38,11 @@ from django.db.models import Max
 
 from accounts.connections import ENDED, RENEW_SECONDS, credential_group, keep_connections
 from accounts.models import LiveConnection
+from processes.group_messages import LIVE_TOPIC
+from processes.wakeups import listen_on_host, stop_listening_on_host
 from runs.events import group_name, user_group_name
 from runs.models import Run, RunEvent
 from runs.selectors import EVENT_PAGE_LIMIT
-from skillrunner.group_messages import LIVE_TOPIC
-from skillrunner.wakeups import listen_on_host, stop_listening_on_host
 
 logger = logging.getLogger(__name__)
 
@@ -266,7 +266,7 @@ class ProcessWatcher:
             _WATCHER_THREAD.submit(_close_database_connection)
 
     async def _pump(self) -> None:
-        """Wake-ups from other processes (skillrunner.group_messages names the group in each)."""
+        """Wake-ups from other processes (processes.group_messages names the group in each)."""
         while True:
             try:
                 message = await self.layer.receive(self.channel)
@@ -287,7 +287,7 @@ class ProcessWatcher:
 
 class HostWakeups:
     """The wake-ups of one watcher on the embedded default: a datagram socket that every process
-    on the host sends the type of each group message to (skillrunner.group_messages)."""
+    on the host sends the type of each group message to (processes.group_messages)."""
 
     def __init__(self) -> None:
         self.name = f"{os.getpid()}-{id(self)}"

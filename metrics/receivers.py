@@ -8,8 +8,8 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import Counter
 
+from kernel.counters import add_to_row
 from runs.models import TERMINAL_STATUSES, Run, TurnUsage
-from skillrunner.counters import add_to_row
 
 from .models import ModelTokens, RelayRefusals, RunEnds, TurnDurations
 

@@ -2,7 +2,7 @@
 
 A staff user's API token, or a peer address in SKILLRUNNER_METRICS_ALLOW (a Prometheus server
 that sends no credentials); anyone else gets 401 (no credentials) or 403 (not staff), coded as the
-API's refusals are (skillrunner.api_errors).
+API's refusals are (kernel.api_errors).
 In local mode the middleware answers loopback only, as for every path, and a scrape without
 credentials acts as the local user, who is staff: a local Prometheus needs no token.
 """

@@ -17,7 +17,7 @@ Its tables keep the names they had in `runs` (`runs_webhook*`).
 | `sender.py` | the sender threads of a worker process: a slow receiver or mail server holds neither a cluster worker nor other rows |
 | `email.py` | question emails: a row written after the grace period, sent at least once, skipped if answered first |
 | `task_queue.py`, `tasks.py` | deliveries and emails handed to the django-q2 cluster, and its entry points |
-| `api.py` | `/v1/webhooks` |
+| `api.py`, `urls.py` | `/v1/webhooks`; the routes of the API and of the settings page's webhook forms |
 | `views.py`, `forms.py` | the settings page's webhooks section, registered in `accounts.settings_page` when the app is ready |
 | `admin.py` | endpoints and the delivery log with its attempts and a "redeliver" action |
 """

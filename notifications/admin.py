@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 
-from skillrunner.readonly_admin import ReadOnlyAdmin, ReadOnlyInline
+from kernel.readonly_admin import ReadOnlyAdmin, ReadOnlyInline
 
 from . import services
 from .models import QuestionEmail, WebhookAttempt, WebhookDelivery, WebhookEndpoint

@@ -8,7 +8,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
-from skillrunner.throttles import SETTINGS_SCOPE
+from kernel.throttles import SETTINGS_SCOPE
 
 from . import services
 from .models import ALL_EVENTS, WebhookEndpoint

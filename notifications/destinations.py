@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
-from skillrunner.errors import ApplicationError
+from kernel.errors import ApplicationError
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 

@@ -24,8 +24,8 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 
+from kernel.links import public_url, run_page_url
 from runs.models import Interaction, RunStatus
-from skillrunner.links import public_url, run_page_url
 
 from . import outbox
 from .models import QuestionEmail
@@ -73,9 +73,38 @@ def offer(email_pk: int) -> None:
         logger.warning("could not enqueue question email %s; the supervisor will retry", email_pk, exc_info=True)
 
 
+# How each kind is answered; an e-mail cannot hold a form or files, so every one links to the run page.
+ANSWER_HOW = {
+    "confirm": "Answer yes or no here",
+    "fill_fields": "Fill in the form on the run page",
+    "upload_files": "Send the files from the run page",
+    "risk_ack": "Acknowledge or decline on the run page",
+}
+
+
+def _described(item: dict, *notes: str) -> str:
+    shown = [note for note in notes if note]
+    return f"{item.get('label') or item.get('name', '')}" + (f" ({', '.join(shown)})" if shown else "")
+
+
+def kind_context(payload: dict) -> dict:
+    """What the e-mail shows of a question's kind: its form's fields, the files it asks for, the risk."""
+    hints = payload.get("ui_hints") or {}
+    return {
+        "how": ANSWER_HOW.get(payload.get("kind", ""), "Answer it here"),
+        "fields": [_described(f, "required" if f.get("required") else "") for f in hints.get("fields") or []],
+        "files": [
+            _described(f, "required" if f.get("required") else "", f.get("accept", ""), f.get("hint", ""))
+            for f in hints.get("files") or []
+        ],
+        "risk": hints.get("risk", "") if payload.get("kind") == "risk_ack" else "",
+    }
+
+
 def question_message(interaction: Interaction) -> EmailMultiAlternatives:
     run = interaction.run
     context = {
+        **kind_context(interaction.payload),
         "run": run,
         "skill_id": run.skill_key,
         "prompt": interaction.prompt,

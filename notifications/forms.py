@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django import forms
 
-from skillrunner.forms import PlainLabelForm
+from kernel.forms import PlainLabelForm
 
 from .models import ALL_EVENTS
 

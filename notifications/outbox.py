@@ -17,7 +17,7 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from skillrunner.counters import add_to_row
+from kernel.counters import add_to_row
 
 from .models import PENDING, OutboxEnds, OutboxItem
 

@@ -18,10 +18,10 @@ from django.db.models import Q
 from django.utils import timezone
 
 from accounts.models import lock_user
+from kernel.errors import NotFound, OverUserLimit
+from kernel.links import run_page_url
+from kernel.lookups import with_id
 from runs.models import Run, RunStatus
-from skillrunner.errors import NotFound, OverUserLimit
-from skillrunner.links import run_page_url
-from skillrunner.lookups import with_id
 
 from . import destinations, outbox, transport
 from .models import ALL_EVENTS, TEST_EVENT, WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent

@@ -18,7 +18,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from accounts.settings_page import make_from_form, one_click_change
-from skillrunner.errors import NotFound
+from kernel.errors import NotFound
 
 from . import services
 from .forms import WebhookForm

@@ -22,7 +22,8 @@ through `hooks.py`.
 | `cache.py` | reusing an identical earlier auto run's result |
 | `options.py`, `inputs.py` | a run's runtime options and its input against the skill's schemas |
 | `api.py`, `serializers.py` | the `/v1/jobs` API and its shapes |
-| `views.py`, `forms.py`, `urls_ui.py`, `preview.py`, `questions.py`, `context_processors.py` | the run pages, the new-run form, artifact previews, the inbox's questions and answers |
+| `urls.py` | the jobs API's routes and the run pages' |
+| `views.py`, `forms.py`, `preview.py`, `questions.py`, `context_processors.py` | the run pages, the new-run form, artifact previews, the inbox's questions and answers |
 | `bundles.py` | a finished run's downloadable bundle |
 | `output_keys.py` | provider keys in what a run's agent left: redacted at the turn's end and as files are served (R-SB10) |
 | `admin.py` | the read-only admin audit of runs |

@@ -16,7 +16,7 @@ from django.utils.functional import cached_property
 from django.utils.html import format_html
 
 from enginehost.choice import run_model
-from skillrunner.readonly_admin import ReadOnlyAdmin, ReadOnlyInline
+from kernel.readonly_admin import ReadOnlyAdmin, ReadOnlyInline
 
 from .interaction_export import as_csv, as_json, interaction_records
 from .models import EventKind, Interaction, Run, RunEvent, TurnUsage
@@ -60,13 +60,28 @@ RUN_FIELDSETS = [
 ]
 
 
-class InteractionInline(ReadOnlyInline):
+class ReadableAnswer:
+    """An interaction's answer as people read it (a form's values one per line, a yes/no in
+    words) beside the stored JSON."""
+
+    def get_readonly_fields(self, request, obj=None):
+        return [*super().get_readonly_fields(request, obj), "answer"]  # type: ignore[misc]
+
+    @admin.display(description="answer, as read")
+    def answer(self, interaction: Interaction) -> str:
+        if interaction.response is None:
+            return "—"
+        return format_html('<p class="readable-answer" style="white-space: pre-wrap">{}</p>', interaction.answer_text)
+
+
+class InteractionInline(ReadableAnswer, ReadOnlyInline):
     model = Interaction
     fields = (
         "interaction_id",
         "attempt_number",
         "kind",
         "prompt",
+        "answer",
         "response",
         "resolution_mode",
         "answered_by",
@@ -309,7 +324,7 @@ class RunAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Interaction)
-class InteractionAdmin(ReadOnlyAdmin):
+class InteractionAdmin(ReadableAnswer, ReadOnlyAdmin):
     list_display = (
         "run",
         "interaction_id",
@@ -333,7 +348,7 @@ class InteractionAdmin(ReadOnlyAdmin):
 
     @admin.display(description="response")
     def short_response(self, interaction: Interaction) -> str:
-        return "—" if interaction.response is None else truncatechars(str(interaction.response), SHORT_TEXT)
+        return "—" if interaction.response is None else truncatechars(interaction.answer_text, SHORT_TEXT)
 
 
 @admin.register(RunEvent)

@@ -19,12 +19,12 @@ from rest_framework.views import APIView
 
 from accounts.authentication import parse_token_header
 from enginehost.config import configured_secrets
-from skillrunner.api_errors import is_unavailable
-from skillrunner.byte_ranges import RangeNotSatisfiable, file_chunks, requested_range
-from skillrunner.errors import ApplicationError, Conflict, NotFound
-from skillrunner.middleware import oversized_body
-from skillrunner.negotiation import JsonWhateverTheClientAccepts
-from skillrunner.throttles import REPLY_SCOPE, RUN_CREATE_SCOPE
+from kernel.api_errors import is_unavailable
+from kernel.byte_ranges import RangeNotSatisfiable, file_chunks, requested_range
+from kernel.errors import ApplicationError, Conflict, NotFound
+from kernel.middleware import oversized_body
+from kernel.negotiation import JsonWhateverTheClientAccepts
+from kernel.throttles import REPLY_SCOPE, RUN_CREATE_SCOPE
 
 from . import selectors, services
 from .bundles import bundle_path

@@ -3,7 +3,7 @@ import logging
 from django.apps import AppConfig
 from django.conf import settings
 
-from skillrunner import readiness
+from health import readiness
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.db import transaction
 
-from skillrunner.group_messages import send_to_groups
+from processes.group_messages import send_to_groups
 
 from .models import Run, RunEvent
 

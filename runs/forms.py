@@ -14,9 +14,9 @@ from django.utils.html import escape
 
 from enginehost.choice import EngineChoice, engine_choices
 from engines.registry import ENGINE_NAMES
+from kernel.forms import PlainLabelForm
 from runs.inputs import file_fields, zipped_files
 from runs.models import RunStatus
-from skillrunner.forms import PlainLabelForm
 from skills.models import SkillVersion
 
 INPUT = "input"

@@ -12,7 +12,7 @@ from typing import IO, Any
 
 from jsonschema import validators
 
-from skillrunner.errors import ApplicationError
+from kernel.errors import ApplicationError
 
 
 def zipped_files(members: Iterable[tuple[str, IO[bytes]]]) -> tempfile.SpooledTemporaryFile:

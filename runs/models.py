@@ -14,6 +14,8 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
+from engines.replies import readable_reply
+
 from .options import EffectiveOptions
 
 if TYPE_CHECKING:
@@ -220,6 +222,11 @@ class Interaction(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id} #{self.interaction_id}"
+
+    @property
+    def answer_text(self) -> str:
+        """The answer as people and the agent read it (a structured reply in words)."""
+        return readable_reply(self.response)
 
     @property
     def quick_replies(self) -> list[str]:

@@ -9,7 +9,7 @@ from typing import Any
 from django.conf import settings
 
 from engines.types import ExecutionMode
-from skillrunner.errors import ApplicationError
+from kernel.errors import ApplicationError
 
 BOOL_KEYS = ("interactive_require_user_reply", "interactive_auto_reply", "no_cache")
 POSITIVE_INT_KEYS = ("session_timeout_sec", "interactive_reply_timeout_sec", "hard_timeout_seconds", "max_tokens")

@@ -4,17 +4,17 @@ The provider relay (engines.relay) keeps the operator's keys out of the sandbox,
 should never see one. Should it get one all the same (a relay bug, a key left somewhere the agent
 can read), no door of the service hands it out: the run's result, artifacts, bundle and logs are
 checked for every configured key (enginehost.config.configured_secrets); a hit is redacted
-(skillrunner.logging.REDACTED) and recorded as a `security` event, source "output".
+(kernel.logging.REDACTED) and recorded as a `security` event, source "output".
 
 Where, and why there:
 
 - Once, when a turn ends (worker.execution._finish_turn): the logs are redacted as they are written
-  (skillrunner.logging.redact_stream), the answer before it becomes the result, and the files
+  (kernel.logging.redact_stream), the answer before it becomes the result, and the files
   under `artifacts/` (after collection moved the answer's files in) are read once; the rare file
   holding a key is rewritten in place (runs.runfiles.rewrite_file: never through a link). That
   costs one read of the turn's artifacts, and a write only on a hit.
 - Every time a file of the agent's is served (artifact downloads and previews, the bundle's
-  members): its bytes pass through skillrunner.logging.ValueRedactor on their way out
+  members): its bytes pass through kernel.logging.ValueRedactor on their way out
   (`RedactingReader`), in memory bounded by the read size whatever the file, a key cut by a read's
   end included. This catches what a turn's end cannot: a file written while a turn runs (or by a
   resident process while its run waits), and a key configured after the turn. It costs a pass per
@@ -41,8 +41,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from enginehost.config import configured_secrets
-from skillrunner.errors import NotFound
-from skillrunner.logging import ValueRedactor
+from kernel.errors import NotFound
+from kernel.logging import ValueRedactor
 
 from . import runfiles, services
 from .models import Run

@@ -12,7 +12,8 @@ from typing import Any
 from django.urls import reverse
 from rest_framework.exceptions import ValidationError
 
-from skillrunner.throttles import REPLY_SCOPE, check_rate
+from kernel.errors import ApplicationError
+from kernel.throttles import REPLY_SCOPE, check_rate
 
 from . import selectors, services
 from .models import Interaction
@@ -39,6 +40,8 @@ def question_summary(interaction: Interaction) -> dict[str, Any]:
         "prompt": interaction.prompt,
         "kind": interaction.kind,
         "options": interaction.quick_replies,
+        # What the card's own controls are built from (the kind's hint data, static/js/question-forms.js).
+        "question": {key: interaction.payload.get(key) for key in ("interaction_id", "kind", "ui_hints")},
         "asked_at": interaction.asked_at.isoformat(),
         "deadline_at": run.wait_deadline_at.isoformat() if run.wait_deadline_at else None,
         "on_deadline": on_timeout.value if on_timeout and run.wait_deadline_at else None,
@@ -56,6 +59,16 @@ def run_values(run) -> list[str]:
             text = text[: SHOWN_VALUE_CHARS - 1] + "…"
         shown.append(f"{name}: {text}")
     return shown
+
+
+def posted_response(form) -> Any:
+    """The answer an inbox form posted: its structured reply (`reply`, JSON) or its text."""
+    if "reply" not in form:
+        return form.get("response", "")
+    try:
+        return json.loads(form["reply"])
+    except ValueError:
+        raise ApplicationError("MALFORMED_REQUEST", "the reply field does not hold JSON") from None
 
 
 def answer(user, request_id: str, interaction_id: Any, response: Any, option: str | None = None):

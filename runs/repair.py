@@ -34,7 +34,7 @@ REPAIR_LEVEL = "reprompt"
 class RepairBudget:
     round: int  # the repair round the finished turn was; 0 when it was not one
     max_rounds: int  # runtime_options.max_repair_rounds (0: repair is off)
-    can_continue: bool  # the engine session can take another message (a session id, a live process)
+    can_continue: bool  # the engine session can take another message (a session id, a resident process)
 
 
 def _rounds(count: int) -> str:

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from accounts.authentication import LAST_USED_RESOLUTION_SECONDS
 from accounts.models import ApiToken, is_key_hash, split_key
-from skillrunner.errors import ApplicationError, NotFound
+from kernel.errors import ApplicationError, NotFound
 from skills.models import Skill, SkillVersion
 
 from . import runfiles

@@ -20,9 +20,9 @@ from django.views.decorators.http import require_http_methods, require_POST
 from rest_framework.exceptions import Throttled, ValidationError
 
 from enginehost.choice import engine_choices, run_model
-from skillrunner.api_errors import exception_handler
-from skillrunner.errors import ApplicationError, NotFound
-from skillrunner.throttles import RUN_CREATE_SCOPE, check_rate, form_over_rate
+from kernel.api_errors import exception_handler
+from kernel.errors import ApplicationError, NotFound
+from kernel.throttles import RUN_CREATE_SCOPE, check_rate, form_over_rate
 from skills.models import SkillVersion
 from skills.selectors import current_version, installed_skills
 
@@ -214,6 +214,7 @@ def run_detail(request: HttpRequest, request_id: str) -> HttpResponse:
         "cached_from": selectors.cached_from(run),
         "model": run_model(run),
         "status_labels": STATUS_LABELS,
+        "reply_file_limits": json.dumps(services.reply_file_limits()),
     }
     return render(request, "runs/run_detail.html", context)
 
@@ -248,13 +249,14 @@ def inbox_page(request: HttpRequest) -> HttpResponse:
     """
     if request.method == "POST":
         wants_json = "application/json" in request.headers.get("Accept", "")
-        # A quick-reply button sends its option's index as `option`; the text box sends `response`.
+        # A quick-reply button sends its option's index as `option`, the text box sends `response`,
+        # a question's own form (yes/no, fields, acknowledgement) its structured reply as JSON in `reply`.
         try:
             run = questions.answer(
                 request.user,
                 request.POST.get("request_id", ""),
                 request.POST.get("interaction_id"),
-                request.POST.get("response", ""),
+                questions.posted_response(request.POST),
                 option=request.POST.get("option"),
             )
         except (ApplicationError, Throttled, ValidationError) as exc:
@@ -275,7 +277,11 @@ def inbox_page(request: HttpRequest) -> HttpResponse:
         }
         for item in selectors.waiting_questions(request.user)
     ]
-    return render(request, "runs/inbox.html", {"questions": waiting})
+    return render(
+        request,
+        "runs/inbox.html",
+        {"questions": waiting, "reply_file_limits": json.dumps(services.reply_file_limits())},
+    )
 
 
 @login_required

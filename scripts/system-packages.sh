@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs through apt, in one step, the programs the test suite runs that this machine lacks
 # (R-OP6): bubblewrap, socat and libseccomp (the engine sandbox and its seccomp filter, SPEC §11),
-# Chromium (browser tests), PostgreSQL and Redis servers (scale-out tests; scripts/test_services.py
+# Chromium (browser tests), PostgreSQL and Redis servers (scale-out tests; scripts/test_servers.py
 # starts private instances of them). With --sandbox-only (`make run`): the sandbox's programs only.
 set -euo pipefail
 missing=()

@@ -10,7 +10,7 @@ from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.base import BaseHandler
 from django.db import connections
 
-from skillrunner.startup import start_process
+from processes.startup import start_process
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "skillrunner.settings")
 # A web started alone (README "Scaling out") prepares the installation as `serve` and `worker` do:

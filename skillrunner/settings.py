@@ -11,7 +11,7 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 
 from engines.registry import ENGINE_NAMES
-from skillrunner.startup import read_secret_key
+from processes.startup import read_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -56,7 +56,7 @@ def _non_negative_seconds(name: str, default: float) -> float:
 DATA_DIR = Path(env.str("SKILLRUNNER_DATA_DIR", default=str(BASE_DIR / "data"))).resolve()
 DEBUG = env.bool("DEBUG", default=False)
 # Without SECRET_KEY, the per-installation key kept with the data (so `make run` works out of
-# the box while nothing secret is ever committed); skillrunner.startup creates it, not this import.
+# the box while nothing secret is ever committed); processes.startup creates it, not this import.
 SECRET_KEY = env.str("SECRET_KEY", default="") or read_secret_key(DATA_DIR)
 
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
@@ -104,8 +104,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "skillrunner.middleware.ContentSecurityPolicyMiddleware",
-    "skillrunner.middleware.ApiJsonErrorsMiddleware",
+    "kernel.middleware.ContentSecurityPolicyMiddleware",
+    "kernel.middleware.ApiJsonErrorsMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -113,11 +113,11 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "accounts.local_mode.LocalModeMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    "skillrunner.middleware.PageMethodNotAllowedMiddleware",
+    "kernel.middleware.PageMethodNotAllowedMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Before any view reads the body. The chain runs in sync mode (skillrunner.asgi), so the
     # order does not decide how often a request hops between thread and event loop.
-    "skillrunner.middleware.RequestSizeLimitMiddleware",
+    "kernel.middleware.RequestSizeLimitMiddleware",
 ]
 
 ROOT_URLCONF = "skillrunner.urls"
@@ -134,8 +134,8 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "runs.context_processors.inbox",
-                "skillrunner.context_processors.sandbox",
-                "skillrunner.context_processors.local_mode",
+                "kernel.context_processors.sandbox",
+                "kernel.context_processors.local_mode",
             ],
         },
     },
@@ -256,7 +256,7 @@ LOGOUT_REDIRECT_URL = "login"
 
 LANGUAGE_CODE = "en-us"
 # Times to the second with their zone, in the admin too (localisation would win over DATETIME_FORMAT).
-FORMAT_MODULE_PATH = ["skillrunner.formats"]
+FORMAT_MODULE_PATH = ["kernel.formats"]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
@@ -418,12 +418,12 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PARSER_CLASSES": [
-        "skillrunner.parsers.SafeJSONParser",
+        "kernel.parsers.SafeJSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "skillrunner.api_errors.exception_handler",
+    "EXCEPTION_HANDLER": "kernel.api_errors.exception_handler",
     "DEFAULT_THROTTLE_RATES": {
         "run_create": env.str("SKILLRUNNER_RATE_RUN_CREATE", default="120/min"),
         "interaction_reply": env.str("SKILLRUNNER_RATE_REPLY", default="240/min"),
@@ -463,7 +463,7 @@ Q_CLUSTER = {
     "ack_failures": True,
     "save_limit": -1,
     "queue_limit": SKILLRUNNER_MAX_CONCURRENT_TURNS * 2,
-    # The embedded default's broker waits for a wake-up instead of polling (skillrunner/queue_broker.py);
+    # The embedded default's broker waits for a wake-up instead of polling (processes/queue_broker.py);
     # 0 turns off django-q2's own fixed sleep between empty queries. The Redis broker blocks.
     "poll": 0,
     # The sentinel's guard loop (worker respawn, timeouts, status) wakes this often even when
@@ -477,12 +477,12 @@ if REDIS_URL:
     Q_CLUSTER["redis"] = REDIS_URL
 else:
     Q_CLUSTER["orm"] = "default"
-    Q_CLUSTER["broker_class"] = "skillrunner.queue_broker.WakeableORM"
+    Q_CLUSTER["broker_class"] = "processes.queue_broker.WakeableORM"
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"redact": {"()": "skillrunner.logging.RedactSecretsFilter"}},
+    "filters": {"redact": {"()": "kernel.logging.RedactSecretsFilter"}},
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
@@ -498,7 +498,7 @@ SKILLRUNNER_WEBHOOK_TIMEOUT_SECONDS = env.float("SKILLRUNNER_WEBHOOK_TIMEOUT_SEC
 SKILLRUNNER_WEBHOOK_RETRY_BASE_SECONDS = env.float("SKILLRUNNER_WEBHOOK_RETRY_BASE_SECONDS", default=30.0)
 if SKILLRUNNER_WEBHOOK_TIMEOUT_SECONDS <= 0 or SKILLRUNNER_WEBHOOK_RETRY_BASE_SECONDS <= 0:
     raise ImproperlyConfigured("SKILLRUNNER_WEBHOOK_TIMEOUT_SECONDS and _RETRY_BASE_SECONDS must be positive")
-# The site's address as users reach it, for links in emails and webhook payloads (skillrunner.links);
+# The site's address as users reach it, for links in emails and webhook payloads (kernel.links);
 # unset, `manage.py serve` uses the address it listens on.
 SKILLRUNNER_PUBLIC_URL = env.str("SKILLRUNNER_PUBLIC_URL", default="").rstrip("/")
 if SKILLRUNNER_PUBLIC_URL and not SKILLRUNNER_PUBLIC_URL.startswith(("http://", "https://")):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from skillrunner.readonly_admin import ReadOnlyAdmin, ReadOnlyInline
+from kernel.readonly_admin import ReadOnlyAdmin, ReadOnlyInline
 
 from .models import Skill, SkillVersion
 

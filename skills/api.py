@@ -11,8 +11,8 @@ from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from accounts.authentication import BasicChallenge
-from skillrunner.errors import ApplicationError, NotFound
-from skillrunner.throttles import SKILL_INSTALL_SCOPE
+from kernel.errors import ApplicationError, NotFound
+from kernel.throttles import SKILL_INSTALL_SCOPE
 
 from .selectors import installed_skill, installed_skills
 from .services import install_zip

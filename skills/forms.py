@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django import forms
 
-from skillrunner.forms import PlainLabelForm
+from kernel.forms import PlainLabelForm
 
 
 class SkillPackageForm(PlainLabelForm):

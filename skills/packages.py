@@ -16,7 +16,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from engines.registry import ENGINE_NAMES
-from skillrunner.errors import ApplicationError
+from kernel.errors import ApplicationError
 
 EXECUTION_MODES = ("auto", "interactive")
 SCHEMA_KEYS = ("input", "parameter", "output")

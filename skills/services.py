@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from packaging.version import Version
 
-from skillrunner.archives import ArchiveLimits, extract_zip
+from kernel.archives import ArchiveLimits, extract_zip
 
 from .models import Skill, SkillVersion
 from .packages import SkillPackage, SkillPackageError, load_skill_dir

@@ -8,8 +8,8 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
-from skillrunner.errors import ApplicationError
-from skillrunner.throttles import SKILL_INSTALL_SCOPE, form_over_rate
+from kernel.errors import ApplicationError
+from kernel.throttles import SKILL_INSTALL_SCOPE, form_over_rate
 
 from .forms import SkillPackageForm
 from .selectors import installed_skills

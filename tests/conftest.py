@@ -63,7 +63,7 @@ def pytest_xdist_make_scheduler(config, log):
 @pytest.fixture(scope="session", autouse=True)
 def installation() -> None:
     """The explicit startup step `serve` and `worker` take too: importing settings creates nothing."""
-    from skillrunner.startup import prepare_installation
+    from processes.startup import prepare_installation
 
     prepare_installation()
 

@@ -6,7 +6,7 @@ import shutil
 import tempfile
 import urllib.parse
 
-if "SKILLRUNNER_DATA_DIR" not in os.environ:  # a live service a test starts is given its own
+if "SKILLRUNNER_DATA_DIR" not in os.environ:  # a service process a test starts is given its own
     os.environ["SKILLRUNNER_DATA_DIR"] = tempfile.mkdtemp(prefix="skillrunner-test-")
     atexit.register(shutil.rmtree, os.environ["SKILLRUNNER_DATA_DIR"], ignore_errors=True)
 os.environ.setdefault("SECRET_KEY", "tests-only-secret-key-never-used-in-production")
@@ -16,7 +16,7 @@ os.environ.setdefault("SKILLRUNNER_RATE_RUN_CREATE", "100000/min")
 os.environ.setdefault("SKILLRUNNER_RATE_REPLY", "100000/min")
 # Under pytest-xdist each worker process (gw0, gw1, …) gets a Redis database of its own, so the
 # channel groups and queues of one worker's tests (keyed by reused user and run ids) never reach
-# another's; the live services a test starts inherit it through REDIS_URL.
+# another's; the service processes a test starts inherit it through REDIS_URL.
 if os.environ.get("REDIS_URL") and os.environ.get("PYTEST_XDIST_WORKER", "").startswith("gw"):
     _redis = urllib.parse.urlsplit(os.environ["REDIS_URL"])
     _db = int(_redis.path.lstrip("/") or 0) + 1 + int(os.environ["PYTEST_XDIST_WORKER"][2:])

@@ -1,4 +1,4 @@
-"""skillrunner.forking: start-up work in a child that ends with it."""
+"""processes.forking: start-up work in a child that ends with it."""
 
 import multiprocessing
 import os
@@ -10,9 +10,9 @@ import threading
 import pytest
 from django.core.management.base import CommandError
 
-from skillrunner.forking import Flag, run_in_child
-from tests.support.live_service import wait_until
+from processes.forking import Flag, run_in_child
 from tests.support.processes import kill_all, process_alive
+from tests.support.service_processes import wait_until
 
 
 def _write_pid(path):
@@ -55,7 +55,7 @@ def test_a_child_that_exits_without_a_status_succeeded():
 # PYTHONUNBUFFERED=1 print() writes the number and the newline in two, which can interleave.
 FORKS_THEN_WAITS = """
 import os, time
-from skillrunner.forking import forks_end_with_their_parent
+from processes.forking import forks_end_with_their_parent
 forks_end_with_their_parent()
 child = os.fork()
 if child == 0:

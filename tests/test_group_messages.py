@@ -1,4 +1,4 @@
-"""skillrunner.group_messages: channel-layer messages from sync code go out through one loop per
+"""processes.group_messages: channel-layer messages from sync code go out through one loop per
 process, without the caller waiting, each (group, type) once per hand-over."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from unittest import mock
 import pytest
 from channels.layers import InMemoryChannelLayer
 
-from skillrunner import group_messages
-from skillrunner.wakeups import listen_on_host
+from processes import group_messages
+from processes.wakeups import listen_on_host
 
 WAIT_SECONDS = 10
 

@@ -57,5 +57,5 @@ def test_the_system_checks_a_worker_runs_leave_the_urlconf_alone(tmp_path):
 def test_a_web_on_the_embedded_default_imports_no_redis(tmp_path):
     start = "import skillrunner.asgi, skillrunner.urls, runs.api\n"
     modules = imported_after(start, embedded_default(tmp_path))
-    assert "skillrunner.api_errors" in modules and "rest_framework.views" in modules  # the API is loaded
+    assert "kernel.api_errors" in modules and "rest_framework.views" in modules  # the API is loaded
     assert "redis" not in modules

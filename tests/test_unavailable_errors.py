@@ -1,5 +1,5 @@
 """A backing service away is a 503 SERVICE_UNAVAILABLE the client may retry (SPEC §8, R-OP2): the
-database's errors, and Redis's wherever redis-py is loaded (skillrunner.api_errors looks it up
+database's errors, and Redis's wherever redis-py is loaded (kernel.api_errors looks it up
 instead of importing it)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 import redis.exceptions
 from django.db import InterfaceError, OperationalError
 
-from skillrunner.api_errors import exception_handler
+from kernel.api_errors import exception_handler
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""skillrunner.wakeups: a waiter ends its wait when another process wakes its name, on the
+"""processes.wakeups: a waiter ends its wait when another process wakes its name, on the
 embedded default (datagram sockets under the data dir) and with Redis (run again with REDIS_URL)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from skillrunner import wakeups
+from processes import wakeups
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ def test_waking_a_name_nobody_listens_under_does_nothing(name):
 
 def test_another_process_wakes_the_waiter(name, settings):
     """The waker is a process of its own, as a web process answering a worker's run is."""
-    code = "import django, sys; django.setup(); from skillrunner import wakeups; wakeups.wake(sys.argv[1])"
+    code = "import django, sys; django.setup(); from processes import wakeups; wakeups.wake(sys.argv[1])"
     environment = {**os.environ, "SKILLRUNNER_DATA_DIR": str(settings.DATA_DIR)}
     # Its REDIS_URL is this process's already: without the xdist worker's name, tests.settings
     # does not move it to another database a second time.

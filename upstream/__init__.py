@@ -17,5 +17,5 @@ Modules:
 - `files.py` — a run's files as upstream's tree and previews, log byte ranges, the bundle with logs.
 - `reply_files.py` — reading a file reply (R-UP6): multipart `metadata` plus `files` parts.
 - `serializers.py` — the shapes of the answers for the OpenAPI document; upstream's status fields.
-- `urls.py` — the paths only upstream's clients use.
+- `urls.py` — upstream's paths: those only its clients use, and those shared with the service's own API.
 """

@@ -19,15 +19,15 @@ from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from accounts.authentication import BasicChallenge
+from kernel.errors import ApplicationError
+from kernel.negotiation import JsonWhateverTheClientAccepts
+from kernel.throttles import REPLY_SCOPE
 from live.sse import EventStreamView as RunEventStreamView
 from live.sse import follow_log, sse_response
 from runs import api as jobs
 from runs import selectors, services
 from runs.models import Run
 from runs.serializers import ReplyInput, RunStatusOutput
-from skillrunner.errors import ApplicationError
-from skillrunner.negotiation import JsonWhateverTheClientAccepts
-from skillrunner.throttles import REPLY_SCOPE
 
 from .fcmp import Reading, chat_items, fcmp_events
 from .handshake import handshake

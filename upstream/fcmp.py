@@ -41,6 +41,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from engines.protocol import interpret_final_message
+from engines.replies import readable_reply, structured_kind
 
 FCMP_VERSION = "fcmp/1.0"
 CHAT_VERSION = "chat-replay/1.0"
@@ -227,9 +228,11 @@ def _input_required(event: LoggedEvent, position: LogPosition) -> tuple[str, dic
 
 
 def response_preview(response: Any) -> str:
-    """A reply as text: a string as it is, anything else as compact JSON."""
+    """A reply as text: a string as it is, a structured reply in words, anything else as compact JSON."""
     if isinstance(response, str):
         text = response.strip()
+    elif structured_kind(response) is not None:
+        text = readable_reply(response)
     elif isinstance(response, dict) and isinstance(response.get("text"), str):
         text = response["text"].strip()
     else:

@@ -17,12 +17,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from enginehost.config import configured_secrets
+from kernel.errors import ApplicationError, NotFound
 from runs import api as jobs
 from runs import runfiles, selectors
 from runs.bundles import bundle_path
 from runs.output_keys import served_file
 from runs.services import record_keys_in_output
-from skillrunner.errors import ApplicationError, NotFound
 
 # A preview shows at most this much of a file; a larger one is "too_large", as upstream's.
 PREVIEW_MAX_BYTES = 256 * 1024

@@ -10,9 +10,8 @@ from __future__ import annotations
 from importlib.metadata import version
 from typing import Any
 
-from django.conf import settings
-
-from skillrunner.errors import ApplicationError
+from kernel.errors import ApplicationError
+from runs.services import reply_file_limits
 
 REQUEST_SCHEMA = "zotero-agents.skillrunner-handshake.request.v1"
 RESPONSE_SCHEMA = "zotero-agents.skillrunner-handshake.response.v1"
@@ -20,15 +19,6 @@ JOB_PROTOCOL = "skillrunner.job.v1"
 INTERACTION_FILES_PROTOCOL = "skillrunner.interaction-files.v1"
 MAX_REQUESTED_PROTOCOLS = 64
 BACKEND_NAME = "Skill Runner (Django)"
-
-
-def reply_file_limits() -> dict[str, int]:
-    """What POST /v1/jobs/{id}/interaction/reply/files accepts (R-UP6)."""
-    return {
-        "max_files": settings.SKILLRUNNER_REPLY_MAX_FILES,
-        "max_file_bytes": settings.SKILLRUNNER_REPLY_MAX_FILE_BYTES,
-        "max_total_bytes": settings.SKILLRUNNER_REPLY_MAX_TOTAL_BYTES,
-    }
 
 
 def _requested_protocols(body: Any) -> list[str]:

@@ -15,8 +15,8 @@ from rest_framework.views import APIView
 from accounts.authentication import BasicChallenge
 from enginehost.config import PROBE_HOME, detected_versions, engine_config
 from engines.registry import ENGINE_NAMES, get_adapter
+from kernel.errors import NotFound
 from runs import runfiles
-from skillrunner.errors import NotFound
 from skills.models import SkillVersion
 from skills.selectors import installed_skill, installed_skills
 

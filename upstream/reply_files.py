@@ -25,9 +25,9 @@ from django.http import QueryDict
 from django.http.multipartparser import MultiPartParser, MultiPartParserError
 from rest_framework import serializers
 
+from kernel.errors import ApplicationError
 from runs.services import ReplyFile, StagedReplyFiles
 from runs.sweeps import reply_staging_root
-from skillrunner.errors import ApplicationError
 
 from .handshake import reply_file_limits
 

@@ -24,8 +24,8 @@ from django.db.models import Max, Min
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from kernel.errors import ApplicationError
 from runs.models import TERMINAL_STATUSES, Run, RunEvent, RunStatus
-from skillrunner.errors import ApplicationError
 
 from .fcmp import POSITION_KEYS, LogPosition, Reading, RunFacts, step
 

@@ -1,6 +1,6 @@
-"""Paths of upstream's contract that the service's own API does not have (SPEC §16). The paths
-both share (`/events`, `/events/history`, a run's status and its reply) are routed in
-skillrunner.urls to upstream.api's views, which answer in either form or add upstream's fields."""
+"""Paths of upstream's contract (SPEC §16): those the service's own API does not have, and those
+both share (`/events`, `/events/history`, a run's status and its reply), whose views answer in
+either form or add upstream's fields (SPEC R-UP5, R-UP10)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,10 @@ from . import api, files, management
 job = "v1/jobs/<str:request_id>"
 
 urlpatterns = [
+    path(job, api.JobDetailView.as_view(), name="job-detail"),
+    path(f"{job}/interaction/reply", api.ReplyView.as_view(), name="job-reply"),
+    path(f"{job}/events/history", api.EventHistoryView.as_view(), name="job-events-history"),
+    path(f"{job}/events", api.EventStreamView.as_view(), name="job-events"),
     path("v1/system/handshake", api.HandshakeView.as_view(), name="handshake"),
     path("v1/management/runs", api.ManagementRunsView.as_view(), name="management-runs"),
     path("v1/management/skills", management.ManagementSkillsView.as_view(), name="management-skills"),

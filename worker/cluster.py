@@ -7,7 +7,7 @@ sleeps there almost all the time, and SIGTERM sent to the whole process group or
 process (systemd's default KillMode) kills it in its sleep; when the worker got to set() before
 the sentinel was gone, it waited forever for it to wake (after a 200-run backlog, a group SIGTERM
 left the worker's main process running 40 s later). Here the stop and start flags are
-skillrunner.forking.Flag: setting one never waits.
+processes.forking.Flag: setting one never waits.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from django.core.management.base import CommandError
 from django_q.cluster import Sentinel
 
 from engines.process import kill_tree
-from skillrunner.forking import Flag
-from skillrunner.queue_broker import wake_pusher
+from processes.forking import Flag
+from processes.queue_broker import wake_pusher
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class TaskCluster:
 
 class _StoppingSentinel(Sentinel):
     def stop(self) -> None:
-        # The embedded default's pusher may be asleep for up to 5 s (skillrunner.queue_broker):
+        # The embedded default's pusher may be asleep for up to 5 s (processes.queue_broker):
         # woken, it sees the stop at once.
         self.event_out.set()
         if self.pusher is not None:

@@ -35,6 +35,9 @@ from engines.types import (
     TurnRequest,
     TurnResult,
 )
+from kernel.logging import redact_stream, redact_values
+from processes import wakeups
+from processes.forking import Flag
 from runs import services
 from runs.artifacts import collect_artifacts
 from runs.inputs import resolve_file_inputs
@@ -44,9 +47,6 @@ from runs.output_keys import RESULT, redact_artifacts
 from runs.repair import RepairBudget, review
 from runs.spend import relay_ledger
 from runs.supervision import OUTCOME_RETRY_SECONDS, stale_claim_seconds
-from skillrunner import wakeups
-from skillrunner.forking import Flag
-from skillrunner.logging import redact_stream, redact_values
 
 from .turn_activity import ActivitySink
 

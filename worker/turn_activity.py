@@ -25,9 +25,9 @@ from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 
 from enginehost.config import configured_secrets
+from kernel.logging import redact_values
 from runs.events import append_events
 from runs.models import Run, RunStatus
-from skillrunner.logging import redact_values
 
 logger = logging.getLogger(__name__)
 

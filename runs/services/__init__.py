@@ -25,6 +25,7 @@ from .interactions import (
     expire_wait,
     on_wait_timeout,
     recover_waiting_run,
+    reply_file_limits,
     submit_reply,
 )
 from .lifecycle import TRANSITIONS, cancel_run, fail_run, record_warning, sticky_wait_name
@@ -57,6 +58,7 @@ __all__ = [
     "record_relay_activity",
     "receive_upload",
     "recover_waiting_run",
+    "reply_file_limits",
     "rerun",
     "sticky_wait_name",
     "sticky_wait_state",

@@ -14,8 +14,8 @@ from enginehost.choice import catalogued_models
 from enginehost.skill_runtime import ENGINE_DEFAULTS_KEY, skill_engine_defaults
 from engines.registry import ENGINE_NAMES, get_adapter
 from engines.skill_config import deep_merge
-from skillrunner.archives import ArchiveError, extract_zip
-from skillrunner.errors import ApplicationError, Conflict, NotFound, OverUserLimit
+from kernel.archives import ArchiveError, extract_zip
+from kernel.errors import ApplicationError, Conflict, NotFound, OverUserLimit
 from skills.models import SkillVersion
 from skills.selectors import current_version
 from skills.services import archive_limits, remove_snapshot, temporary_version, zipped_package

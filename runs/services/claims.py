@@ -74,7 +74,7 @@ class StickyWait(enum.Enum):
 
 
 def sticky_wait_state(request_id, attempt_number: int, worker_id: str, *, beat: bool) -> StickyWait:
-    """R-LC7: the wait after `attempt_number`, seen by the worker holding the live process; with
+    """R-LC7: the wait after `attempt_number`, seen by the worker holding the resident process; with
     `beat`, also renews the heartbeat, so the held process is not reaped as orphaned."""
     run = Run.objects.filter(pk=request_id).only("status", "attempt_number", "claimed_by").first()
     if run is None or run.claimed_by != worker_id or run.is_terminal:
@@ -126,7 +126,7 @@ def complete_turn(
 def _start_repair_round(run: Run, decision: TurnDecision, preceding: Events) -> None:
     """R-RP1: the same engine session is asked to fix its answer, as a new attempt that is neither
     a user turn nor an interaction. A resumable run queues for a slot and a new process; a sticky
-    one stays running and its live process gets the prompt next."""
+    one stays running and its resident process gets the prompt next."""
     run.repair_round += 1
     run.repair_rounds += 1
     run.attempt_number += 1

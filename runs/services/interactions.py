@@ -10,11 +10,13 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from engines.prompt import reply_prompt
-from skillrunner.errors import ApplicationError, Conflict
+from engines.replies import readable_reply, reply_problem
+from kernel.errors import ApplicationError, Conflict
 
 from .. import runfiles
 from ..events import Events, append_event
@@ -28,6 +30,16 @@ AUTO_DECISION_INSTRUCTION = (
     "'{policy}', and finish the task."
 )
 REPLY_FILES_DIR = "reply-files"
+
+
+def reply_file_limits() -> dict[str, int]:
+    """What a reply's files may come to (R-UP6): the handshake announces them (R-UP3), the file
+    reply enforces them, the pages check them before sending."""
+    return {
+        "max_files": settings.SKILLRUNNER_REPLY_MAX_FILES,
+        "max_file_bytes": settings.SKILLRUNNER_REPLY_MAX_FILE_BYTES,
+        "max_total_bytes": settings.SKILLRUNNER_REPLY_MAX_TOTAL_BYTES,
+    }
 
 
 def reply_files_folder(interaction_id: int) -> str:
@@ -90,8 +102,9 @@ def _pending(run: Run) -> Interaction:
     return run.interactions.get(interaction_id=run.pending_interaction_id)
 
 
-def _resolve_pending(run: Run, response: Any, *, prompt: str, mode: str, user, idempotency_key: str) -> Interaction:
-    interaction = _pending(run)
+def _resolve_pending(
+    run: Run, interaction: Interaction, response: Any, *, prompt: str, mode: str, user, idempotency_key: str
+) -> Interaction:
     interaction.response = response
     interaction.resolution_mode = mode
     interaction.idempotency_key = idempotency_key
@@ -105,10 +118,11 @@ def _resolve_pending(run: Run, response: Any, *, prompt: str, mode: str, user, i
     reply = {
         "interaction_id": interaction.interaction_id,
         "response": response,
+        "text": readable_reply(response),  # what the pages show of it
         "resolution_mode": mode,
         "answered_at": interaction.answered_at.isoformat(),
     }
-    # A resumable run queues for a new process; a sticky one goes straight back to its live process.
+    # A resumable run queues for a new process; a sticky one goes straight back to its resident process.
     resumable = run.interactive_profile == InteractiveProfile.RESUMABLE
     transition(run, RunStatus.QUEUED if resumable else RunStatus.RUNNING, preceding=[("interaction_reply", reply)])
     return interaction
@@ -170,11 +184,14 @@ def submit_reply(
             run = locked(run.pk)
             if _is_retry(run, interaction_id, recorded, idempotency_key):
                 return run
+            pending = _pending(run)
+            _check_answers(pending, recorded)
             if files is not None:
                 _place_files(run, files, interaction_id)
                 placed = files
             _resolve_pending(
                 run,
+                pending,
                 recorded,
                 prompt=prompt,
                 mode=Interaction.ResolutionMode.USER_REPLY,
@@ -211,6 +228,15 @@ def _is_retry(run: Run, interaction_id: Any, response: Any, idempotency_key: str
     return False
 
 
+def _check_answers(pending: Interaction, response: Any) -> None:
+    """A structured reply must fit the question it answers (engines.replies); free text always does."""
+    problem = reply_problem(pending.payload, response)
+    if problem is not None and problem.errors:
+        raise ApplicationError(problem.code, problem.message, field_errors=problem.errors)
+    if problem is not None:
+        raise ApplicationError(problem.code, problem.message)
+
+
 def _place_files(run: Run, files: StagedReplyFiles, interaction_id: int) -> None:
     folder = reply_files_folder(interaction_id)
     if not runfiles.move_directory_in(run.run_dir, files.folder, folder):
@@ -245,6 +271,7 @@ def expire_wait(request_id) -> Run | None:
         instruction = AUTO_DECISION_INSTRUCTION.format(policy=policy)
         _resolve_pending(
             run,
+            pending,
             instruction,
             prompt=reply_prompt(instruction),
             mode=Interaction.ResolutionMode.AUTO_DECIDE_TIMEOUT,

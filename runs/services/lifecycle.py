@@ -10,8 +10,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from skillrunner import wakeups
-from skillrunner.errors import Conflict
+from kernel.errors import Conflict
+from processes import wakeups
 from skills.models import SkillVersion
 from skills.services import remove_snapshot
 
@@ -44,8 +44,8 @@ def status_event(previous: str | None, to: str, error: dict[str, str] | None, **
 
 
 def sticky_wait_name(request_id) -> str:
-    """What the worker holding a sticky run's live process listens under while the run waits
-    (skillrunner.wakeups): every change to the waiting run wakes it (transition)."""
+    """What the worker holding a sticky run's resident process listens under while the run waits
+    (processes.wakeups): every change to the waiting run wakes it (transition)."""
     return f"sticky-{uuid.UUID(str(request_id)).hex}"
 
 

@@ -7,7 +7,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from engines.relay import RelayRefusal
-from skillrunner.counters import add_to_row
+from kernel.counters import add_to_row
 
 from .. import hooks
 from ..events import append_events

@@ -80,7 +80,37 @@
       button.textContent = caption;
       options.appendChild(button);
     });
+    addKindControls(item, question.question);
     return item;
+  }
+
+  // The controls the question's kind calls for (question-forms.js): their structured reply goes
+  // to the inbox as JSON in `reply`, their files through the file-reply path.
+  function addKindControls(item, question) {
+    const form = item.querySelector(".answer-form");
+    const requestId = form.elements.request_id.value;
+    const built = window.questionForms.build(question, {
+      send: (response, caption) => {
+        const data = new FormData(form);
+        data.delete("response");
+        data.set("reply", JSON.stringify(response));
+        postAnswer(item, form, { url: form.action, body: data }, caption);
+      },
+      sendFiles: (files) => {
+        const data = new FormData();
+        const text = form.elements.response.value.trim();
+        data.append("metadata", JSON.stringify({ interaction_id: question.interaction_id, text: text }));
+        files.forEach((file) => data.append("files", file, file.name));
+        const url = page.dataset.replyFilesBase.replace("00000000-0000-0000-0000-000000000000", requestId);
+        postAnswer(item, form, { url: url, body: data }, files.map((file) => file.name).join(", "));
+      },
+      limits: JSON.parse(page.dataset.replyFileLimits),
+    });
+    item.showFieldErrors = built.showFieldErrors;
+    if (built.element) item.querySelector(".kind-form-slot").appendChild(built.element);
+    item.querySelector(".answer-row").hidden = !built.allowsText;
+    item.querySelector(".answer-label").textContent = built.textLabel;
+    form.elements.response.placeholder = built.shortLabel;
   }
 
   // The list follows the socket: new questions are added (oldest first), gone ones removed;
@@ -101,8 +131,7 @@
   });
 
   // Each answer sent stays confirmed at the top of the page (the newest few), after its card goes.
-  function confirmSent(item, form, submitter) {
-    const answer = submitter && submitter.classList.contains("quick-reply") ? submitter.textContent : form.elements.response.value.trim();
+  function confirmSent(item, answer) {
     const entry = document.createElement("li");
     entry.className = "message success";
     const run = item.querySelector(".question-run");
@@ -115,32 +144,27 @@
     while (sentAnswers.children.length > SENT_SHOWN) sentAnswers.lastElementChild.remove();
   }
 
-  list.addEventListener("submit", async (event) => {
-    const form = event.target;
-    if (form.classList.contains("cancel-form")) {
-      // Posted as a plain form: the page comes back with what happened.
-      if (!window.confirm("Cancel this run? The agent is stopped and the run cannot continue.")) event.preventDefault();
-      return;
-    }
-    event.preventDefault();
-    const item = form.closest(".question");
+  // One answer posted in place: the card says it was taken and goes, or shows why not.
+  async function postAnswer(item, form, request, answer) {
     const error = form.querySelector(".answer-error");
-    const data = new FormData(form, event.submitter);
-    const buttons = form.querySelectorAll("button");
+    const buttons = item.querySelectorAll(".answer-form button");
     buttons.forEach((button) => (button.disabled = true));
     item.classList.add("sending");
     error.hidden = true;
     try {
-      const response = await fetch(form.action, {
+      const response = await fetch(request.url, {
         method: "POST",
-        body: data,
-        headers: { Accept: "application/json", "X-CSRFToken": data.get("csrfmiddlewaretoken") },
+        body: request.body,
+        headers: { Accept: "application/json", "X-CSRFToken": form.elements.csrfmiddlewaretoken.value },
         credentials: "same-origin",
       });
       const body = await response.json();
-      if (!response.ok) throw new Error(body.detail.message + " (" + body.detail.code + ")");
+      if (!response.ok) {
+        if (body.detail.field_errors) item.showFieldErrors(body.detail.field_errors);
+        throw new Error(body.detail.message + " (" + body.detail.code + ")");
+      }
       item.classList.replace("sending", "answered");
-      confirmSent(item, form, event.submitter);
+      confirmSent(item, answer);
       form.replaceWith(Object.assign(document.createElement("p"), { className: "answered-note", textContent: "Answered. The run goes on." }));
       window.setTimeout(() => {
         item.remove();
@@ -153,10 +177,24 @@
       item.classList.remove("sending");
       buttons.forEach((button) => (button.disabled = false));
     }
+  }
+
+  list.addEventListener("submit", (event) => {
+    const form = event.target;
+    if (form.classList.contains("cancel-form")) {
+      // Posted as a plain form: the page comes back with what happened.
+      if (!window.confirm("Cancel this run? The agent is stopped and the run cannot continue.")) event.preventDefault();
+      return;
+    }
+    event.preventDefault();
+    const item = form.closest(".question");
+    const submitter = event.submitter;
+    const quick = submitter && submitter.classList.contains("quick-reply");
+    postAnswer(item, form, { url: form.action, body: new FormData(form, submitter) }, quick ? submitter.textContent : form.elements.response.value.trim());
   });
 
   list.addEventListener("keydown", (event) => {
-    if (event.target.matches("textarea") && event.key === "Enter" && !event.shiftKey) {
+    if (event.target.matches("textarea[name=response]") && event.key === "Enter" && !event.shiftKey) {
       event.preventDefault();
       event.target.form.requestSubmit();
     }
@@ -173,6 +211,9 @@
         : "Notifications are blocked for this site; allow them in the browser's site settings to get them.";
   }
 
+  list.querySelectorAll(".question").forEach((item) => {
+    addKindControls(item, JSON.parse(item.querySelector("script[type='application/json']").textContent));
+  });
   showTimes();
   window.setInterval(showTimes, 30000);
 

@@ -22,12 +22,16 @@
   const replyText = el("reply-text");
   const replyError = el("reply-error");
   const quickReplies = el("quick-replies");
+  const kindForm = el("kind-form");
+  const replyTextBlock = el("reply-text-block");
+  const replySend = el("reply-send");
 
   const state = {
     lastSeq: 0,
     liveFromSeq: Infinity, // events after this seq happened while the page was open
     status: null,
     pending: null,
+    question: null, // the controls the pending question's kind calls for (question-forms.js)
     sending: false,
     socket: null,
     retryMs: RETRY_FIRST_MS,
@@ -166,12 +170,17 @@
     setStatus(to, to === "running" ? event.payload.repair_round : 0);
   }
 
+  // A reply as people read it: the service words structured replies (a form's values one a line).
+  function answerText(payload) {
+    return typeof payload.text === "string" ? payload.text : asText(payload.response);
+  }
+
   // The note saying the run waits becomes what was answered, once it is, at the answer's time.
   function noteAnswered(payload, ts) {
     if (!state.waitingNote) return;
     state.waitingNote.querySelector("time.at").replaceWith(clock(payload.answered_at || ts));
     const auto = payload.resolution_mode === "auto_decide_timeout";
-    const answer = asText(payload.response).replace(/\s+/g, " ");
+    const answer = answerText(payload).replace(/\s+/g, " ");
     const text = (auto ? "Decided automatically: " : "Answered: ") + (answer.length > 80 ? answer.slice(0, 79) + "…" : answer);
     state.waitingNote.querySelector(".text").textContent = text;
     state.waitingNote.classList.add("answered");
@@ -226,7 +235,7 @@
     interaction_reply(event) {
       const auto = event.payload.resolution_mode === "auto_decide_timeout";
       noteAnswered(event.payload, event.ts);
-      addEntry(event.seq, auto ? "reply auto" : "reply", auto ? "Decided automatically" : "Answer", node("p", "text", asText(event.payload.response)), event.ts);
+      addEntry(event.seq, auto ? "reply auto" : "reply", auto ? "Decided automatically" : "Answer", node("p", "text", answerText(event.payload)), event.ts);
       state.pending = null;
     },
     input_uploaded(event) {
@@ -1122,13 +1131,13 @@
     replyForm.hidden = !waiting;
     // Entries scrolled into view stop above the reply card, which sticks to the bottom.
     conversation.style.setProperty("--reply-height", waiting ? replyForm.offsetHeight + "px" : "0px");
-    replyForm.querySelectorAll("button, textarea").forEach((control) => {
-      control.disabled = state.sending || !socketOpen();
-    });
+    lockReplyControls();
     cancelButton.disabled = !socketOpen() || TERMINAL.includes(state.status);
     if (!waiting) return;
     if (wasHidden || quickReplies.dataset.interaction !== String(state.pending.interaction_id)) {
       renderQuickReplies(state.pending);
+      renderKindForm(state.pending);
+      lockReplyControls();
       replyError.hidden = true;
       conversation.style.setProperty("--reply-height", replyForm.offsetHeight + "px");
       if (state.followingEdge && conversation.lastElementChild) conversation.lastElementChild.scrollIntoView({ block: "nearest" });
@@ -1137,9 +1146,17 @@
       const cameToAnswer = window.location.hash === "#reply" && !state.focusedForLink;
       if (cameToAnswer || (state.lastSeq > state.liveFromSeq && document.activeElement === document.body)) {
         state.focusedForLink = true;
-        replyText.focus();
+        // The kind's own first control (a form's first field, Yes), else the text box.
+        const first = kindForm.querySelector("input, textarea, button") || (replyTextBlock.hidden ? quickReplies.querySelector("button") : replyText);
+        if (first) first.focus();
       }
     }
+  }
+
+  function lockReplyControls() {
+    replyForm.querySelectorAll("button, textarea").forEach((control) => {
+      control.disabled = state.sending || !socketOpen();
+    });
   }
 
   function renderQuickReplies(pending) {
@@ -1152,6 +1169,41 @@
       quickReplies.appendChild(button);
     });
     quickReplies.hidden = !(pending.options || []).length;
+  }
+
+  // The kind's own controls above the text box; the box stays unless only the options may answer.
+  function renderKindForm(pending) {
+    state.question = window.questionForms.build(pending, { send: sendReply, sendFiles: sendFiles, limits: JSON.parse(page.dataset.replyFileLimits) });
+    kindForm.textContent = "";
+    if (state.question.element) kindForm.appendChild(state.question.element);
+    replyForm.classList.toggle("has-kind-form", Boolean(state.question.element));
+    replyTextBlock.hidden = replySend.hidden = !state.question.allowsText;
+    replyTextBlock.querySelector("label").textContent = state.question.textLabel;
+    replySend.textContent = pending.kind === "upload_files" ? "Send without files" : "Send";
+  }
+
+  // Files go through the file-reply path (R-UP6), with the text box's words as their message.
+  async function sendFiles(files) {
+    if (!state.pending || state.sending) return;
+    const body = new FormData();
+    const key = "web-" + PAGE_NONCE + "-" + state.pending.interaction_id;
+    body.append("metadata", JSON.stringify({ interaction_id: state.pending.interaction_id, idempotency_key: key, text: replyText.value.trim() }));
+    files.forEach((file) => body.append("files", file, file.name));
+    state.sending = true;
+    updateControls();
+    try {
+      const response = await fetch(page.dataset.replyFilesUrl, {
+        method: "POST",
+        body: body,
+        credentials: "same-origin",
+        headers: { Accept: "application/json", "X-CSRFToken": replyForm.elements.csrfmiddlewaretoken.value },
+      });
+      const answer = await response.json().catch(() => ({ detail: { code: "HTTP_" + response.status, message: "The files could not be sent." } }));
+      if (!response.ok) return handleError(answer.detail);
+      handleAck({ action: "reply" });
+    } catch (problem) {
+      handleError({ code: "NETWORK", message: "The files could not be sent; try again." });
+    }
   }
 
   // The label, and beside it the value the button sends whenever the two differ (R-FS4).
@@ -1211,6 +1263,7 @@
     state.sending = false;
     replyError.textContent = message.message + " (" + message.code + ")";
     replyError.hidden = false;
+    if (message.field_errors && state.question) state.question.showFieldErrors(message.field_errors);
     updateControls();
   }
 

@@ -18,7 +18,7 @@ from accounts.authentication import token_for_key
 from accounts.connections import keep_connections, open_connection
 from accounts.models import ApiToken
 from accounts.services import issue_token
-from skillrunner.errors import ApplicationError, Conflict
+from kernel.errors import ApplicationError, Conflict
 
 pytestmark = pytest.mark.django_db
 

@@ -108,7 +108,7 @@ def test_readyz_ignores_the_fresh_heartbeat_of_a_dead_worker(api):
 @pytest.fixture
 def readiness(monkeypatch):
     """The registry of readiness checks, as the apps left it; what a test registers goes with it."""
-    from skillrunner import readiness
+    from health import readiness
 
     monkeypatch.setattr(readiness, "_checks", list(readiness._checks))
     return readiness

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.fake_codex import FakeCodex
-from tests.support.live_service import REPO, LiveService
+from tests.support.service_processes import REPO, ServiceProcesses
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -53,7 +53,7 @@ ASK_ENGINE_VERSIONS = (
 class Live:
     """The running service, the scripted engine it uses, and API tokens per user."""
 
-    def __init__(self, service: LiveService, engine: FakeCodex):
+    def __init__(self, service: ServiceProcesses, engine: FakeCodex):
         self.service = service
         self.engine = engine
         self.url = service.url
@@ -88,7 +88,7 @@ def engine_probes(tmp_path_factory) -> Path:
     module's service, as a long-running installation keeps them (DATA_DIR/engine-probes).
     Otherwise each module's first new-run form asked the Node CLIs: seconds of CPU each, so on
     a loaded machine the page outlasted the browser's 15 s."""
-    asker = LiveService(tmp_path_factory.mktemp("engine-probes"))
+    asker = ServiceProcesses(tmp_path_factory.mktemp("engine-probes"))
     try:
         asker.manage("shell", "-c", ASK_ENGINE_VERSIONS)
     finally:
@@ -107,7 +107,7 @@ def live(tmp_path_factory, engine_probes) -> Iterator[Live]:
         # The settings page's webhooks deliver to a receiver on loopback (R-NT2 refuses it otherwise).
         "SKILLRUNNER_WEBHOOK_ALLOW_PRIVATE": "true",
     }
-    service = LiveService(root / "data", env=env)
+    service = ServiceProcesses(root / "data", env=env)
     shutil.copytree(engine_probes, service.data_dir / "engine-probes")
     try:
         service.start()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from tests.support.live_service import wait_until
+from tests.support.service_processes import wait_until
 
 from .conftest import log_in, screenshot
 from .test_inbox import ask_then_plan, nav_count

@@ -14,8 +14,8 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.support.engine_env import SERVICE_MODELS, SERVICE_URL_PATHS, require_engine
-from tests.support.live_service import LiveService
 from tests.support.scripted_model_server import ScriptedModelServer
+from tests.support.service_processes import ServiceProcesses
 
 from .conftest import CREATE_USERS, PASSWORDS, STAFF, Live, log_in, screenshot
 
@@ -46,7 +46,7 @@ def live(tmp_path_factory, model_server) -> Iterator[Live]:
         env[f"{prefix}_BASE_URL"] = model_server.url + SERVICE_URL_PATHS.get(engine, "")
         env[f"{prefix}_API_KEY"] = "test-key-not-secret"
         env[f"{prefix}_MODEL"] = SERVICE_MODELS[engine]
-    service = LiveService(tmp_path_factory.mktemp("browser-real") / "data", env=env)
+    service = ServiceProcesses(tmp_path_factory.mktemp("browser-real") / "data", env=env)
     try:
         service.start()
         service.manage("shell", "-c", CREATE_USERS.format(passwords=PASSWORDS, staff=STAFF))

@@ -10,7 +10,7 @@ import time
 import pytest
 from playwright.sync_api import expect
 
-from tests.support.live_service import REPO
+from tests.support.service_processes import REPO
 
 from .conftest import log_in, screenshot
 

@@ -16,7 +16,7 @@ from .fakes import fake_codex, make_config, make_request, write_script
 REAL_CODEX = Path(__file__).resolve().parents[2] / "engines" / "cli" / "node_modules" / ".bin" / "codex"
 
 # B = the configured binary, M = the model, S = the session handle, P = the prompt.
-# None: claude has no resume command, the reply is the next stdin message of the live process.
+# None: claude has no resume command, the reply is the next stdin message of the resident process.
 ARGV_TABLE: dict[tuple[str, str], list[str] | None] = {
     ("codex", "first"): ["B", "exec", "--skip-git-repo-check", "--json", "--yolo", "-m", "M", "P"],
     ("codex", "resume"): ["B", "exec", "--skip-git-repo-check", "--json", "--yolo", "-m", "M", "resume", "S", "P"],

@@ -12,6 +12,7 @@ import pytest
 
 from engines.patching import ARTIFACT_MARKER, MODE_MARKER, artifact_patch, mode_patch, patch_skill_file
 from engines.prompt import first_turn_prompt, reply_prompt
+from engines.protocol import KINDS, parse_interaction
 from engines.registry import get_adapter
 from engines.types import ArtifactSpec
 
@@ -73,10 +74,24 @@ def test_auto_mode_patch_keeps_no_asking_constraint() -> None:
 def test_interactive_mode_patch_allows_asking_and_describes_the_envelope() -> None:
     text = mode_patch("interactive")
     assert "You may ask the user" in " ".join(text.split())
-    envelope = json.loads(re.search(r"```json\n(.*?)\n```", text, re.DOTALL).group(1))  # type: ignore[union-attr]
-    assert set(envelope["ask_user"]) >= {"interaction_id", "kind", "prompt", "options"}
+    block = re.search(r"```json\n(.*?)\n```", text, re.DOTALL).group(1)  # type: ignore[union-attr]
+    examples = [json.loads(line)["ask_user"] for line in block.splitlines()]
+    assert all(set(example) >= {"interaction_id", "kind", "prompt"} for example in examples)
     assert "optional" in text.lower()
     assert '"__SKILL_DONE__": true' in text and "only" in text
+
+
+def test_interactive_mode_patch_shows_every_kind_with_an_example_the_parser_takes_whole() -> None:
+    text = mode_patch("interactive")
+    block = re.search(r"```json\n(.*?)\n```", text, re.DOTALL).group(1)  # type: ignore[union-attr]
+    asked = []
+    for line in block.splitlines():
+        interaction, degraded = parse_interaction(json.loads(line)["ask_user"])
+        assert interaction is not None and degraded == "", line
+        asked.append(interaction.kind)
+    assert asked == list(KINDS)
+    for kind in KINDS:
+        assert f"- `{kind}`:" in text
 
 
 def test_interactive_mode_patch_has_no_prohibition_on_asking(tmp_path: Path) -> None:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from engines.protocol import (
     WARNING_ASK_USER_INVALID,
+    WARNING_HINTS_INVALID,
     WARNING_REPAIRED,
     balanced_objects,
     extract_json,
@@ -145,7 +148,7 @@ def test_adapter_returns_ask_user_with_structured_interaction() -> None:
         "kind": "choose_one",
         "prompt": "Formal or casual?",
         "options": [{"label": "formal", "value": "formal"}, {"label": "Casual", "value": "casual"}],
-        "ui_hints": {},
+        "ui_hints": {"allow_free_text": True},
         "default_decision_policy": "engine_judgement",
         "required_fields": [],
         "context": {},
@@ -198,7 +201,9 @@ def test_ask_user_missing_required_fields_is_reported_invalid(body: str) -> None
     "raw,kind",
     [
         (None, "open_text"),
-        ("fill_fields", "open_text"),
+        ("fill_fields", "fill_fields"),
+        ("risk_ack", "risk_ack"),
+        ("survey", "open_text"),
         ("decision", "choose_one"),
         ("single_select", "choose_one"),
         ("Confirmation", "confirm"),
@@ -259,3 +264,100 @@ def test_auto_mode_is_always_final() -> None:
     envelope = interpret_final_message('{"ask_user": {"interaction_id": 1, "prompt": "Which?"}}', "auto")
     assert envelope.outcome == "final"
     assert envelope.final_data is None and envelope.interaction is None
+
+
+# --- the six kinds and their hint data (R-LC3: unusable hints degrade to open_text) --------------
+
+
+def _asked(body: dict) -> tuple:
+    reading = interpret_final_message(
+        json.dumps({"ask_user": {"interaction_id": 1, "prompt": "Q?", **body}}), "interactive"
+    )
+    assert reading.interaction is not None
+    return reading.interaction, [w["code"] for w in reading.warnings]
+
+
+def test_choose_one_keeps_its_options_and_whether_free_text_is_allowed() -> None:
+    interaction, warnings = _asked({"kind": "choose_one", "options": ["a", "b"], "allow_free_text": False})
+    assert (interaction.kind, interaction.ui_hints, warnings) == ("choose_one", {"allow_free_text": False}, [])
+    assert [o["value"] for o in interaction.options] == ["a", "b"]
+
+
+def test_choose_one_reads_upstreams_ui_hints_too() -> None:
+    interaction, _ = _asked({"ui_hints": {"kind": "choose_one", "options": [{"label": "A", "value": 1}], "hint": "h"}})
+    assert interaction.kind == "choose_one"
+    assert interaction.options == [{"label": "A", "value": 1}]
+    assert interaction.ui_hints == {
+        "kind": "choose_one",
+        "options": [{"label": "A", "value": 1}],
+        "hint": "h",
+        "allow_free_text": True,
+    }
+
+
+def test_fill_fields_normalises_each_field_and_lists_the_required_ones() -> None:
+    fields = [
+        {"name": "title", "label": "Title", "required": True},
+        {"name": "year", "type": "Integer"},
+        {"name": "notes", "type": "textarea", "hint": "anything else"},
+    ]
+    interaction, warnings = _asked({"kind": "fill_fields", "fields": fields})
+    assert warnings == []
+    assert interaction.kind == "fill_fields"
+    assert interaction.ui_hints["fields"] == [
+        {"name": "title", "label": "Title", "type": "text", "required": True},
+        {"name": "year", "label": "year", "type": "integer", "required": False},
+        {"name": "notes", "label": "notes", "type": "textarea", "required": False, "hint": "anything else"},
+    ]
+    assert interaction.required_fields == ["title"]
+
+
+def test_upload_files_slots_are_optional_and_normalised() -> None:
+    interaction, _ = _asked({"kind": "upload_files"})
+    assert (interaction.kind, interaction.ui_hints) == ("upload_files", {"files": []})
+    interaction, _ = _asked(
+        {"kind": "upload_files", "ui_hints": {"files": [{"name": "paper", "accept": ".pdf", "required": True}]}}
+    )
+    assert interaction.ui_hints == {"files": [{"name": "paper", "required": True, "accept": ".pdf"}]}
+
+
+def test_risk_ack_carries_its_statement_or_uses_the_prompt() -> None:
+    interaction, _ = _asked({"kind": "risk_ack", "risk": "  This deletes 40 files.  "})
+    assert (interaction.kind, interaction.ui_hints) == ("risk_ack", {"risk": "This deletes 40 files."})
+    interaction, _ = _asked({"kind": "risk_ack"})
+    assert (interaction.kind, interaction.ui_hints) == ("risk_ack", {})
+
+
+def test_confirm_and_open_text_need_no_hints() -> None:
+    for kind in ("confirm", "open_text"):
+        interaction, warnings = _asked({"kind": kind, "fields": [{"name": "x"}]})
+        assert (interaction.kind, interaction.ui_hints, warnings) == (kind, {}, [])
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"kind": "choose_one"},
+        {"kind": "choose_one", "options": []},
+        {"kind": "choose_one", "options": ["a"], "allow_free_text": "no"},
+        {"kind": "fill_fields"},
+        {"kind": "fill_fields", "fields": []},
+        {"kind": "fill_fields", "fields": "title"},
+        {"kind": "fill_fields", "fields": [{"label": "no name"}]},
+        {"kind": "fill_fields", "fields": [{"name": "a"}, {"name": "a"}]},
+        {"kind": "fill_fields", "fields": [{"name": "a", "type": "colour"}]},
+        {"kind": "fill_fields", "fields": [{"name": "a", "required": "yes"}]},
+        {"kind": "fill_fields", "fields": [{"name": "x" * 65}]},
+        {"kind": "fill_fields", "fields": [{"name": f"f{i}"} for i in range(21)]},
+        {"kind": "upload_files", "files": {"name": "paper"}},
+        {"kind": "upload_files", "files": [{"name": "a", "accept": 3}]},
+        {"kind": "risk_ack", "risk": ["a"]},
+        {"kind": "risk_ack", "risk": " "},
+    ],
+)
+def test_unusable_hints_ask_the_question_as_open_text_with_a_warning(body: dict) -> None:
+    interaction, warnings = _asked({**body, "ui_hints": {"kind": body["kind"], "hint": "kept"}})
+    assert interaction.kind == "open_text"
+    assert interaction.ui_hints == {"kind": "open_text", "hint": "kept"}  # no half-usable hint data left
+    assert interaction.prompt == "Q?"
+    assert warnings == [WARNING_HINTS_INVALID]

@@ -10,7 +10,7 @@ import pytest
 
 from engines import registry
 from engines.base import EngineAdapter
-from skillrunner import archives
+from kernel import archives
 
 from . import toy_engine
 from .fakes import FakeControl, make_config, make_request, write_script

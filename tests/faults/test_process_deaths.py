@@ -1,5 +1,5 @@
 """R-LC13 and R-LC14 on the scale-out configuration (PostgreSQL + Redis, tests/scaleout/deployment.py):
-web and worker processes are SIGKILLed, not mocked. tests/live covers a lone worker killed mid-turn
+web and worker processes are SIGKILLed, not mocked. tests/end_to_end covers a lone worker killed mid-turn
 and restarted on the default configuration; here a surviving peer reaps the dead worker's turn,
 a web process dies under a waiting run and its socket, and the whole service dies at once with
 runs in every state.

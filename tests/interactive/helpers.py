@@ -6,12 +6,12 @@ import json
 from typing import Any
 
 from tests.support.clients import job_body
-
-# Shared helpers, re-exported to this suite.
-from tests.support.live_service import wait_until as wait_until
 from tests.support.processes import kill_all as kill_all
 from tests.support.processes import process_alive as process_alive
 from tests.support.processes import processes_in as processes_in
+
+# Shared helpers, re-exported to this suite.
+from tests.support.service_processes import wait_until as wait_until
 
 INTERACTIVE = {"execution_mode": "interactive"}
 AUTO_FRESH = {"no_cache": True}  # auto by default; never answered from the result cache

@@ -1,5 +1,5 @@
 """Interactive runs across real process deaths (R-LC9, R-LC13): daphne and `manage.py worker`
-subprocesses on one database (tests/support/live_service.py); workers are SIGKILLed, not mocked."""
+subprocesses on one database (tests/support/service_processes.py); workers are SIGKILLed, not mocked."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 from runs.services import AUTO_DECISION_INSTRUCTION
 from tests.support.engine_env import engine_binary
 from tests.support.fake_codex import FakeCodex
-from tests.support.live_service import LiveService
 from tests.support.scripted_model_server import ScriptedModelServer
+from tests.support.service_processes import ServiceProcesses
 
 from .helpers import PLAN, QUESTION, ask, kill_all, plan_done, process_alive, processes_in
 
@@ -23,11 +23,11 @@ pytestmark = [pytest.mark.timeout(180)]
 
 @pytest.fixture
 def services(tmp_path):
-    """Start live services on demand; every process they started is stopped at the end."""
-    started: list[LiveService] = []
+    """Start service processes on demand; every process they started is stopped at the end."""
+    started: list[ServiceProcesses] = []
 
-    def make(env: dict[str, str]) -> LiveService:
-        service = LiveService(tmp_path / f"data-{len(started)}", env=env)
+    def make(env: dict[str, str]) -> ServiceProcesses:
+        service = ServiceProcesses(tmp_path / f"data-{len(started)}", env=env)
         started.append(service)
         return service
 
@@ -40,7 +40,7 @@ def services(tmp_path):
                 kill_all(processes_in(run_dir))
 
 
-def _create(live: LiveService, token: str, engine: str, runtime_options: dict) -> str:
+def _create(live: ServiceProcesses, token: str, engine: str, runtime_options: dict) -> str:
     status, body = live.request(
         "POST",
         "/v1/jobs",
@@ -51,7 +51,7 @@ def _create(live: LiveService, token: str, engine: str, runtime_options: dict) -
     return body["request_id"]
 
 
-def _history(live: LiveService, token: str, request_id: str) -> list[dict]:
+def _history(live: ServiceProcesses, token: str, request_id: str) -> list[dict]:
     status, body = live.request("GET", f"/v1/jobs/{request_id}/interaction/history", token)
     assert status == 200, body
     return body["interactions"]

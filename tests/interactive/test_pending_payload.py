@@ -68,7 +68,7 @@ def test_pending_from_valid_ask_user_envelope_in_both_shapes(api, trip, fake_cod
     assert pending["kind"] == "choose_one"
     assert pending["prompt"] == "Which city should the trip go to?"
     assert pending["options"] == [{"label": "Kyoto", "value": "kyoto"}, {"label": "Osaka", "value": "Osaka"}]
-    assert pending["ui_hints"] == {"hint": "pick one or type another city"}
+    assert pending["ui_hints"] == {"hint": "pick one or type another city", "allow_free_text": True}
     assert pending["default_decision_policy"] == "prefer_first_option"
     assert pending["required_fields"] == ["city"]
     assert pending["context"]["season"] == "autumn"
@@ -162,7 +162,7 @@ def test_invalid_ask_user_does_not_block_waiting(api, trip, fake_codex, body):
 def test_kind_missing_or_unexpected_falls_back_to_open_text(api, trip, fake_codex, kind):
     """Seed scenario: kind 缺失或非预期值 — the flow goes on; unknown/missing kinds are normalised to
     open_text (a client falls back to a text box); known ones in other spellings are kept."""
-    body = {"interaction_id": 1, "prompt": "How many days?"}
+    body = {"interaction_id": 1, "prompt": "How many days?", "options": ["two", "three"]}
     if kind is not None:
         body["kind"] = kind
     fake_codex.script(ask_envelope(body), plan_done())

@@ -89,7 +89,7 @@ def test_real_engine_resumed_turn_that_asks_again_waits_again(
     engine, api, trip, real_engine, model_server, background_runs
 ):
     """R-EN6/R-EN7 with a real CLI: the reply resumes the engine's session (a new process for
-    codex/gemini/qwen, the live one for claude), the agent asks a second question in plain words, and
+    codex/gemini/qwen, the resident one for claude), the agent asks a second question in plain words, and
     the run waits again on interaction 2 — the resumed turn still reports its session."""
     real_engine(engine)
     model_server.set_script(

@@ -66,9 +66,9 @@ def _race(
     """Run the contenders at once; returns (action, index, outcome) with outcome True (won),
     False (lost cleanly) or the unexpected exception. With `retry` every reply is the same one
     (same response, same idempotency key), as a client retrying on a flaky network would send."""
+    from kernel.errors import Conflict
     from runs import services
     from runs.models import Run
-    from skillrunner.errors import Conflict
 
     actions = (
         [("reply", i) for i in range(repliers)]

@@ -68,7 +68,7 @@ def test_sticky_process_waiting_user_keeps_its_slot_and_process(
     api, trip, haiku, claude, background_runs, fake_codex, settings
 ):
     """Seed scenario: sticky_process waiting_user 保持槽位 — the waiting run keeps the only slot
-    (a queued run does not start) and stays bound to its original, live engine process, which then
+    (a queued run does not start) and stays bound to its original, resident engine process, which then
     answers the next turn."""
     settings.SKILLRUNNER_MAX_CONCURRENT_TURNS = 1
     claude.set_script([{"text": QUESTION}, WRITE_PLAN, FINISH])
@@ -150,7 +150,7 @@ def test_sticky_strict_true_times_out_killed_and_failed(api, trip, claude, backg
 
 def test_sticky_strict_false_writes_auto_decision_to_live_process(api, trip, claude, background_runs):
     """Seed scenario: sticky_process + strict=false — past the timeout the auto-decision is written
-    to the live process (R-LC10: it names default_decision_policy) and the run goes on."""
+    to the resident process (R-LC10: it names default_decision_policy) and the run goes on."""
     envelope = {
         "ask_user": {
             "interaction_id": 1,

@@ -1,5 +1,5 @@
 """A sticky run's wait (R-LC7) reads the run when a change to it wakes the worker, and at each
-heartbeat; not on a timer in between (skillrunner.wakeups)."""
+heartbeat; not on a timer in between (processes.wakeups)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.support.live_service import wait_until
+from tests.support.service_processes import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -17,7 +17,7 @@ WORKER = "host:1:sticky"
 
 
 class ResidentProcess:
-    """Stands in for the live engine process the worker holds: it stays alive."""
+    """Stands in for the resident engine process the worker holds: it stays alive."""
 
     def is_alive(self) -> bool:
         return True
@@ -113,7 +113,7 @@ def test_a_cancel_wakes_the_wait_which_lets_the_process_go(settings, waiting_run
 
 
 def test_without_a_change_the_wait_reads_at_each_heartbeat(settings, waiting_run, reads):
-    """The heartbeat renews the claim, so the live process is not reaped as orphaned."""
+    """The heartbeat renews the claim, so the resident process is not reaped as orphaned."""
     from runs import services
     from runs.models import Run
 

@@ -14,7 +14,7 @@ import uuid
 import pytest
 
 from tests.interactive.helpers import ask_envelope, plan_done, reply, start, status_of
-from tests.support.live_service import wait_until
+from tests.support.service_processes import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 
@@ -70,7 +70,7 @@ def test_waiting_user_and_succeeded_are_delivered_signed(api, trip, fake_codex, 
     assert succeeded.json["result"]["status"] == "success" and succeeded.json["result"]["error"] is None
     assert "pending" not in succeeded.json
     assert set(succeeded.json) == {"event", "delivery_id", "request_id", "run_url", "status", "result", "ts"}
-    # The run's page, from the site's public address (skillrunner.links): "http://127.0.0.1:8000"
+    # The run's page, from the site's public address (kernel.links): "http://127.0.0.1:8000"
     # when nothing set it, as here.
     assert waiting.json["run_url"] == succeeded.json["run_url"] == f"http://127.0.0.1:8000/runs/{request_id}/"
 

@@ -12,7 +12,7 @@ from django.db import transaction
 
 from notifications.email import offer_due_question_emails
 from tests.interactive.helpers import ask_envelope, plan_done, reply, start
-from tests.support.live_service import free_port
+from tests.support.service_processes import free_port
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 
@@ -228,3 +228,49 @@ def test_a_mail_server_that_is_away_is_retried_on_the_schedule(mailer, waiting_r
     QuestionEmail.objects.update(next_attempt_at=row.created_at)
     assert attempt_question_email(row.pk).state == "sent"
     assert _sent_once(waiting_run).attempt_count == 2
+
+
+@pytest.mark.parametrize(
+    "question,shown,how",
+    [
+        ({"kind": "confirm"}, [], "Answer yes or no here"),
+        (
+            {
+                "kind": "fill_fields",
+                "fields": [{"name": "t", "label": "Title <i>", "required": True}, {"name": "year"}],
+            },
+            ["The form asks for:", "  - Title <i> (required)", "  - year"],
+            "Fill in the form on the run page",
+        ),
+        (
+            {
+                "kind": "upload_files",
+                "files": [{"name": "paper", "accept": ".pdf", "required": True, "hint": "the draft"}],
+            },
+            ["Files asked for:", "  - paper (required, .pdf, the draft)"],
+            "Send the files from the run page",
+        ),
+        (
+            {"kind": "risk_ack", "risk": "Deletes <all> notes."},
+            ["Risk: Deletes <all> notes."],
+            "Acknowledge or decline on the run page",
+        ),
+    ],
+)
+def test_each_kind_says_how_it_is_answered_and_links_to_the_page(
+    mailer, api, install_skill, fake_codex, question, shown, how
+):
+    install_skill("trip-planner")
+    fake_codex.script(ask_envelope({"interaction_id": 1, "prompt": "Q?", **question}), plan_done())
+    request_id = start(api)
+    mailer.SKILLRUNNER_EMAIL_GRACE_SECONDS = 0
+    assert offer_due_question_emails() == 1
+    (message,) = mail.outbox
+    lines = message.body.splitlines()
+    for line in shown:
+        assert line in lines, message.body
+    link = f"https://runner.example.org/runs/{request_id}/#reply"
+    assert f"{how}: {link}" in lines
+    (html, _), *_ = message.alternatives
+    assert f'<a href="{link}">{how}</a>' in html
+    assert "<i>" not in html and "<all>" not in html  # the agent's words are escaped

@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from notifications.services import attempt_delivery
-from tests.support.live_service import wait_until
+from tests.support.service_processes import wait_until
 from tests.support.webhook_receiver import WebhookReceiver
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]

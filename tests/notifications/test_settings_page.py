@@ -13,7 +13,7 @@ from notifications.models import WebhookDelivery, WebhookEndpoint
 from runs.models import Run
 from tests.interactive.helpers import ask_envelope, plan_done, start
 from tests.security.helpers import forget_throttling
-from tests.support.live_service import wait_until
+from tests.support.service_processes import wait_until
 
 from .helpers import fake_dns
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from kernel.errors import ApplicationError
 from runs.inputs import (
     file_fields,
     missing_required_files,
@@ -11,7 +12,6 @@ from runs.inputs import (
     resolve_file_inputs,
     validate_request_payload,
 )
-from skillrunner.errors import ApplicationError
 
 INPUT = {
     "type": "object",

@@ -15,7 +15,7 @@ import pytest
 from enginehost.config import configured_secrets
 from engines.process import run_process
 from engines.types import TurnResult
-from skillrunner.logging import READ_BYTES, REDACTED, redact, redact_stream
+from kernel.logging import READ_BYTES, REDACTED, redact, redact_stream
 from tests.engines.fakes import FakeControl
 from worker.execution import RawOutput, _save_logs
 
@@ -111,8 +111,8 @@ SAMPLES = [
 def test_the_stream_redacts_exactly_as_the_whole_text_would(text, read_bytes, monkeypatch):
     """Whatever the pieces, the same as `redact` of the whole: here pieces of a few bytes and a
     hold shorter than some values (the module's are 1 MiB and 64 KiB)."""
-    monkeypatch.setattr("skillrunner.logging.READ_BYTES", read_bytes)
-    monkeypatch.setattr("skillrunner.logging.HOLD_CHARS", 64)
+    monkeypatch.setattr("kernel.logging.READ_BYTES", read_bytes)
+    monkeypatch.setattr("kernel.logging.HOLD_CHARS", 64)
     text = text + " é " + text  # a character of two bytes, cut between them when read a byte at a time
     streamed = io.StringIO()
     redact_stream(io.BytesIO(text.encode()), streamed, (API_KEY,))

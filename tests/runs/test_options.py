@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from kernel.errors import ApplicationError
 from runs.options import resolve_options
-from skillrunner.errors import ApplicationError
 
 
 def _resolve(requested, defaults=None):

@@ -10,8 +10,8 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from skillrunner.queue_broker import QUEUE_TOPIC, WakeableORM
-from skillrunner.wakeups import listen_on_host
+from processes.queue_broker import QUEUE_TOPIC, WakeableORM
+from processes.wakeups import listen_on_host
 
 pytestmark = pytest.mark.django_db
 
@@ -100,7 +100,7 @@ class _SilentSocket:
 def test_the_pushers_wait_backs_off_to_its_longest_and_starts_over_with_work(monkeypatch):
     """While the queue stays empty each wait doubles from 0.25 s up to 5 s; a task found starts
     the waits over. Without a wake-up socket (nothing can wake it early) it never sleeps over 1 s."""
-    from skillrunner import queue_broker
+    from processes import queue_broker
 
     silent = _SilentSocket()
     pusher = WakeableORM(list_key="back-off")

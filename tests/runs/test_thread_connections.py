@@ -18,7 +18,7 @@ from notifications import sender as sender_module
 from notifications import services
 from notifications.models import WebhookDelivery
 from runs.supervision import start_supervisor
-from tests.support.live_service import wait_until
+from tests.support.service_processes import wait_until
 from tests.support.webhook_receiver import WebhookReceiver
 from worker.management.commands.worker import keep_database_connections
 

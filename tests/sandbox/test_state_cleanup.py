@@ -1,6 +1,6 @@
 """A sandbox keeps its passwd, group and provider socket in a state directory of the system's
 temporary folder. close() removes it; a worker killed mid-turn never calls close(), so the next
-worker's start removes what no live process holds (engines.sandbox.remove_orphaned_state)."""
+worker's start removes what no running process holds (engines.sandbox.remove_orphaned_state)."""
 
 from __future__ import annotations
 

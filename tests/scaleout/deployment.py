@@ -1,7 +1,7 @@
 """The scale-out configuration (R-OP2) run for real: several daphne web processes and several
 `manage.py worker` clusters on one fresh PostgreSQL database and a Redis server of our own.
 
-- PostgreSQL: a new database, a copy of a migrated template (tests/support/live_service.py), on
+- PostgreSQL: a new database, a copy of a migrated template (tests/support/service_processes.py), on
   the server of DATABASE_URL when that is PostgreSQL, else on that of SCALEOUT_DATABASE_URL
   (`make test` sets it, to a private server when none is given), else on
   postgres://postgres@127.0.0.1:5432 (dropped at the end). The service's URL carries a password
@@ -33,8 +33,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from tests.support.live_service import TEMPLATES, drop_postgres_database, free_port, fresh_postgres_url, wait_until
 from tests.support.processes import end_together, processes_in
+from tests.support.service_processes import TEMPLATES, drop_postgres_database, free_port, fresh_postgres_url, wait_until
 
 from .probe_engine import ProbeEngine
 

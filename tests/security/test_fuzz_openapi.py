@@ -75,7 +75,7 @@ def no_rate_limits(monkeypatch):
     """Thousands of requests a minute: past the limits every write would only be a 429."""
     from rest_framework.throttling import SimpleRateThrottle
 
-    from skillrunner.throttles import REPLY_SCOPE, RUN_CREATE_SCOPE, SETTINGS_SCOPE, SKILL_INSTALL_SCOPE
+    from kernel.throttles import REPLY_SCOPE, RUN_CREATE_SCOPE, SETTINGS_SCOPE, SKILL_INSTALL_SCOPE
 
     scopes = (REPLY_SCOPE, RUN_CREATE_SCOPE, SETTINGS_SCOPE, SKILL_INSTALL_SCOPE)
     monkeypatch.setattr(SimpleRateThrottle, "THROTTLE_RATES", dict.fromkeys(scopes, "100000/min"))

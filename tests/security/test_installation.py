@@ -15,8 +15,8 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from skillrunner import startup
-from tests.support.live_service import free_port, wait_until
+from processes import startup
+from tests.support.service_processes import free_port, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -68,7 +68,7 @@ def test_manage_py_creates_everything_private_R_FS3(tmp_path):
     env = {key: os.environ[key] for key in ("PATH", "LANG") if key in os.environ}
     env.update(SKILLRUNNER_DATA_DIR=str(data_dir), SECRET_KEY="x" * 50)
     code = "import os; from django.conf import settings; d = settings.DATA_DIR / 'runs' / 'r1'; d.mkdir(parents=True); (d / 'f').write_text('x')"
-    prepare = "from skillrunner.startup import prepare_installation; prepare_installation()"
+    prepare = "from processes.startup import prepare_installation; prepare_installation()"
     for command in (["shell", "-c", prepare], ["migrate", "--no-input"], ["shell", "-c", code]):
         done = subprocess.run(
             [sys.executable, "manage.py", *command], cwd=REPO, env=env, capture_output=True, text=True, timeout=120

@@ -12,7 +12,7 @@ import zipfile
 import pytest
 from django.test import Client
 
-from skillrunner.logging import READ_BYTES, REDACTED, ValueRedactor
+from kernel.logging import READ_BYTES, REDACTED, ValueRedactor
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

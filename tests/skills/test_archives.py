@@ -1,4 +1,4 @@
-"""skillrunner.archives.extract_zip, the one zip reader behind skill installs and input uploads (R-SK5)."""
+"""kernel.archives.extract_zip, the one zip reader behind skill installs and input uploads (R-SK5)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import zipfile
 
 import pytest
 
-from skillrunner.archives import ArchiveError, ArchiveLimits, extract_zip
+from kernel.archives import ArchiveError, ArchiveLimits, extract_zip
 from tests.api.helpers import make_zip, tree_state
 
 LIMITS = ArchiveLimits(max_members=50, max_total_bytes=1024 * 1024, max_ratio=100)

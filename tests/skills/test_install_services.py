@@ -9,7 +9,7 @@ import shutil
 import pytest
 from django.core.management import call_command
 
-from skillrunner.errors import ApplicationError
+from kernel.errors import ApplicationError
 from skills.packages import SkillPackageError
 from skills.services import install_path, install_zip, sync_skill_directory
 from tests.api.helpers import clone_skill, make_zip, tree_state, zip_folder

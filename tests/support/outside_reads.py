@@ -6,7 +6,7 @@ A path below the checkout's parent directory but outside the checkout is refused
 when the error was swallowed. Directories that merely happen to sit beside the checkout and that
 every process uses (the temp dir, HOME, the Python installation) do not count.
 
-Subprocesses (live services, engine CLIs) are not watched; they run with the checkout as cwd.
+Subprocesses (service processes, engine CLIs) are not watched; they run with the checkout as cwd.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Waiting for something another thread or process does, without spending a core on asking.
 
-A poll is rarely free: a GET through the test client or to a live service costs milliseconds of
+A poll is rarely free: a GET through the test client or to a service process costs milliseconds of
 CPU in this process and the service's, and with both passes of `make test` on two cores every
 idle core counts. So the pause between polls grows from `FIRST_PAUSE` to `LONGEST_PAUSE` (what a wait
 can overshoot by), unless the caller fixes it.

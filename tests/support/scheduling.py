@@ -1,7 +1,7 @@
 """How the suite is spread over pytest-xdist's processes under `--dist loadscope` (`make test`).
 
 loadscope sends each module whole to one process, so that tests sharing something there run in
-order on it. Most do share something: a module's live service or browser (a fixture of ours wider
+order on it. Most do share something: a module's service processes or browser (a fixture of ours wider
 than a test), or the test database in this process, whose connections carry state from one test
 to the next (test_status_fast_path reads the prepared statements of its pooled PostgreSQL
 connection, and counts those an earlier test left). A test sharing neither (one starting its own

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.support.live_service import REPO
+from tests.support.service_processes import REPO
 
 
 def run_with_production_settings(code: str, data_dir: Path, **env: str) -> subprocess.CompletedProcess:

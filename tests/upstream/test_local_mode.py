@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 
 from tests.api.helpers import error_code, haiku_step
 from tests.support.clients import job_body
-from tests.support.live_service import REPO
+from tests.support.service_processes import REPO
 from tests.support.settings_probe import run_with_production_settings
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -15,7 +15,7 @@ import pytest
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from skillrunner.throttles import REPLY_SCOPE
+from kernel.throttles import REPLY_SCOPE
 from tests.interactive.helpers import (
     AUTO_FRESH,
     PLAN,

@@ -457,6 +457,8 @@ def test_replies_preview_as_text():
     assert response_preview({"text": "Oslo", "extra": 1}) == "Oslo"
     assert response_preview({"city": "Oslo", "days": 2}) == '{"city":"Oslo","days":2}'
     assert response_preview(3) == "3"
+    assert response_preview({"confirmed": True}) == "Yes"  # a structured reply in words, as the agent read it
+    assert response_preview({"fields": {"city": "Oslo", "days": 2}}) == "city: Oslo\ndays: 2"
     assert len(response_preview("x" * 10_000)) == 2000
 
 

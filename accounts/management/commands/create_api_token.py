@@ -2,7 +2,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from accounts.services import issue_token
-from skillrunner.errors import ApplicationError
+from kernel.errors import ApplicationError
 
 
 class Command(BaseCommand):

@@ -2,7 +2,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from skillrunner.errors import ApplicationError
+from kernel.errors import ApplicationError
 from skills.services import install_path
 
 

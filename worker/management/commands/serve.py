@@ -5,8 +5,8 @@ Forked rather than started afresh: both children begin with every module already
 the memory holding them stays shared between all the service's processes (the worker's django-q2
 cluster forks from it again), and `gc.freeze()` keeps the collector from writing to, and so
 copying, those pages. Started as a fresh interpreter, daphne alone was 84 MiB of private memory.
-The parent then execs into skillrunner.serve_parent, which waits on signals and the children.
-The migrations run in a child of their own before that (skillrunner.forking says why).
+The parent then execs into processes.serve_parent, which waits on signals and the children.
+The migrations run in a child of their own before that (processes.forking says why).
 """
 
 import gc
@@ -20,16 +20,16 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from accounts.local_mode import is_loopback_host, local_user
-from skillrunner.forking import (
+from kernel.links import use_served_url
+from processes.forking import (
     close_database_connections,
     exit_with,
     flush_output,
     forks_end_with_their_parent,
     run_in_child,
 )
-from skillrunner.links import use_served_url
-from skillrunner.serve_parent import STOP_SIGNALS
-from skillrunner.startup import prepare_installation
+from processes.serve_parent import STOP_SIGNALS
+from processes.startup import prepare_installation
 from worker.cluster import stop_grace_seconds
 
 # Beyond the worker's own bound (drain + stop): time for its last writes before it is killed.
@@ -63,7 +63,7 @@ class Command(BaseCommand):
         close_database_connections()
         gc.collect()
         gc.freeze()
-        # Until skillrunner.serve_parent has its handlers in place, a stop signal waits instead of
+        # Until processes.serve_parent has its handlers in place, a stop signal waits instead of
         # killing this process with its children left behind; each child unblocks them at once.
         signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         children = [_fork(_serve_web, host, port), _fork(call_command, "worker", "--no-load-skills")]
@@ -72,7 +72,7 @@ class Command(BaseCommand):
         # The worker's drain, then its stop, then a margin: the children are killed after that.
         grace = settings.SKILLRUNNER_DRAIN_SECONDS + stop_grace_seconds() + STOP_MARGIN_SECONDS
         python = sys.executable  # the same process (pid, children, blocked signals) goes on without Django
-        os.execv(python, [python, "-m", "skillrunner.serve_parent", str(grace), *map(str, children)])
+        os.execv(python, [python, "-m", "processes.serve_parent", str(grace), *map(str, children)])
 
 
 def _migrate() -> None:

@@ -14,6 +14,8 @@ from django.db import close_old_connections, connections
 
 from enginehost.config import sandbox_check
 from engines.sandbox import remove_orphaned_state
+from processes.forking import forks_end_with_their_parent, run_in_child
+from processes.startup import prepare_installation
 from runs.supervision import (
     WORKER_HEARTBEAT_SECONDS,
     forget_worker,
@@ -23,8 +25,6 @@ from runs.supervision import (
     renew_worker_heartbeat,
     start_supervisor,
 )
-from skillrunner.forking import forks_end_with_their_parent, run_in_child
-from skillrunner.startup import prepare_installation
 from worker.cluster import TaskCluster, stop_grace_seconds
 from worker.execution import CLUSTER_TOKEN_ENV, retry_while_database_away, share_stop_flag
 
@@ -65,7 +65,7 @@ class Command(BaseCommand):
         os.environ[CLUSTER_TOKEN_ENV] = token
         # A connection dropped while starting (the database restarting, a failover) is waited out
         # as a running worker would, instead of ending the worker (and with it `serve`). In a child
-        # of its own, so the cluster forked below does not start from its memory (skillrunner.forking).
+        # of its own, so the cluster forked below does not start from its memory (processes.forking).
         run_in_child("the worker's start-up recovery", retry_while_database_away, self._recover, load_skills)
         # Checked here, the sandbox's availability is known to every cluster process forked below:
         # each would otherwise check it (a bwrap start, 8 ms) in its first turn.

@@ -1,6 +1,6 @@
 """Runs a command with a PostgreSQL and a Redis server for the test suite (R-OP6).
 
-    python scripts/test_services.py COMMAND [ARG...]
+    python scripts/test_servers.py COMMAND [ARG...]
 
 SCALEOUT_DATABASE_URL / SCALEOUT_REDIS_URL are used when set and reachable. Otherwise this
 starts private throwaway servers (a fresh `initdb` cluster in a temporary directory, run as an
@@ -31,7 +31,7 @@ import psycopg
 from engines.process import pid_alive
 
 # pytest-django adds _gw<N> under pytest-xdist; the number is the test process's pid (tests/settings.py).
-# _template_<N>: the migrated databases live services are copied from (tests/support/live_service.py).
+# _template_<N>: the migrated databases service processes are copied from (tests/support/service_processes.py).
 LEFTOVER_TEST_DATABASE = re.compile(r"test_skillrunner_(\d+)(?:_gw\d+|_template_\d+)?")
 START_TIMEOUT = 60
 
@@ -46,7 +46,7 @@ def wait_for(check, what: str) -> None:
     deadline = time.monotonic() + START_TIMEOUT
     while not check():
         if time.monotonic() > deadline:
-            raise SystemExit(f"test_services: {what} did not come up within {START_TIMEOUT}s")
+            raise SystemExit(f"test_servers: {what} did not come up within {START_TIMEOUT}s")
         time.sleep(0.2)
 
 
@@ -81,7 +81,7 @@ def postgres_bin(name: str) -> str:
     """Debian keeps the server programs out of PATH, under /usr/lib/postgresql/<major>/bin."""
     found = shutil.which(name) or next(iter(sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True)), None)
     if not found:
-        raise SystemExit(f"test_services: {name} not found; install the postgresql package (make test does)")
+        raise SystemExit(f"test_servers: {name} not found; install the postgresql package (make test does)")
     return found
 
 
@@ -89,7 +89,7 @@ class PrivateServers:
     """Throwaway servers started here; stop() ends them and removes everything they wrote."""
 
     def __init__(self) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix="skillrunner-test-services-"))
+        self.root = Path(tempfile.mkdtemp(prefix="skillrunner-test-servers-"))
         self.processes: list[subprocess.Popen] = []
 
     def start_postgres(self) -> str:
@@ -168,7 +168,7 @@ def drop_leftover_test_databases(url: str) -> None:
             match = LEFTOVER_TEST_DATABASE.fullmatch(name)
             if match and not pid_alive(int(match.group(1))):
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-                print(f"test_services: dropped leftover database {name}", file=sys.stderr)
+                print(f"test_servers: dropped leftover database {name}", file=sys.stderr)
 
 
 def run_to_the_end(command: list[str], env: dict[str, str]) -> int:
@@ -197,15 +197,15 @@ def main(command: list[str]) -> int:
         # belongs to someone else (R-OP6).
         database_url = os.environ.get("SCALEOUT_DATABASE_URL", "")
         if not database_url or not postgres_answers(database_url):
-            print(f"test_services: PostgreSQL {_absent(database_url)}; starting a private one", file=sys.stderr)
+            print(f"test_servers: PostgreSQL {_absent(database_url)}; starting a private one", file=sys.stderr)
             database_url = private.start_postgres()
         redis_url = os.environ.get("SCALEOUT_REDIS_URL", "")
         if not redis_url or not redis_answers(redis_url):
-            print(f"test_services: Redis {_absent(redis_url)}; starting a private one", file=sys.stderr)
+            print(f"test_servers: Redis {_absent(redis_url)}; starting a private one", file=sys.stderr)
             redis_url = private.start_redis()
         drop_leftover_test_databases(database_url)
         env = {**os.environ, "SCALEOUT_DATABASE_URL": database_url, "SCALEOUT_REDIS_URL": redis_url}
-        print(f"test_services: PostgreSQL {_safe(database_url)}, Redis {_safe(redis_url)}", file=sys.stderr)
+        print(f"test_servers: PostgreSQL {_safe(database_url)}, Redis {_safe(redis_url)}", file=sys.stderr)
         returncode = run_to_the_end(command, env)
         drop_leftover_test_databases(database_url)
         return returncode

@@ -9,7 +9,7 @@ import signal
 
 import pytest
 
-from tests.support.live_service import with_fake_codex
+from tests.support.service_processes import with_fake_codex
 from tests.support.webhook_receiver import WebhookReceiver
 
 pytestmark = [pytest.mark.timeout(180)]

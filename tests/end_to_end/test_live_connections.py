@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from tests.support.fake_codex import FakeCodex
-from tests.support.live_service import LiveService
+from tests.support.service_processes import ServiceProcesses
 from tests.support.wsclient import Closed, WebSocket
 
 pytestmark = [pytest.mark.timeout(150)]
@@ -30,7 +30,7 @@ PASSWORD = "carol-password-123"
 
 
 class Service:
-    def __init__(self, live: LiveService):
+    def __init__(self, live: ServiceProcesses):
         self.live = live
         self.token = live.token("alice")
         self.run = self.start_waiting_run(self.token)
@@ -64,7 +64,7 @@ def service(tmp_path_factory) -> Iterator[Service]:
     (root / "engine").mkdir()
     engine = FakeCodex(root / "engine", root / "data")
     engine.script({"message": "Where to?"})  # every run asks and then waits
-    live = LiveService(
+    live = ServiceProcesses(
         root / "data",
         env={"SKILLRUNNER_CODEX_BIN": str(engine.binary), "SKILLRUNNER_USER_MAX_STREAMS": str(CAP)},
     )
@@ -175,7 +175,7 @@ def test_revoking_a_token_closes_its_socket_and_stream(service):
 class Browser:
     """A browser of `live`: its cookies, and forms submitted with the CSRF token of their page."""
 
-    def __init__(self, live: LiveService):
+    def __init__(self, live: ServiceProcesses):
         self.live = live
         self.jar = http.cookiejar.CookieJar()
         self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar))
@@ -254,7 +254,7 @@ def test_open_streams_leave_the_database_pool_to_requests(tmp_path):
     (tmp_path / "engine").mkdir()
     engine = FakeCodex(tmp_path / "engine", tmp_path / "data")
     engine.script({"message": "Where to?"})
-    live = LiveService(
+    live = ServiceProcesses(
         tmp_path / "data",
         env={"SKILLRUNNER_CODEX_BIN": str(engine.binary), "SKILLRUNNER_WEB_DB_CONNECTIONS": "3"},
     )

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from tests.support.live_service import free_port, with_fake_codex
+from tests.support.service_processes import free_port, with_fake_codex
 
 pytestmark = [pytest.mark.timeout(180)]
 

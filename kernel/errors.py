@@ -1,5 +1,5 @@
 """The one family of errors with a stable code: the API and the websocket render them as
-{"detail": {"code", "message", ...}} (skillrunner.api_errors), pages as form errors."""
+{"detail": {"code", "message", ...}} (kernel.api_errors), pages as form errors."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ waits on stop signals and its children's pidfds, then stops both children togeth
 The exec drops the Django process's memory: every page of it the children had already copied was
 the parent's alone (24 MiB); this process is 6. Nothing here may import Django.
 
-    python -m skillrunner.serve_parent <grace seconds> <pid> [<pid> ...]   (children of this
+    python -m processes.serve_parent <grace seconds> <pid> [<pid> ...]   (children of this
     process, each leading its process group, with SIGINT and SIGTERM blocked until the handlers
     are set; the grace period covers the worker's drain and its stop, R-OP10)
 """

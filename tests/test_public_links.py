@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from skillrunner.links import public_url, run_page_url, served_url, use_served_url
+from kernel.links import public_url, run_page_url, served_url, use_served_url
 
 
 def test_links_start_with_the_public_address(settings):
@@ -54,7 +54,7 @@ def test_a_public_address_that_is_not_http_is_refused_at_start():
     import subprocess
     import sys
 
-    from tests.support.live_service import REPO
+    from tests.support.service_processes import REPO
 
     env = {
         **os.environ,

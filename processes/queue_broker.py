@@ -2,7 +2,7 @@
 
 django-q2's ORM broker sleeps a fixed `poll` between empty queries, which costs CPU all day
 while idle (issue #16). Here the waiting pusher sleeps on a Unix datagram socket of its own,
-announced under the data dir (skillrunner.wakeups.listen_on_host), with a timeout that backs off while the queue stays empty; `enqueue` (in any
+announced under the data dir (processes.wakeups.listen_on_host), with a timeout that backs off while the queue stays empty; `enqueue` (in any
 process: web, worker) sends every such socket a byte after writing the row, so new work is
 seen at once. The back-off cap bounds what a missed wake-up (a row committed after its
 datagram) can cost.

@@ -59,7 +59,7 @@ TEMPLATE_USERS = ("alice",)
 
 
 class MigratedTemplates:
-    """Databases migrated once per test process, that every live service and deployment starts
+    """Databases migrated once per test process, that every service process and deployment starts
     from a copy of: the file copied on SQLite, `CREATE DATABASE … TEMPLATE` on PostgreSQL. Running
     the migrations took 2-4 s of CPU in each service's first `manage.py` process.
 
@@ -68,7 +68,7 @@ class MigratedTemplates:
     PostgreSQL without Redis). It also holds the users most tests ask a token for (TEMPLATE_USERS,
     each with a token whose key `token_of` gives), so that no service starts a `manage.py` process
     for them. Each is removed when the test process ends; on PostgreSQL its name carries the pid,
-    so scripts/test_services.py drops those of killed runs."""
+    so scripts/test_servers.py drops those of killed runs."""
 
     def __init__(self) -> None:
         self._made: dict[tuple[str, bool], str] = {}
@@ -165,7 +165,7 @@ def wait_until(predicate, timeout: float, what: str, interval: float | None = No
     return value
 
 
-class LiveService:
+class ServiceProcesses:
     def __init__(self, data_dir: Path, env: dict[str, str] | None = None):
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -243,7 +243,7 @@ class LiveService:
         self.trees.append(tree)
         return tree
 
-    def start(self, workers: int = 1) -> LiveService:
+    def start(self, workers: int = 1) -> ServiceProcesses:
         """Migrated already (TEMPLATES); the skills are installed by the worker's start-up
         recovery, which `start` waits for, or here when no worker starts."""
         if not workers:
@@ -377,13 +377,13 @@ class LiveService:
         return self.wait_until(current, timeout, f"run {request_id} to become one of {sorted(statuses)}")
 
 
-def with_fake_codex(tmp_path: Path, env: dict[str, str]) -> LiveService:
+def with_fake_codex(tmp_path: Path, env: dict[str, str]) -> ServiceProcesses:
     """A service in `tmp_path / "data"` whose codex is a scripted fake (`service.fake`), kept
     outside the data dir, which the sandbox never shows an engine."""
     from tests.support.fake_codex import FakeCodex
 
     (tmp_path / "engine").mkdir()
     fake = FakeCodex(tmp_path / "engine", tmp_path / "data")
-    service = LiveService(tmp_path / "data", env={"SKILLRUNNER_CODEX_BIN": str(fake.binary), **env})
+    service = ServiceProcesses(tmp_path / "data", env={"SKILLRUNNER_CODEX_BIN": str(fake.binary), **env})
     service.fake = fake
     return service

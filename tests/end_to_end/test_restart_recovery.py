@@ -9,8 +9,8 @@ import pytest
 
 from engines.sandbox import STATE_PREFIX
 from tests.support.fake_codex import FakeCodex
-from tests.support.live_service import LiveService
 from tests.support.processes import processes_in
+from tests.support.service_processes import ServiceProcesses
 
 pytestmark = [pytest.mark.timeout(180)]
 
@@ -23,7 +23,7 @@ def live(tmp_path):
     (tmp_path / "engine").mkdir()
     (tmp_path / "tmp").mkdir()  # the service's temporary folder: its sandbox state, and nobody else's
     fake = FakeCodex(tmp_path / "engine", tmp_path / "data")
-    service = LiveService(
+    service = ServiceProcesses(
         tmp_path / "data", env={"SKILLRUNNER_CODEX_BIN": str(fake.binary), "TMPDIR": str(tmp_path / "tmp")}
     )
     service.fake = fake

@@ -10,7 +10,7 @@ import pytest
 
 from tests.api.helpers import haiku_step
 from tests.support.fake_codex import FakeCodex
-from tests.support.live_service import LiveService
+from tests.support.service_processes import ServiceProcesses
 
 pytestmark = [pytest.mark.timeout(120)]
 
@@ -32,7 +32,7 @@ def test_cluster_processes_start_with_the_answer(tmp_path):
     (tmp_path / "engine").mkdir()
     fake = FakeCodex(tmp_path / "engine", tmp_path / "data")
     fake.script(haiku_step())
-    service = LiveService(
+    service = ServiceProcesses(
         tmp_path / "data",
         env={
             "SKILLRUNNER_CODEX_BIN": str(fake.binary),

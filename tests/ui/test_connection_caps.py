@@ -1,7 +1,7 @@
 """Live connections (websockets and event streams) per user: capped, idle ones cost no database
 reads (R-FS2), and closed when their token is revoked or their browser session ends (R-FS3).
 
-In process, over the ASGI application; tests/live/test_live_connections.py repeats the essentials
+In process, over the ASGI application; tests/end_to_end/test_live_connections.py repeats the essentials
 against a real daphne."""
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ from django.utils import timezone
 from accounts.connections import open_connection
 from accounts.models import ApiToken, LiveConnection
 from accounts.services import revoke_tokens
+from kernel.errors import ApplicationError
 from live import inbox
 from live import watcher as live
 from runs.events import append_event
 from runs.models import Run, RunEvent
-from skillrunner.errors import ApplicationError
-from tests.support.live_service import wait_until
+from tests.support.service_processes import wait_until
 
 from .conftest import SAME_SITE, receive_messages, receive_until_closed, run_async, run_socket, token_headers
 
@@ -241,7 +241,7 @@ def test_the_listeners_of_a_run_read_its_new_events_together(api, trip_run):
 
 def test_the_watcher_reads_the_event_table_only_when_woken(api, trip_run, monkeypatch):
     """On the embedded default a commit in any process on the host wakes the watcher through its
-    socket (skillrunner.group_messages); it used to read the event table every 20 ms while anyone
+    socket (processes.group_messages); it used to read the event table every 20 ms while anyone
     listened, 9 % of a core for one open page."""
     monkeypatch.setattr(live, "SAFETY_POLL_SECONDS", 60.0)  # far beyond the waits below
     request_id = trip_run()

@@ -3,7 +3,7 @@ of the stopped tree is left 10 s later (counted under a subreaper of its own, so
 the count by detaching), its claims are released or recovered, and a restart finds each run in
 its place.
 
-Runs on the embedded default and, with the rest of tests/live, on PostgreSQL + Redis.
+Runs on the embedded default and, with the rest of tests/end_to_end, on PostgreSQL + Redis.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.fake_codex import FakeCodex
-from tests.support.live_service import LiveService
 from tests.support.processes import children, describe, process_alive, processes_in
+from tests.support.service_processes import ServiceProcesses
 from tests.support.wsclient import WebSocket
 
 pytestmark = [pytest.mark.timeout(150)]
@@ -89,7 +89,7 @@ def test_every_stop_leaves_no_process_and_every_run_in_place(tmp_path, kind, sto
         {"message": "Where to?", "wait_for": str(release)},
         {"files": {"artifacts/plan.md": "# plan\n"}, "message": json.dumps(PLAN)},
     )
-    live = LiveService(  # the drain off (LiveService's default): the running turn never ends on its own
+    live = ServiceProcesses(  # the drain off (ServiceProcesses's default): the running turn never ends on its own
         tmp_path / "data",
         env={"SKILLRUNNER_CODEX_BIN": str(fake.binary), "SKILLRUNNER_MAX_CONCURRENT_TURNS": "1"},
     )
@@ -154,7 +154,7 @@ def test_the_worker_ends_when_its_cluster_dies(tmp_path):
     """A worker whose django-q2 cluster died serves nothing: its main process notices at once (it
     sleeps on the sentinel's process fd, not on a timer) and ends with a failure status, so a
     process manager restarts it."""
-    live = LiveService(tmp_path / "data")
+    live = ServiceProcesses(tmp_path / "data")
     try:
         live.start()
         worker = live.workers[0]
@@ -173,7 +173,7 @@ def test_a_worker_whose_cluster_hangs_still_stops_in_time(tmp_path):
     """A cluster that does not wind down (here every process below the sentinel is frozen, so it
     waits for them forever) is killed with everything below it once the worker's grace period
     (SKILLRUNNER_KILL_GRACE_SECONDS + 3 s) is over."""
-    live = LiveService(tmp_path / "data", env={"SKILLRUNNER_KILL_GRACE_SECONDS": "1"})
+    live = ServiceProcesses(tmp_path / "data", env={"SKILLRUNNER_KILL_GRACE_SECONDS": "1"})
     try:
         tree = live.start_tree("worker")
         _wait_until_serving(live, "worker")
@@ -192,12 +192,12 @@ def test_serve_stops_everything_when_one_of_its_children_dies(tmp_path):
     """`make run` forks web and worker, then waits for them as a Django-free parent: the web's
     death stops the worker and its cluster too, and the parent exits non-zero for a process
     manager to see."""
-    live = LiveService(tmp_path / "data")
+    live = ServiceProcesses(tmp_path / "data")
     try:
         serve = live.start_serve()
         live.wait_until(lambda: live._ping() == 204, 60, "the service to answer")
         cmdline = Path(f"/proc/{serve.pid}/cmdline")
-        live.wait_until(lambda: b"skillrunner.serve_parent" in cmdline.read_bytes(), 10, "serve to exec its parent")
+        live.wait_until(lambda: b"processes.serve_parent" in cmdline.read_bytes(), 10, "serve to exec its parent")
         web, worker = children(serve.pid)  # forked in this order
         _wait_until_serving(live, "serve")
         service = [web, worker, *children(worker)]
@@ -219,7 +219,7 @@ def test_the_web_that_serve_forked_reconnects_when_the_database_drops_its_connec
     made before the fork would have no threads to open new connections in the child)."""
     import psycopg
 
-    live = LiveService(tmp_path / "data")
+    live = ServiceProcesses(tmp_path / "data")
     try:
         token = live.token("alice")
         live.start_serve()
@@ -243,7 +243,7 @@ def test_a_worker_whose_connection_drops_while_it_recovers_waits_for_the_databas
     died of it, and serve stopped the web with it."""
     import psycopg
 
-    live = LiveService(tmp_path / "data")
+    live = ServiceProcesses(tmp_path / "data")
     try:
         token = live.token("alice")
         with psycopg.connect(live.database_url) as admin:
@@ -270,7 +270,7 @@ def test_a_worker_whose_connection_drops_while_it_recovers_waits_for_the_databas
         live.stop()
 
 
-def _wait_until_serving(live: LiveService, log: str) -> None:
+def _wait_until_serving(live: ServiceProcesses, log: str) -> None:
     """Until the worker says it serves, its children may include short-lived ones besides its
     cluster's sentinel (the start-up recovery's child, the sandbox check's bwrap)."""
     live.wait_until(lambda: re.search(r"^worker \w+ started$", live.log(log), re.M), 30, "the worker to serve")
@@ -299,7 +299,7 @@ def test_a_stopping_worker_drains_its_running_turn(tmp_path, kind, case):
     (tmp_path / "engine").mkdir()
     fake = FakeCodex(tmp_path / "engine", tmp_path / "data")
     fake.script({"sleep": turn_seconds, "message": "Where to?"}, {"message": json.dumps(PLAN)})
-    live = LiveService(
+    live = ServiceProcesses(
         tmp_path / "data",
         env={
             "SKILLRUNNER_CODEX_BIN": str(fake.binary),
@@ -358,7 +358,7 @@ def test_a_stopping_web_closes_its_sockets_with_going_away(tmp_path):
     (tmp_path / "engine").mkdir()
     fake = FakeCodex(tmp_path / "engine", tmp_path / "data")
     fake.script({"message": "Where to?"})
-    live = LiveService(tmp_path / "data", env={"SKILLRUNNER_CODEX_BIN": str(fake.binary)})
+    live = ServiceProcesses(tmp_path / "data", env={"SKILLRUNNER_CODEX_BIN": str(fake.binary)})
     try:
         token = live.token("alice")
         live.start_worker()

@@ -30,7 +30,7 @@ from .wakeups import broadcast
 logger = logging.getLogger(__name__)
 
 DRAIN_AT_EXIT_SECONDS = 1.0
-# The wake-up topic of the processes that follow runs on this host (skillrunner.wakeups.broadcast).
+# The wake-up topic of the processes that follow runs on this host (processes.wakeups.broadcast).
 LIVE_TOPIC = "live"
 
 

@@ -22,7 +22,7 @@ def healthz(request) -> JsonResponse:
 @require_safe
 def readyz(request) -> JsonResponse:
     """Ready when the database answers and every check the apps registered passes
-    (skillrunner.readiness): a live worker that finished its start-up recovery (R-OP7, R-LC13),
+    (health.readiness): a live worker that finished its start-up recovery (R-OP7, R-LC13),
     engine turns that can be sandboxed or a sandbox switched off (R-SB6)."""
     ready, checks = readiness.check_all()
     return JsonResponse({"status": "ready" if ready else "not_ready", "checks": checks}, status=200 if ready else 503)
