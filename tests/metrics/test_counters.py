@@ -24,7 +24,7 @@ from runs.services import cancel_run, fail_run, record_relay_activity
 from runs.services.lifecycle import end_without_output, locked
 from tests.api.helpers import create_job
 from tests.metrics.test_metrics import scrape, value
-from tests.support.live_service import free_port
+from tests.support.service_processes import free_port
 from tests.support.webhook_receiver import WebhookReceiver
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
