@@ -144,8 +144,9 @@ COUNTED, STANDING = Compiled(all_counter_rows), Compiled(the_service_as_it_stand
 def counted() -> dict[str, list[Row]]:
     """Every counter row, by the table it comes from."""
     rows: dict[str, list[Row]] = defaultdict(list)
-    for table, *row in (row.values() for row in COUNTED.rows()):
-        rows[table].append(tuple(row))  # type: ignore[arg-type]
+    for columns in COUNTED.rows():
+        table, *row = columns.values()
+        rows[table].append(tuple(row))
     return rows
 
 
