@@ -25,6 +25,18 @@ def _migrate_to_latest() -> None:
     executor.migrate(executor.loader.graph.leaf_nodes())
 
 
+def _finished_run(Run, owner):
+    """A codex run of `owner`'s that succeeded, through the historical model `Run`."""
+    return Run.objects.create(
+        owner=owner,
+        status="succeeded",
+        engine="codex",
+        execution_mode="auto",
+        interactive_profile="resumable",
+        input={},
+    )
+
+
 @pytest.fixture(autouse=True)
 def latest_afterwards(transactional_db):
     """Whatever state a test goes back to, the tests after it find every app's latest."""
@@ -71,14 +83,7 @@ def test_the_webhook_rows_are_the_notifications_apps_after_the_move(django_user_
         before.get_model("runs", name) for name in ("Run", "WebhookEndpoint", "WebhookDelivery", "WebhookAttempt")
     )
     alice = User.objects.create(username="alice")
-    run = Run.objects.create(
-        owner=alice,
-        status="succeeded",
-        engine="codex",
-        execution_mode="auto",
-        interactive_profile="resumable",
-        input={},
-    )
+    run = _finished_run(Run, alice)
     endpoint = Endpoint.objects.create(
         owner=alice, run=run, url="https://hooks.example/run", events=["run.succeeded"], secret="whsec_before"
     )
@@ -218,14 +223,7 @@ def test_the_outbox_ends_start_from_the_rows_stored_R_OP11():
         before.get_model("notifications", name) for name in ("WebhookEndpoint", "WebhookDelivery", "QuestionEmail")
     )
     alice = User.objects.create(username="alice")
-    run = Run.objects.create(
-        owner=alice,
-        status="succeeded",
-        engine="codex",
-        execution_mode="auto",
-        interactive_profile="resumable",
-        input={},
-    )
+    run = _finished_run(Run, alice)
     endpoint = Endpoint.objects.create(owner=alice, url="https://hooks.example/", events=[], secret="s")
     now = timezone.now()
     for state in ["delivered", "delivered", "failed", "pending"]:
