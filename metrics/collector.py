@@ -8,14 +8,15 @@ them there, rather than counting in the processes that cause them, makes the fig
 whole, however many worker processes forked them and on however many machines: any web answers the
 same, nothing is lost when a process restarts, and no scrape directory is shared.
 
-A scrape is two statements (beside its request's own: the token), one round trip each; neither
-reads more rows as runs, turns, events or deliveries are stored (bench/metrics.py: the scrape's
-cost beside 10,000 runs; tests/metrics/test_counters.py pins the statements):
+A scrape is two statements (beside its request's own: the token), one round trip each, compiled
+once per process (`Compiled`); neither reads more rows as runs, turns, events or deliveries are
+stored (bench/metrics.py: the scrape's cost beside 10,000 runs; tests/metrics/test_counters.py
+pins the statements):
 
-| statement | its rows | the families built from them |
+| statement (read by) | its rows | the families built from them |
 |---|---|---|
-| `counted()` | every counter row, by its table (a few dozen) | `runs` (ended), `failed_runs`, `turn_duration_seconds`, `model_tokens`, `relay_refusals`, `webhook_deliveries` and `question_emails` (ended) |
-| `standing()` | one: the runs under way by status, from the status index; each other figure a subquery of an index's range | `runs` (under way), `queue_depth`, `waiting_user_oldest_seconds`, `slots_used`, `slots_free`, `webhook_deliveries` and `question_emails` (pending), `live_connections` |
+| `all_counter_rows()` (`counted()`) | every counter row, by its table (a few dozen) | `runs` (ended), `failed_runs`, `turn_duration_seconds`, `model_tokens`, `relay_refusals`, `webhook_deliveries` and `question_emails` (ended) |
+| `the_service_as_it_stands()` (`standing()`) | one: the runs under way by status, from the status index; each other figure a subquery of an index's range | `runs` (under way), `queue_depth`, `waiting_user_oldest_seconds`, `slots_used`, `slots_free`, `webhook_deliveries` and `question_emails` (pending), `live_connections` |
 
 The counted figures only grow, whatever retention removes (SKILLRUNNER_RUN_RETENTION_DELETE_ROWS).
 """
