@@ -121,11 +121,10 @@ class Bench:
 
         from runs.models import Run
         from runs.services import claim_turn, dispatch_queued_runs
-        from runs.services.dispatching import Turn, next_turns, slots_held_by_owner
+        from runs.services.dispatching import Turn, dispatch_state, next_turns
 
         def next_turn() -> Turn:
-            held = slots_held_by_owner()
-            (turn,) = next_turns(CAP - sum(held.values()), held)
+            (turn,) = next_turns(dispatch_state())
             return turn
 
         def turn_to_claim() -> Turn:

@@ -89,16 +89,14 @@ def _measure(repeat: int) -> list[str]:
     from django.test.utils import CaptureQueriesContext
 
     from runs.models import Run
-    from runs.services.dispatching import dispatch_queued_runs, may_take_slot, next_turns, slots_held_by_owner
+    from runs.services.dispatching import dispatch_queued_runs, dispatch_state, may_take_slot, next_turns
 
-    held = slots_held_by_owner()
-    free = CAP - sum(held.values())
-    turns = next_turns(free, held)
+    turns = next_turns(dispatch_state())
     if not turns:
-        calls: list[Callable[[], object]] = [lambda: next_turns(free, held), dispatch_queued_runs]
+        calls: list[Callable[[], object]] = [lambda: next_turns(dispatch_state()), dispatch_queued_runs]
     else:
         first = Run.objects.get(pk=turns[0].request_id)
-        calls = [lambda: next_turns(free, held), dispatch_queued_runs, lambda: may_take_slot(first)]
+        calls = [lambda: next_turns(dispatch_state()), dispatch_queued_runs, lambda: may_take_slot(first)]
     cells = []
     for call in calls:
         call()  # warm: statements prepared, pages cached

@@ -4,8 +4,8 @@
 Why a child for the start-up work: every process forked later (daphne, django-q2's cluster)
 starts from the memory of the process that did it. Done in a child, whatever that work allocated
 and freed ends with the child: the idle service at cap 4 measured 170 -> 167 MiB PSS embedded and
-155 -> 149 scale-out. Measured, not explained: the heap was no more fragmented (docs/benchmarks.md,
-the a758104 section).
+155 -> 149 scale-out. Measured, not explained: the heap was no more fragmented (docs/benchmarks.md
+as of a758104).
 
 Every process the service forks ends with the process that forked it (forks_end_with_their_parent),
 and the flags forked processes share never wait for each other (Flag): a stop, however it arrives,

@@ -46,7 +46,7 @@ class WakeableORM(ORM):
         """django-q2's, without opening a database connection to learn whether one is in a
         transaction. The worker builds its broker just before it forks the cluster; a SQLite
         connection opened (and closed) there left each of the cluster's processes with about
-        2 MiB more private memory, the cap-4 tree with 15 MiB (docs/benchmarks.md, the a758104 section)."""
+        2 MiB more private memory, the cap-4 tree with 15 MiB (docs/benchmarks.md as of a758104)."""
         if not connections[Conf.ORM].in_atomic_block:
             close_old_connections()  # a stale connection is closed, never one inside a transaction
         return OrmQ.objects.using(Conf.ORM)

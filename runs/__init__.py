@@ -6,7 +6,7 @@ through `hooks.py`.
 | module | role |
 |---|---|
 | `models.py` | `Run`, `Interaction`, `RunEvent`, turn usage; the rows that coordinate workers (`OwnerQueue`, the dispatch lock, recovered workers) |
-| `services/` | the only writer of a run's state, one transaction per change with its event: `admission`, `dispatching`, `claims`, `interactions`, `lifecycle.transition` (the state machine), `spend` (the relay's counts and refusals), `security` (keys found in output) |
+| `services/` | the only writer of a run's state, one transaction per change with its event: `admission`, `dispatching`, `claims`, `interactions`, `replies` (the one way a reply comes in), `lifecycle.transition` (the state machine), `spend` (the relay's counts and refusals), `security` (keys found in output) |
 | `selectors.py` | reads of runs through the caller's visibility |
 | `events.py` | appending numbered run events and waking listeners after commit |
 | `hooks.py` | what other apps add without runs importing them: signals at a status change and at admission with a callback URL, jobs for the supervisor's tick |

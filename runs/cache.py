@@ -79,6 +79,8 @@ def is_cacheable(runtime_options: dict[str, Any]) -> bool:
 
 
 def cached_run(owner, key: str) -> Run | None:
+    """The owner's latest earlier run whose result a run with `key` may reuse (creating a run
+    looks it up with its admission checks: runs.services.admission._admission_sql)."""
     earlier = Run.objects.filter(owner=owner, cache_key=key, status=RunStatus.SUCCEEDED, files_removed_at__isnull=True)
     return earlier.order_by("-finished_at").first()
 

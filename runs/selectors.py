@@ -6,6 +6,7 @@ import codecs
 import os
 import re
 import uuid
+import weakref
 from collections.abc import Iterable
 from datetime import timedelta
 from functools import cache
@@ -14,7 +15,7 @@ from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import F, Q, QuerySet, Subquery
 from django.utils import timezone
 
@@ -87,12 +88,17 @@ STATUS_FIELDS = (
 
 
 @cache
+def _status_run_fields(with_result: bool) -> tuple[str, ...]:
+    # The options too: a view beside the service's own status (upstream's) shows some of them.
+    return STATUS_FIELDS + ("runtime_options",) + (("result",) if with_result else ())
+
+
+@cache
 def _status_by_token_sql(with_result: bool) -> str:
     """One statement for the token, its user, one run they may see (runs_visible_to's rule) and
-    its turns' usage: one row per turn, or one with null turn columns."""
-    # The options too: a view beside the service's own status (upstream's) shows some of them.
-    fields = STATUS_FIELDS + ("runtime_options",) + (("result",) if with_result else ())
-    run_columns = ", ".join(f"r.{name}" for name in fields)
+    its turns' usage: one row per turn, or one with null turn columns. Its columns: the run's
+    fields (_status_run_fields), the skill's id, the version, the token's hash, the turn's."""
+    run_columns = ", ".join(f"r.{name}" for name in _status_run_fields(with_result))
     turn_columns = ", ".join(f"u.{name} AS turn_{name}" for name in ("id", "attempt_number", *USAGE_KEYS))
     return (
         f"SELECT {run_columns}, s.skill_id AS read_skill_id, v.version AS read_skill_version,"
@@ -132,17 +138,54 @@ def status_read_by_token(key: str, request_id: str, *, with_result: bool = False
         ApiToken._meta.get_field("expires_at").get_db_prep_value(now, connection),
         Run._meta.get_field("request_id").get_db_prep_value(run_id, connection),
     ]
-    raw: Iterable[Any] = Run.objects.raw(_status_by_token_sql(with_result), params)  # Runs with the extra columns
-    rows = [row for row in raw if is_key_hash(row.read_key_hash, digest)]
+    fields = _status_run_fields(with_result)
+    database = connections[DEFAULT_DB_ALIAS]  # this thread's own, not the proxy
+    with database.cursor() as cursor:
+        cursor.execute(_status_by_token_sql(with_result), params)
+        rows = [row for row in cursor.fetchall() if is_key_hash(row[len(fields) + 2], digest)]
     if not rows:
         return None
+    # A plain cursor and the run built from its fields: Run.objects.raw worked out the same
+    # columns, converters and model layout again for every read, three times the statement's cost.
+    values = list(rows[0][: len(fields)])
+    for position, (converters, column) in _run_converters(database, with_result).items():
+        for convert in converters:
+            values[position] = convert(values[position], column, database)
+    names, positions = _model_order(with_result)
+    run = Run.from_db(database.alias, names, [values[position] for position in positions])
+    turn_at = len(fields) + 3  # the turn's id, attempt number, then its usage
     turns = [
-        TurnUsage(attempt_number=row.turn_attempt_number, **{name: getattr(row, f"turn_{name}") for name in USAGE_KEYS})
+        TurnUsage(attempt_number=row[turn_at + 1], **dict(zip(USAGE_KEYS, row[turn_at + 2 :], strict=True)))
         for row in rows
-        if row.turn_id is not None
+        if row[turn_at] is not None
     ]
-    first = rows[0]
-    return StatusRead(first, first.read_skill_id, first.read_skill_version, turns)
+    skill_id, skill_version = rows[0][len(fields) : len(fields) + 2]
+    return StatusRead(run, skill_id, skill_version, turns)
+
+
+@cache
+def _model_order(with_result: bool) -> tuple[frozenset[str], list[int]]:
+    """The status read's run fields as Model.from_db takes them: their names, and their places
+    in the statement in the model's order of fields."""
+    fields = _status_run_fields(with_result)
+    in_model_order = [field.attname for field in Run._meta.concrete_fields if field.attname in fields]
+    return frozenset(fields), [fields.index(name) for name in in_model_order]
+
+
+_CONVERTERS: weakref.WeakKeyDictionary[Any, dict[bool, dict[int, Any]]] = weakref.WeakKeyDictionary()
+
+
+def _run_converters(database, with_result: bool) -> dict[int, Any]:
+    """What the database's values of the status read's run fields go through (JSON, times), as
+    Django's compiler gives them: {position: (converters, column)}; worked out once per connection."""
+    known = _CONVERTERS.setdefault(database, {})
+    if with_result not in known:
+        table, fields = Run._meta.db_table, _status_run_fields(with_result)
+        columns = [field.get_col(table) for field in Run._meta.concrete_fields if field.attname in fields]
+        columns.sort(key=lambda column: fields.index(column.target.attname))
+        compiler = database.ops.compiler("SQLCompiler")(Run.objects.none().query, database, database.alias)
+        known[with_result] = compiler.get_converters(columns)
+    return known[with_result]
 
 
 def usage_visible_to(user) -> QuerySet[TurnUsage]:

@@ -25,7 +25,11 @@ def _or_none(limit: int | None) -> int | None:
 
 def user_daily_limit(user_id: int) -> int | None:
     """The user's own daily budget set in admin, else the operator's; None: no limit."""
-    own = SpendLimit.objects.filter(user_id=user_id).values_list("max_tokens_per_day", flat=True).first()
+    return daily_limit(SpendLimit.objects.filter(user_id=user_id).values_list("max_tokens_per_day", flat=True).first())
+
+
+def daily_limit(own: int | None) -> int | None:
+    """A user's daily budget from their own limit (None: they have none); None: no limit."""
     return _or_none(own if own is not None else settings.SKILLRUNNER_USER_MAX_TOKENS_PER_DAY)
 
 
@@ -39,13 +43,13 @@ def run_limit(run: Run) -> int | None:
     return _or_none(run.options.max_tokens or settings.SKILLRUNNER_RUN_MAX_TOKENS)
 
 
-def budget_left_at_admission(user_id: int) -> BudgetExceeded | None:
-    """The user's day budget, when it is already spent: a new run is refused (R-SB9)."""
-    limit = user_daily_limit(user_id)
+def budget_exceeded(own_daily_limit: int | None, spent: int | None) -> BudgetExceeded | None:
+    """The user's day budget (their own limit, else the operator's), when `spent` is all of it:
+    a new run is refused (R-SB9)."""
+    limit = daily_limit(own_daily_limit)
     if limit is None:
         return None
-    used = spent_today(user_id)
-    return BudgetExceeded("user_day", used, limit) if used >= limit else None
+    return BudgetExceeded("user_day", spent or 0, limit) if (spent or 0) >= limit else None
 
 
 def relay_ledger(run: Run) -> RelayLedger:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import shutil
+import uuid
 from collections.abc import Iterator
+from functools import cache
 from typing import IO, Any, BinaryIO, NamedTuple
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
+from accounts.models import SpendLimit
 from enginehost.choice import catalogued_models
 from enginehost.skill_runtime import ENGINE_DEFAULTS_KEY, skill_engine_defaults
 from engines.registry import ENGINE_NAMES, get_adapter
@@ -30,10 +33,10 @@ from ..inputs import (
     validate_request_payload,
     zipped_files,
 )
-from ..models import Run, RunStatus
+from ..models import OwnerQueue, Run, RunStatus, TokenSpend
 from ..options import DEFAULT_EFFORT, EffectiveOptions, resolve_options
-from ..spend import budget_left_at_admission
-from .dispatching import ready_queue_length, run_became_ready
+from ..spend import budget_exceeded
+from .dispatching import run_became_ready
 from .lifecycle import cancel_run, end_without_output, locked, transition
 
 
@@ -68,8 +71,7 @@ def create_run(
         options, _ = resolve_options(runtime_options, {})  # refused now if bad; warned of with the skill
         if callback_url:
             hooks.checking_callback.send(sender=Run, url=callback_url)
-        _check_queue_room(owner)
-        _check_budget(owner)
+        _check_admission(owner, key="")
         run = Run(
             owner=owner,
             engine=engine,
@@ -91,14 +93,12 @@ def create_run(
     validate_request_payload(version.schemas, input, parameter)
     if callback_url:
         hooks.checking_callback.send(sender=Run, url=callback_url)  # R-NT2, before anything is created
-    _check_queue_room(owner)
-    _check_budget(owner)
-
     input_schema = version.schemas["input"]
     awaiting_upload = bool(required_file_fields(input_schema)) or (expects_upload and bool(file_fields(input_schema)))
     # A run with uploads gets its key once the files are there (attach_upload).
     cacheable = is_cacheable(admitted.options.as_dict()) and not awaiting_upload
     key = cache_key(version, engine, model, input, parameter, admitted.options.as_dict()) if cacheable else ""
+    reusable = _check_admission(owner, key=key)
     run = Run(
         owner=owner,
         skill_id=version.skill_id,
@@ -114,7 +114,8 @@ def create_run(
         awaiting_upload=awaiting_upload,
         cache_key=key,
     )
-    return _save_new_run(run, callback_url=callback_url, cached_from=cached_run(owner, key) if key else None)
+    cached_from = Run.objects.filter(pk=reusable).first() if reusable else None
+    return _save_new_run(run, callback_url=callback_url, cached_from=cached_from)
 
 
 def create_run_with_files(*, files: BinaryIO | IO[bytes] | None, **create: Any) -> Run:
@@ -327,22 +328,67 @@ def attach_skill_package(run: Run, package_source: BinaryIO | IO[bytes], *, expe
     return run
 
 
-def _check_budget(owner) -> None:
+class AdmissionRead(NamedTuple):
+    owner_queued: int  # the owner's queued runs, those waiting for their upload too
+    queue_length: int | None  # runs ready to dispatch, every owner's (None: none)
+    own_daily_limit: int | None
+    spent_today: int | None
+    reusable: uuid.UUID | None  # the earlier run whose result this one may reuse (R-OP9)
+
+
+def _check_admission(owner, *, key: str) -> uuid.UUID | None:
+    """The queue caps and the owner's daily budget checked, and the earlier run a run with cache
+    key `key` may reuse ("" for none) found, from one statement of bounded reads. Neither count
+    reads the backlog (R-SC1): the owner's from an index holding their queued runs alone, the
+    queue's from the owners' places."""
+    with connection.cursor() as cursor:
+        cursor.execute(_admission_sql(), _admission_params(owner.pk, key))
+        read = AdmissionRead(*cursor.fetchone())
+    if read.reusable is not None:
+        read = read._replace(reusable=uuid.UUID(str(read.reusable)))  # SQLite keeps it as hex
+    _check_queue_room(read)
+    _check_budget(read)
+    return read.reusable
+
+
+@cache
+def _admission_sql() -> str:
+    """_check_admission's statement, written out: Django compiled it from querysets in about ten
+    times what the database takes to run it. One column per AdmissionRead field."""
+    runs, places, limits, spent = (
+        connection.ops.quote_name(model._meta.db_table) for model in (Run, OwnerQueue, SpendLimit, TokenSpend)
+    )
+    return (
+        f"SELECT (SELECT COUNT(*) FROM {runs} WHERE owner_id = %s AND status = %s),"
+        f" (SELECT SUM(ready_count) FROM {places} WHERE oldest_ready_at IS NOT NULL),"
+        f" (SELECT max_tokens_per_day FROM {limits} WHERE user_id = %s),"
+        f" (SELECT tokens FROM {spent} WHERE owner_id = %s AND day = %s),"
+        f" (SELECT request_id FROM {runs} WHERE owner_id = %s AND cache_key = %s AND status = %s"
+        "   AND files_removed_at IS NULL ORDER BY finished_at DESC LIMIT 1)"
+    )
+
+
+def _admission_params(owner_id: int, key: str) -> list[Any]:
+    today = TokenSpend._meta.get_field("day").get_db_prep_value(timezone.localdate(), connection)
+    # Without a key nothing is looked up: `cache_key = NULL` holds for no run.
+    reusable = [owner_id, key or None, RunStatus.SUCCEEDED.value]
+    return [owner_id, RunStatus.QUEUED.value, owner_id, owner_id, today, *reusable]
+
+
+def _check_budget(read: AdmissionRead) -> None:
     """429 BUDGET_EXCEEDED when the owner's tokens for the day are spent (R-SB9)."""
-    spent = budget_left_at_admission(owner.pk)
+    spent = budget_exceeded(read.own_daily_limit, read.spent_today)
     if spent is not None:
         raise ApplicationError(spent.code, f"{spent.message}; try again tomorrow", status_code=429, **spent.details())
 
 
-def _check_queue_room(owner) -> None:
+def _check_queue_room(read: AdmissionRead) -> None:
     """429 QUEUE_FULL when the queue, or this owner's share of it, is full (R-FS1). Runs waiting
-    for their upload count toward their owner's share only; they expire (UPLOAD_TIMEOUT). Neither
-    count reads the backlog (R-SC1): the owner's from an index holding their queued runs alone,
-    the queue's from the owners' places."""
-    if Run.objects.filter(owner=owner, status=RunStatus.QUEUED).count() >= settings.SKILLRUNNER_USER_MAX_QUEUED:
+    for their upload count toward their owner's share only; they expire (UPLOAD_TIMEOUT)."""
+    if read.owner_queued >= settings.SKILLRUNNER_USER_MAX_QUEUED:
         held = f"{settings.SKILLRUNNER_USER_MAX_QUEUED} queued runs"
         raise OverUserLimit("QUEUE_FULL", held, "try again when some have started", scope="user")
-    if ready_queue_length() >= settings.SKILLRUNNER_MAX_QUEUED_RUNS:
+    if (read.queue_length or 0) >= settings.SKILLRUNNER_MAX_QUEUED_RUNS:
         raise ApplicationError("QUEUE_FULL", "the run queue is full; try again later", status_code=429, scope="all")
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from engines.prompt import REPAIR_PROBLEMS_LISTED
@@ -25,7 +25,10 @@ from .lifecycle import locked, transition
 def claim_turn(request_id, attempt_number: int, worker_id: str) -> Run | None:
     """Atomically take a queued run and a slot for one attempt (R-LC8, R-LC14); None if not ours."""
     with transaction.atomic():
-        DispatchLock.objects.select_for_update().get_or_create(pk=1)  # the row is migrated; tests may flush it
+        if connection.features.has_select_for_update:
+            # SQLite has no row locks and needs none here: its transactions begin IMMEDIATE,
+            # holding the database's write lock from the start.
+            DispatchLock.objects.select_for_update().get_or_create(pk=1)  # the row is migrated; tests may flush it
         # The turn needs the skill and its version next: fetched here, but only the run row is locked.
         run = (
             Run.objects.select_for_update(of=("self",))

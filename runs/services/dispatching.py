@@ -7,15 +7,18 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import operator
 import uuid
+import weakref
 from collections import Counter, deque
 from collections.abc import Iterator
 from datetime import datetime, timedelta
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import Count, Min, QuerySet, Sum
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
+from django.db.models import Count, Min, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from .. import task_queue
@@ -42,30 +45,158 @@ class Turn(NamedTuple):
     offered_at: datetime | None
 
 
-def slots_held_by_owner() -> Counter[int]:
-    """Slots in use per owner: running turns and waits that keep their process. Unordered, so
-    read from the partial index runs_run_slot_holders (ordered by creation, SQLite scanned every
-    run instead)."""
-    return Counter(Run.objects.filter(holds_slot=True).order_by().values_list("owner_id", flat=True))
+class Place(NamedTuple):
+    """An owner with ready runs who may take a slot, as dispatch_state reads it."""
+
+    owner_id: int
+    holding: int  # slots the owner holds
+    last_served_at: datetime
+    oldest_ready_at: datetime
+    ready_count: int
+    first: Turn | None  # the ready run `oldest_ready_at` names, when it still names one
+
+
+class DispatchState(NamedTuple):
+    in_use: int  # slots held, by every owner
+    places: list[Place]
+
+    @property
+    def free(self) -> int:
+        return settings.SKILLRUNNER_MAX_CONCURRENT_TURNS - self.in_use
 
 
 def ready_runs():
     return Run.objects.filter(status=RunStatus.QUEUED, awaiting_upload=False)
 
 
-def owner_queue_changed(owner_id: int, *, served: bool = False) -> None:
+def dispatch_state() -> DispatchState:
+    """What choosing the next turns needs, in one statement (R-SC1: a bounded number of rows):
+    the slots in use; the places of the first owners holding none, in turn order, as many as
+    there are slots (only the first free ones can be given one); the places of the owners holding
+    some; and for each place its oldest ready run, found by the place's own time. Without a place
+    nobody is waiting, and how many slots are in use does not matter."""
+    cap = settings.SKILLRUNNER_MAX_CONCURRENT_TURNS
+    if cap <= 0:
+        return DispatchState(0, [])
+    database = connections[DEFAULT_DB_ALIAS]  # this thread's own
+    compiler, sql, params = _compiled_dispatch_read(database, cap)
+    with database.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = list(compiler.results_iter([cursor.fetchall()]))
+    places = [
+        Place(owner, holding, served, oldest_at, count, Turn(first, attempt, offered) if first else None)
+        for owner, holding, served, oldest_at, count, first, attempt, offered, _ in rows
+    ]
+    return DispatchState(rows[0][-1] if rows else 0, places)
+
+
+# Django compiles dispatch_state's query (five subqueries) in milliseconds, a hundred times what
+# the database takes to run it, and the query is the same for a given cap: compiled once per
+# connection (its compiler also converts the rows).
+_DISPATCH_READS: weakref.WeakKeyDictionary[Any, dict[int, tuple[Any, str, Any]]] = weakref.WeakKeyDictionary()
+
+
+def _compiled_dispatch_read(database, cap: int) -> tuple[Any, str, Any]:
+    known = _DISPATCH_READS.setdefault(database, {})
+    if cap not in known:
+        compiler = _dispatch_read(cap).query.get_compiler(connection=database)
+        known[cap] = (compiler, *compiler.as_sql())
+    return known[cap]
+
+
+def _dispatch_read(cap: int) -> QuerySet[Any, Any]:
+    holders = Run.objects.filter(holds_slot=True).order_by().values("owner_id")
+    waiting = OwnerQueue.objects.filter(oldest_ready_at__isnull=False)
+    first_idle = waiting.exclude(owner_id__in=holders).order_by("last_served_at", "oldest_ready_at", "owner_id")
+    held_by = holders.filter(owner_id=OuterRef("owner_id")).values("owner_id").annotate(n=Count("pk")).values("n")
+    in_use = holders.values("holds_slot").annotate(n=Count("pk")).values("n")
+    # Ordered so that its three columns come from one run, should two share a creation time.
+    oldest = ready_runs().filter(owner_id=OuterRef("owner_id"), created_at=OuterRef("oldest_ready_at"))
+    oldest = oldest.order_by("request_id")
+    return (
+        waiting.filter(Q(owner_id__in=first_idle.values("owner_id")[:cap]) | Q(owner_id__in=holders))
+        .annotate(
+            holding=Coalesce(Subquery(held_by), 0),
+            in_use=Coalesce(Subquery(in_use), 0),
+            first_id=Subquery(oldest.values("request_id")[:1]),
+            first_attempt=Subquery(oldest.values("attempt_number")[:1]),
+            first_offered_at=Subquery(oldest.values("offered_at")[:1]),
+        )
+        .values_list(
+            "owner_id",
+            "holding",
+            "last_served_at",
+            "oldest_ready_at",
+            "ready_count",
+            "first_id",
+            "first_attempt",
+            "first_offered_at",
+            "in_use",
+        )
+    )
+
+
+def owner_queue_changed(owner_id: int) -> None:
     """Keep the owner's place in the dispatch order (OwnerQueue) true: called inside every
-    transaction that puts one of their runs in the ready queue or takes one out, `served` when
-    that run took a slot to start its turn. Their row is locked before their runs are read, so
-    of two such transactions for one owner the second reads what the first committed."""
+    transaction that puts one of their runs in the ready queue or takes one out (but a new run
+    and a run taking a slot, which have their own: run_joined_queue, run_took_slot). Their row is
+    locked before their runs are read, so of two such transactions for one owner the second
+    reads what the first committed."""
     place, _ = OwnerQueue.objects.select_for_update().get_or_create(owner_id=owner_id)
     # At most the per-user queue cap of rows, from runs_run_ready_by_owner.
     ready = ready_runs().filter(owner_id=owner_id).aggregate(oldest=Min("created_at"), count=Count("pk"))
-    if served or (place.oldest_ready_at, place.ready_count) != (ready["oldest"], ready["count"]):
+    if (place.oldest_ready_at, place.ready_count) != (ready["oldest"], ready["count"]):
         place.oldest_ready_at, place.ready_count = ready["oldest"], ready["count"]
-        if served:  # it goes behind the owners waiting longer (R-FS1)
-            place.last_served_at = timezone.now()
-        place.save(update_fields=["oldest_ready_at", "ready_count", "last_served_at"])
+        place.save(update_fields=["oldest_ready_at", "ready_count"])
+
+
+def run_joined_queue(run: Run) -> None:
+    """A new run (saved, ready) counted in its owner's place by one update, which locks the row
+    itself: a change of the same place by another transaction applies before or after it on the
+    row as it then is, so nothing is lost. An owner without a place gets one."""
+    created = _datetime_param(run.created_at)
+    joined = _update_place(
+        "ready_count = ready_count + 1,"
+        " oldest_ready_at = CASE WHEN oldest_ready_at < %s THEN oldest_ready_at ELSE %s END",
+        [created, created, run.owner_id],
+    )
+    if not joined:
+        owner_queue_changed(run.owner_id)
+
+
+def run_took_slot(run: Run) -> None:
+    """A ready run (now running, saved) left the queue to take a slot: its owner's place counts
+    one less and goes behind the owners waiting longer (R-FS1), by one update that locks the row.
+    Its oldest ready run is read by that update too. On PostgreSQL that read sees what committed
+    before the statement began, not a run another transaction queued while the update waited for
+    the row: the count still has it then, so the place keeps its earlier time rather than none,
+    and its owner stays in the order (a later time than the truth only moves them back a little
+    among owners served as long ago, until the place's next change)."""
+    runs = connection.ops.quote_name(Run._meta.db_table)
+    served = _update_place(
+        # Every expression reads the row as it was: `ready_count` is the count before this one left.
+        "last_served_at = %s, ready_count = CASE WHEN ready_count > 0 THEN ready_count - 1 ELSE 0 END,"
+        " oldest_ready_at = CASE WHEN ready_count <= 1 THEN NULL ELSE COALESCE("
+        f"(SELECT created_at FROM {runs} WHERE owner_id = %s AND status = %s AND NOT awaiting_upload"
+        " ORDER BY created_at LIMIT 1), oldest_ready_at) END",
+        [_datetime_param(timezone.now()), run.owner_id, RunStatus.QUEUED.value, run.owner_id],
+    )
+    if not served:
+        owner_queue_changed(run.owner_id)
+        OwnerQueue.objects.filter(owner_id=run.owner_id).update(last_served_at=timezone.now())
+
+
+def _update_place(assignments: str, params: list[Any]) -> int:
+    """UPDATE of one owner's place (the owner id last in `params`), written out: Django compiled
+    these updates in longer than the database runs them. Returns the rows changed."""
+    with connection.cursor() as cursor:
+        table = connection.ops.quote_name(OwnerQueue._meta.db_table)
+        cursor.execute(f"UPDATE {table} SET {assignments} WHERE owner_id = %s", params)
+        return cursor.rowcount
+
+
+def _datetime_param(value: datetime) -> Any:
+    return OwnerQueue._meta.get_field("oldest_ready_at").get_db_prep_value(value, connection)
 
 
 def ready_places() -> QuerySet[OwnerQueue]:
@@ -86,59 +217,57 @@ def run_became_ready(run: Run) -> None:
     transaction.on_commit(dispatch_queued_runs)
 
 
-def next_turns(free: int, held: Counter[int]) -> list[Turn]:
-    """Up to `free` queued runs, in the order their owners get the free slots (R-FS1): owners
-    holding fewer slots first, then the owner served least recently (one never served first,
-    ties by oldest ready run). An owner given a slot holds one more and was served last, so goes
-    behind the others; each owner's runs go oldest first, never beyond the per-user cap.
+def next_turns(state: DispatchState) -> list[Turn]:
+    """Up to `state.free` queued runs, in the order their owners get the free slots (R-FS1):
+    owners holding fewer slots first, then the owner served least recently (one never served
+    first, ties by oldest ready run). An owner given a slot holds one more and was served last,
+    so goes behind the others; each owner's runs go oldest first, never beyond the per-user cap.
 
-    It reads a bounded number of rows (R-SC1): the slot holders' places, the first `free` places
-    of owners holding none (from OwnerQueue's turn-order index), and, for each owner given a
-    slot, its oldest ready runs up to what it may take (from runs_run_ready_by_owner). Checked
-    with SQLite's EXPLAIN QUERY PLAN and PostgreSQL's EXPLAIN at 10,000 queued runs of 200
-    owners: both are index scans under their LIMIT, neither reads the queue (`python -m
-    bench.dispatchcost --explain` prints the plans)."""
-    return list(_in_order(free, held))
+    It reads a bounded number of rows (R-SC1): dispatch_state, and only for an owner given more
+    than one slot (or whose place's time names no ready run) its oldest ready runs up to what it
+    may take (from runs_run_ready_by_owner). Checked with SQLite's EXPLAIN QUERY PLAN and
+    PostgreSQL's EXPLAIN at 10,000 queued runs of 200 owners: both are index scans under their
+    LIMIT, neither reads the queue (`python -m bench.dispatchcost --explain` prints the plans)."""
+    return list(_in_order(state))
 
 
-def _in_order(free: int, held: Counter[int]) -> Iterator[Turn]:
-    """next_turns' turns one at a time, reading each owner's runs only when its turn comes: a
+def _in_order(state: DispatchState) -> Iterator[Turn]:
+    """next_turns' turns one at a time, reading an owner's runs only when its turn comes: a
     caller that looks for one run (may_take_slot) stops reading once it is found."""
     cap = settings.SKILLRUNNER_USER_MAX_RUNNING
-    places = sorted(_places(free, held), key=lambda place: (place[1], place[2], place[0]))
+    free = state.free
+    turn_order = operator.attrgetter("last_served_at", "oldest_ready_at", "owner_id")
+    # Every owner holding no slot comes before any holding one, so only the first `free` matter.
+    idle = sorted((place for place in state.places if not place.holding), key=turn_order)[:free]
+    holding = [place for place in state.places if 0 < place.holding < cap]
     # (slots held, rank among those holding as many, owner); an owner given a slot ranks last.
-    order = [(held[owner], rank, owner) for rank, (owner, _, _) in enumerate(places)]
+    order = [(place.holding, rank, place) for rank, place in enumerate(sorted(idle + holding, key=turn_order))]
     heapq.heapify(order)
     later = itertools.count(len(order))
     runs: dict[int, deque[Turn]] = {}
-    given = 0
-    while order and given < free:
-        holding, _, owner = heapq.heappop(order)
-        if owner not in runs:
-            runs[owner] = deque(_oldest_ready_runs(owner, min(cap - holding, free)))
-            if not runs[owner]:
+    given: Counter[int] = Counter()
+    read: set[int] = set()  # owners whose runs were read, as many as they may take
+    while order and sum(given.values()) < free:
+        holding_now, _, place = heapq.heappop(order)
+        owner = place.owner_id
+        queued = runs.setdefault(owner, deque([place.first] if place.first else []))
+        allowance = min(cap - place.holding, free)
+        if not queued and owner not in read:
+            read.add(owner)
+            taken = {place.first.request_id} if place.first else set()  # the one run given it yet, if any
+            queued.extend(turn for turn in _oldest_ready_runs(owner, allowance) if turn.request_id not in taken)
+            if not queued and not given[owner]:
                 # Its runs left the queue since its place was read, or were changed behind the
                 # services' back: the place is put right for the next dispatch.
                 with transaction.atomic():
                     owner_queue_changed(owner)
-        if runs[owner]:
-            yield runs[owner].popleft()
-            given += 1
-        if runs[owner]:  # none was read beyond its cap: it has room for the next
-            heapq.heappush(order, (holding + 1, next(later), owner))
-
-
-def _places(free: int, held: Counter[int]) -> list[tuple[int, datetime, datetime]]:
-    """Owners with ready runs who may take a slot: (owner, last served, oldest ready run)."""
-    waiting = OwnerQueue.objects.filter(oldest_ready_at__isnull=False)
-    fields = ("owner_id", "last_served_at", "oldest_ready_at")
-    # Every owner holding no slot comes before any holding one, so only the first `free` matter.
-    idle = waiting.exclude(owner_id__in=list(held)).order_by("last_served_at", "oldest_ready_at", "owner_id")
-    places = list(idle.values_list(*fields)[:free])
-    holding = [owner for owner, count in held.items() if count < settings.SKILLRUNNER_USER_MAX_RUNNING]
-    if holding:
-        places += waiting.filter(owner_id__in=holding).values_list(*fields)
-    return places
+        if not queued:
+            continue
+        given[owner] += 1
+        yield queued.popleft()
+        # Never beyond the per-user cap; more runs of theirs are known, or may be read.
+        if given[owner] < allowance and (queued or (owner not in read and given[owner] < place.ready_count)):
+            heapq.heappush(order, (holding_now + 1, next(later), place))
 
 
 def _oldest_ready_runs(owner: int, limit: int) -> list[Turn]:
@@ -150,12 +279,11 @@ def dispatch_queued_runs() -> int:
     """Enqueue a turn for as many queued runs as there are free slots, each run not offered by
     any process within REOFFER_AFTER; returns how many were enqueued. A duplicate would still be
     harmless, because a turn only starts after `claim_turn` wins."""
-    held = slots_held_by_owner()
-    free = settings.SKILLRUNNER_MAX_CONCURRENT_TURNS - sum(held.values())
-    if free <= 0:
+    state = dispatch_state()
+    if state.free <= 0:
         return 0
     enqueued = 0
-    for turn in next_turns(free, held):
+    for turn in _in_order(state):
         if not _take_offer(turn.request_id, turn.offered_at):
             continue
         try:
@@ -183,6 +311,5 @@ def may_take_slot(run: Run) -> bool:
     """Whether `run` (queued, not holding a slot) may start now (R-LC8, R-FS1): it is one of the
     turns next_turns gives the free slots, so its owner is under the per-user cap and no owner
     ahead in the order is owed the slot: a redelivered or stale task cannot jump the order."""
-    held = slots_held_by_owner()
-    free = settings.SKILLRUNNER_MAX_CONCURRENT_TURNS - sum(held.values())
-    return free > 0 and any(turn.request_id == run.pk for turn in _in_order(free, held))
+    state = dispatch_state()
+    return state.free > 0 and any(turn.request_id == run.pk for turn in _in_order(state))

@@ -19,7 +19,7 @@ from .. import hooks, sweeps
 from ..events import Events, append_event, insert_events, number_events
 from ..models import TERMINAL_STATUSES, InteractiveProfile, Run, RunStatus
 from ..outcome import result_envelope
-from .dispatching import dispatch_queued_runs, owner_queue_changed
+from .dispatching import dispatch_queued_runs, owner_queue_changed, run_joined_queue, run_took_slot
 
 # Allowed moves; the `None` row is a new run: queued, or born succeeded from the result cache.
 TRANSITIONS: dict[str | None, frozenset[str]] = {
@@ -96,7 +96,12 @@ def transition(
     run.save()
     if RunStatus.QUEUED in (previous, to) and not run.awaiting_upload:
         # The run joins or leaves the ready queue; leaving it to run, it took a slot (claims).
-        owner_queue_changed(run.owner_id, served=to == RunStatus.RUNNING)
+        if new:
+            run_joined_queue(run)
+        elif to == RunStatus.RUNNING:
+            run_took_slot(run)
+        else:
+            owner_queue_changed(run.owner_id)
     insert_events(run, events)
     hooks.status_changed.send(sender=Run, run=run)  # written with the change: webhook deliveries (R-NT1)
     if to in TERMINAL_STATUSES:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
-
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
@@ -85,17 +83,22 @@ def test_admin_run_page_inlines_its_conversation_events_and_links_the_activity(a
     assert events.count(f">{run.pk}<") == 12
 
 
-def test_seed_backlog_queues_runs_in_their_owners_places_and_parks_runs_on_a_question(install_skill, admin_user):
+def test_seed_backlog_queues_runs_in_their_owners_places_and_parks_runs_on_a_question(
+    install_skill, admin_user, settings
+):
     """`manage.py seed_backlog` (bench/backlog.py): queued runs as dispatch sees them, and waiting
     runs whose question the API serves."""
     from rest_framework.test import APIClient
 
-    from runs.services.dispatching import next_turns, ready_queue_length
+    from runs.services.dispatching import dispatch_state, next_turns, ready_queue_length
 
+    settings.SKILLRUNNER_MAX_CONCURRENT_TURNS = 3
     install_skill("haiku-writer")
     call_command("seed_backlog", queued=30, waiting=6, users=3, verbosity=0)
     assert Run.objects.filter(status="queued").count() == ready_queue_length() == 30
-    owners = {turn.request_id: Run.objects.get(pk=turn.request_id).owner.username for turn in next_turns(3, Counter())}
+    owners = {
+        turn.request_id: Run.objects.get(pk=turn.request_id).owner.username for turn in next_turns(dispatch_state())
+    }
     assert sorted(owners.values()) == ["backlog-user-1", "backlog-user-2", "backlog-user-3"]  # one each, in turn
     waiting = Run.objects.filter(status="waiting_user")
     assert waiting.count() == 6 and waiting.values("owner").distinct().count() == 3
