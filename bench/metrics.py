@@ -181,6 +181,7 @@ def _seed(count: int):
         # Rows made in bulk pass no receiver: counted as the migrations count what was stored before.
         import_module("metrics.migrations.0001_initial").count_past_turns(apps, None)
         import_module("metrics.migrations.0002_run_ends_and_relay_counters").count_past_runs(apps, None)
+        import_module("notifications.migrations.0006_outbox_ends").count_past_ends(apps, None)
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE")  # what autovacuum would have done by now

@@ -22,11 +22,10 @@ from accounts.connections import ENDED, TooManyStreams, close_connection, open_c
 from accounts.models import LiveConnection
 from kernel.api_errors import exception_handler
 from kernel.errors import ApplicationError, NotFound
-from kernel.throttles import REPLY_SCOPE, check_rate
 from runs import selectors, services
 from runs.models import TERMINAL_STATUSES, Run, RunEvent
 from runs.selectors import EVENT_PAGE_LIMIT
-from runs.serializers import ReplyInput, RunStatusOutput
+from runs.serializers import RunStatusOutput
 
 from .shutdown import CLOSE_GOING_AWAY, CLOSE_INTERNAL_ERROR, open_sockets
 from .watcher import RunChangeWaiter
@@ -71,20 +70,8 @@ def current_user(user):
 
 
 def reply(user, request_id: str, message: dict[str, Any]) -> dict[str, Any]:
-    # Visibility is checked again for every message, exactly as the REST endpoint does.
-    user = current_user(user)
-    run = selectors.run_for(user, request_id)
-    check_rate(user, REPLY_SCOPE)
-    payload = ReplyInput(data=message)
-    payload.is_valid(raise_exception=True)
-    data = payload.validated_data
-    run = services.submit_reply(
-        run,
-        user=user,
-        interaction_id=data["interaction_id"],
-        response=data["response"],
-        idempotency_key=data["idempotency_key"],
-    )
+    # The REST endpoint's way in: visibility checked again for every message, the same rate budget.
+    run = services.receive_reply(current_user(user), request_id, lambda _run: services.SentReply(message))
     return {"type": "ack", "action": "reply", "request_id": str(run.pk), "status": run.status, "accepted": True}
 
 

@@ -8,8 +8,8 @@ Its tables keep the names they had in `runs` (`runs_webhook*`).
 
 | module | role |
 |---|---|
-| `models.py` | `WebhookEndpoint` (a user's, or one run's `callback_url`), `WebhookDelivery` (the outbox, one row per event and endpoint), `WebhookAttempt`, `QuestionEmail` (the emails' outbox, one row per question) |
-| `outbox.py` | what both outboxes share: leasing a due row under a row lock, the retry schedule, finding the rows due |
+| `models.py` | `WebhookEndpoint` (a user's, or one run's `callback_url`), `WebhookDelivery` (the outbox, one row per event and endpoint), `WebhookAttempt`, `QuestionEmail` (the emails' outbox, one row per question), `OutboxEnds` (how many rows of each outbox ended in each state, for GET /metrics) |
+| `outbox.py` | what both outboxes share: leasing a due row under a row lock, the retry schedule, finding the rows due, counting each row's end |
 | `services.py` | registering endpoints, the deliveries a status change writes, leasing and sending them with retries, redelivery |
 | `receivers.py` | what the app does when `runs` calls: the signal receivers and the supervisor's jobs |
 | `destinations.py`, `transport.py` | where a webhook may go (public addresses, checked after DNS) and the one pinned HTTP POST |

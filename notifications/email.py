@@ -139,14 +139,14 @@ def attempt_question_email(email_pk: int) -> QuestionEmail | None:
         if question is None:
             email.state = QuestionEmail.State.SKIPPED
             email.leased_until = None
-            email.save(update_fields=["state", "leased_until"])
+            outbox.save_attempt(email)
             return email
     try:
         question_message(question).send()
     except (smtplib.SMTPException, OSError) as exc:  # the mail server refused or is away: retried
         unit = settings.SKILLRUNNER_EMAIL_RETRY_BASE_SECONDS
         outbox.retry_or_give_up(email, f"{type(exc).__name__}: {exc}", unit, give_up=QuestionEmail.State.FAILED)
-        email.save()
+        outbox.save_attempt(email)
         return email
     # Sent. A crash from here to the commit below (the worker killed, the database away) leaves the
     # row pending, so it is sent again once its lease lapses: the owner may get the email twice.
@@ -156,5 +156,5 @@ def attempt_question_email(email_pk: int) -> QuestionEmail | None:
     email.sent_at = timezone.now()
     email.leased_until = None
     email.last_error = ""
-    email.save()
+    outbox.save_attempt(email)
     return email

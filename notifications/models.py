@@ -9,6 +9,7 @@ is a row of its own once the question outlives the grace period, sent the same w
 from __future__ import annotations
 
 import uuid
+from typing import ClassVar
 
 from django.conf import settings
 from django.db import models
@@ -66,12 +67,15 @@ class OutboxItem(models.Model):
     leased_until = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)
     state: str  # each outbox's own choices, PENDING among them
+    OUTBOX: ClassVar[str]  # its name in OutboxEnds
 
     class Meta:
         abstract = True
 
 
 class WebhookDelivery(OutboxItem):
+    OUTBOX = "webhook"
+
     class State(models.TextChoices):
         PENDING = PENDING
         DELIVERED = "delivered"
@@ -119,6 +123,8 @@ class WebhookAttempt(models.Model):
 class QuestionEmail(OutboxItem):
     """The email about one question (R-NT3), written once the question outlives the grace period."""
 
+    OUTBOX = "email"
+
     class State(models.TextChoices):
         PENDING = PENDING
         SENT = "sent"
@@ -136,3 +142,20 @@ class QuestionEmail(OutboxItem):
 
     def __str__(self) -> str:
         return f"question email {self.interaction_id}"
+
+
+class OutboxEnds(models.Model):
+    """Rows of one outbox (its OUTBOX) that left pending for one state: how many ever did, counted
+    in the transaction that moved them (outbox.count_ends), so GET /metrics reads a few rows
+    rather than every delivery stored; only grows, whatever retention removes. A row sent again
+    by hand (the admin's redeliver) is pending again, and counted again when it ends again."""
+
+    outbox = models.CharField(max_length=16)
+    state = models.CharField(max_length=16)
+    items = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["outbox", "state"], name="unique_outbox_ends_state")]
+
+    def __str__(self) -> str:
+        return f"{self.outbox} {self.state}: {self.items}"

@@ -13,10 +13,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import TypeVar
 
+from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from .models import PENDING, OutboxItem
+from kernel.counters import add_to_row
+
+from .models import PENDING, OutboxEnds, OutboxItem
 
 Item = TypeVar("Item", bound=OutboxItem)
 
@@ -73,6 +76,22 @@ def retry_or_give_up(item: OutboxItem, error: str, unit: float, *, give_up: str)
         item.state = give_up
     else:
         item.next_attempt_at = timezone.now() + timedelta(seconds=delay)
+
+
+def save_attempt(item: OutboxItem) -> None:
+    """Save a claimed row after its attempt; if that ended it (sent, given up, skipped: it was
+    pending when claimed), count its end in the same transaction."""
+    with transaction.atomic():
+        item.save()
+        if item.state != PENDING:
+            count_ends(type(item), item.state)
+
+
+def count_ends(outbox: type[OutboxItem], state: str, items: int = 1) -> None:
+    """Inside the transaction that moves `items` pending rows of `outbox` to `state`: the count
+    GET /metrics reads (OutboxEnds), rolled back with the move if it is."""
+    if items:
+        add_to_row(OutboxEnds, {"outbox": outbox.OUTBOX, "state": state}, items=items)
 
 
 def due(rows: QuerySet[Item], limit: int) -> list[int]:

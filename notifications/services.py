@@ -76,9 +76,10 @@ def delete_endpoint(owner, endpoint_id: Any) -> None:
         raise NotFound("WEBHOOK_NOT_FOUND", f"no webhook {endpoint_id}")
     endpoint.deleted_at = timezone.now()
     endpoint.save(update_fields=["deleted_at"])
-    endpoint.deliveries.filter(state=WebhookDelivery.State.PENDING).update(
+    abandoned = endpoint.deliveries.filter(state=WebhookDelivery.State.PENDING).update(
         state=WebhookDelivery.State.FAILED, last_error=ENDPOINT_DELETED
     )
+    outbox.count_ends(WebhookDelivery, WebhookDelivery.State.FAILED, abandoned)
 
 
 def endpoints_of(owner):
@@ -285,7 +286,7 @@ def attempt_delivery(delivery_pk: int) -> WebhookDelivery | None:
             outbox.retry_or_give_up(delivery, answer.error, unit, give_up=WebhookDelivery.State.FAILED)
         else:
             delivery.state = WebhookDelivery.State.FAILED
-        delivery.save()
+        outbox.save_attempt(delivery)
     return delivery
 
 

@@ -6,17 +6,18 @@ through `hooks.py`.
 | module | role |
 |---|---|
 | `models.py` | `Run`, `Interaction`, `RunEvent`, turn usage; the rows that coordinate workers (`OwnerQueue`, the dispatch lock, recovered workers) |
-| `services/` | the only writer of a run's state, one transaction per change with its event: `admission`, `dispatching`, `claims`, `interactions`, `lifecycle.transition` (the state machine), `spend` (the relay's counts and refusals), `security` (keys found in output) |
+| `services/` | the only writer of a run's state, one transaction per change with its event: `admission`, `dispatching`, `claims`, `activity` (a running turn's agent activity), `interactions`, `replies` (the one way a reply comes in), `lifecycle.transition` (the state machine), `spend` (the relay's counts and refusals), `security` (keys found in output) |
 | `selectors.py` | reads of runs through the caller's visibility |
 | `events.py` | appending numbered run events and waking listeners after commit |
 | `hooks.py` | what other apps add without runs importing them: signals at a status change and at admission with a callback URL, jobs for the supervisor's tick |
 | `task_queue.py` | turns handed to the django-q2 cluster (by task name: `worker.tasks`) |
+| `turn_end.py` | a finished turn taken to the run's next state, the worker's one entry (`end_turn`): outcome, artifacts, repair review, keys in output, completion |
 | `outcome.py` | what a finished turn means: the completion gates |
 | `artifacts.py` | collecting the files a final answer declares |
 | `repair.py` | output repair rounds in the same engine session |
 | `runfiles.py` | reading an agent's run directory without trusting its shape |
 | `usage.py` | token usage, cost and duration per turn, run and aggregate |
-| `supervision.py` | recovery at worker start and the once-a-second tick: deadlines, dead claims, re-dispatch, the jobs other apps registered |
+| `supervision.py` | recovery at worker start and the once-a-second tick: deadlines, dead claims, re-dispatch, the jobs other apps registered; the worker's retry policy for the database |
 | `retention.py` | removing the folders of old finished runs |
 | `sweeps.py` | removing temporary folders: a run's staging when it ends, what a killed process left once old enough (hourly) |
 | `cache.py` | reusing an identical earlier auto run's result |

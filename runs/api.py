@@ -24,7 +24,7 @@ from kernel.byte_ranges import RangeNotSatisfiable, file_chunks, requested_range
 from kernel.errors import ApplicationError, Conflict, NotFound
 from kernel.middleware import oversized_body
 from kernel.negotiation import JsonWhateverTheClientAccepts
-from kernel.throttles import REPLY_SCOPE, RUN_CREATE_SCOPE
+from kernel.throttles import RUN_CREATE_SCOPE
 
 from . import selectors, services
 from .bundles import bundle_path
@@ -197,22 +197,10 @@ class PendingInteractionView(APIView):
 
 
 class ReplyView(APIView):
-    throttle_classes = [ScopedRateThrottle]
-    throttle_scope = REPLY_SCOPE
-
     @extend_schema(request=ReplyInput, responses=StateChangeOutput)
     def post(self, request, request_id):
-        run = selectors.run_for(request.user, request_id)
-        payload = ReplyInput(data=request.data)
-        payload.is_valid(raise_exception=True)
-        data = payload.validated_data
-        run = services.submit_reply(
-            run,
-            user=request.user,
-            interaction_id=data["interaction_id"],
-            response=data["response"],
-            idempotency_key=data["idempotency_key"],
-        )
+        # The body is parsed only once the reply is within the rate and the run visible.
+        run = services.receive_reply(request.user, request_id, lambda _run: services.SentReply(request.data))
         return Response({"request_id": str(run.pk), "status": run.status, "accepted": True})
 
 

@@ -2,7 +2,7 @@
 
 Pure functions over the engine-neutral TurnResult, the skill's output schema and the run
 directory, which they read but never change: a declared artifact the output points at is
-returned as a move for the caller (worker.execution) to make; the state change itself is made by
+returned as a move for the caller (runs.turn_end) to make; the state change itself is made by
 runs.services.
 """
 

@@ -8,11 +8,12 @@ checked for every configured key (enginehost.config.configured_secrets); a hit i
 
 Where, and why there:
 
-- Once, when a turn ends (worker.execution._finish_turn): the logs are redacted as they are written
-  (kernel.logging.redact_stream), the answer before it becomes the result, and the files
-  under `artifacts/` (after collection moved the answer's files in) are read once; the rare file
-  holding a key is rewritten in place (runs.runfiles.rewrite_file: never through a link). That
-  costs one read of the turn's artifacts, and a write only on a hit.
+- Once, when a turn ends: the logs are redacted as they are written and the answer before it
+  becomes the result (kernel.logging.redact_stream, worker.execution._finish_turn), the files
+  under `artifacts/` (after collection moved the answer's files in) are read once
+  (runs.turn_end.end_turn); the rare file holding a key is rewritten in place
+  (runs.runfiles.rewrite_file: never through a link). That costs one read of the turn's
+  artifacts, and a write only on a hit.
 - Every time a file of the agent's is served (artifact downloads and previews, the bundle's
   members): its bytes pass through kernel.logging.ValueRedactor on their way out
   (`RedactingReader`), in memory bounded by the read size whatever the file, a key cut by a read's

@@ -1,7 +1,7 @@
 """The questions waiting for a user as the inbox shows and answers them (R-NT4): a card's
-summary of its run, and an answer given there, through the same service and reply rate limit as
-the REST endpoint and the run socket. The inbox page (`views.inbox_page`) and its socket
-(`live.inbox`) both use them.
+summary of its run, and an answer given there, through the same way in as the REST endpoint and
+the run socket (`runs.services.receive_reply`). The inbox page (`views.inbox_page`) and its
+socket (`live.inbox`) both use them.
 """
 
 from __future__ import annotations
@@ -13,11 +13,9 @@ from django.urls import reverse
 from rest_framework.exceptions import ValidationError
 
 from kernel.errors import ApplicationError
-from kernel.throttles import REPLY_SCOPE, check_rate
 
 from . import selectors, services
-from .models import Interaction
-from .serializers import ReplyInput
+from .models import Interaction, Run
 
 # Values of a run's input and parameters shown on its inbox card, and their length at most.
 SHOWN_VALUES = 4
@@ -74,18 +72,12 @@ def posted_response(form) -> Any:
 def answer(user, request_id: str, interaction_id: Any, response: Any, option: str | None = None):
     """One inbox answer, exactly as POST /v1/jobs/{id}/interaction/reply would take it. A quick
     reply names its option by index and sends that option's value (R-FS4)."""
-    run = selectors.run_for(user, request_id)
-    check_rate(user, REPLY_SCOPE)
-    if option is not None:
-        response = _option_value(run, interaction_id, option)
-    payload = ReplyInput(data={"interaction_id": interaction_id, "response": response})
-    payload.is_valid(raise_exception=True)
-    return services.submit_reply(
-        run,
-        user=user,
-        interaction_id=payload.validated_data["interaction_id"],
-        response=payload.validated_data["response"],
-    )
+
+    def sent(run: Run) -> services.SentReply:
+        chosen = response if option is None else _option_value(run, interaction_id, option)
+        return services.SentReply({"interaction_id": interaction_id, "response": chosen})
+
+    return services.receive_reply(user, request_id, sent)
 
 
 def _option_value(run, interaction_id: Any, option: str) -> Any:

@@ -2,7 +2,8 @@
 artifact goes back to the same engine session with the problems listed, for a few rounds.
 
 Pure: ``review`` turns the decision of a finished turn into a repair round, or marks how the
-repair ended; runs.services applies it and worker.execution sends the prompt.
+repair ended; runs.turn_end asks it, runs.services applies it and worker.execution sends the
+prompt.
 """
 
 from __future__ import annotations

@@ -8,10 +8,11 @@ import logging
 import os
 import socket
 import threading
+import time
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import close_old_connections, connections
+from django.db import InterfaceError, OperationalError, close_old_connections, connection, connections
 from django.utils import timezone
 
 from engines.process import kill_process_groups, pid_alive
@@ -22,9 +23,28 @@ from .models import InteractiveProfile, RecoveryState, Run, RunStatus, WorkerClu
 logger = logging.getLogger(__name__)
 
 # How long a finished turn keeps trying to record its outcome while the database is away
-# (worker.execution.retry_while_database_away); the reaper of this host gives a live worker's
-# claim that long beyond the usual staleness.
+# (retry_while_database_away); the reaper of this host gives a live worker's claim that long
+# beyond the usual staleness.
 OUTCOME_RETRY_SECONDS = 60.0
+
+
+def retry_while_database_away(operation, *args, pause: float = 0.5):
+    """The worker's one retry policy for the database: every service call it makes outside an
+    engine's turn (claiming, waiting, recording a turn's end, starting up) goes through here, so
+    a short outage delays it instead of failing or losing the run. During a turn the claim checks
+    (worker.execution.ClaimControl) never wait: they let the engine run on until the claim would
+    go stale."""
+    attempts = round(OUTCOME_RETRY_SECONDS / pause)
+    for attempt in range(attempts):
+        try:
+            return operation(*args)
+        except (OperationalError, InterfaceError):
+            if attempt == attempts - 1:
+                raise
+            if attempt == 0:
+                logger.warning("the database did not answer; trying again for %.0fs", OUTCOME_RETRY_SECONDS)
+            connection.close()
+            time.sleep(pause)
 
 
 def stale_claim_seconds() -> float:

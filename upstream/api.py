@@ -15,13 +15,11 @@ from rest_framework import serializers
 from rest_framework.parsers import MultiPartParser
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
-from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from accounts.authentication import BasicChallenge
 from kernel.errors import ApplicationError
 from kernel.negotiation import JsonWhateverTheClientAccepts
-from kernel.throttles import REPLY_SCOPE
 from live.sse import EventStreamView as RunEventStreamView
 from live.sse import follow_log, sse_response
 from runs import api as jobs
@@ -146,8 +144,6 @@ class ReplyFilesView(APIView):
     """POST /v1/jobs/{id}/interaction/reply/files (R-UP6): a reply with files, decided by the same
     service as every reply; the files land in the run directory and the agent is told where."""
 
-    throttle_classes = [ScopedRateThrottle]
-    throttle_scope = REPLY_SCOPE
     parser_classes = [MultiPartParser]
 
     def dispatch(self, request, *args, **kwargs):
@@ -177,20 +173,22 @@ class ReplyFilesView(APIView):
         responses=ReplyAnswer,
     )
     def post(self, request, request_id):
-        run = selectors.run_for(request.user, request_id)
+        run = services.receive_reply(request.user, request_id, lambda _run: self.sent(request))
+        return Response({"request_id": str(run.pk), "status": run.status, "accepted": True, "mode": INTERACTION_MODE})
+
+    def sent(self, request) -> services.SentReply:
+        """The reply the body holds, read (its files staged) only once it is within the rate and
+        the run is visible, so a refused request has nothing to leave behind."""
         reply = read_metadata(request.data)
         files = self.receiver.staged()
         if files is None and reply.text is None:
             raise ApplicationError("REPLY_FILES_INVALID", "a reply needs text, files or both")
-        run = services.submit_reply(
-            run,
-            user=request.user,
-            interaction_id=reply.interaction_id,
-            response=reply.text or "",
-            idempotency_key=reply.idempotency_key,
-            files=files,
-        )
-        return Response({"request_id": str(run.pk), "status": run.status, "accepted": True, "mode": INTERACTION_MODE})
+        fields = {
+            "interaction_id": reply.interaction_id,
+            "response": reply.text or "",
+            "idempotency_key": reply.idempotency_key,
+        }
+        return services.SentReply(fields, files)
 
 
 def ui(request) -> HttpResponseRedirect:

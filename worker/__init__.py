@@ -1,13 +1,13 @@
 """The worker process: `manage.py worker` (and `serve`, which is web and worker in one), its
 django-q2 cluster, and the turns it runs. A turn reads top to bottom in `execution.run_claimed_turn`:
 claim (runs.services), prepare the request, run it through the engine adapter (engines/), finish
-(the outcome decided by runs.outcome, recorded by runs.services). It changes a run only through
-`runs.services`; `runs` names its task by string only (`runs.task_queue.TURN_TASK`).
+(the logs saved and the answer scrubbed here, the rest by `runs.turn_end.end_turn`). It changes a
+run only through `runs.services`; `runs` names its task by string only (`runs.task_queue.TURN_TASK`).
 
 | module | role |
 |---|---|
-| `execution.py` | one turn: claim, build the request, drive the adapter (a resident process for sticky runs), decide and record the outcome, with the provider keys it left redacted and recorded (R-SB10); the worker's one retry policy for the database (`retry_while_database_away`) |
-| `turn_activity.py` | a turn's agent activity as `activity` events, coalesced and capped |
+| `execution.py` | one turn: claim, build the request, drive the adapter (a resident process for sticky runs), save its logs and scrub configured keys from its answer (R-SB10), then hand it to `runs.turn_end.end_turn`; every service call through `runs.supervision.retry_while_database_away` |
+| `turn_activity.py` | a turn's agent activity coalesced and capped, written through `runs.services.append_activity` |
 | `tasks.py` | the django-q2 entry point of a turn |
 | `cluster.py` | the worker's django-q2 cluster, started and stopped by the worker |
 | `management/commands/worker.py` | the worker: start-up recovery, the supervisor, the cluster, its stop |

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from django.conf import settings
-from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connection
+from django.db import DatabaseError, close_old_connections, connection
 
 from enginehost.config import configured_secrets
 from enginehost.skill_runtime import dependency_environment, run_engine_config, template_body
@@ -26,7 +26,6 @@ from engines.prompt import PromptTemplateError, first_turn_prompt
 from engines.registry import get_adapter
 from engines.relay import RelayLedger
 from engines.types import (
-    FAILURE_ABORTED,
     ArtifactSpec,
     EngineConfig,
     Interaction,
@@ -39,14 +38,11 @@ from kernel.logging import redact_stream, redact_values
 from processes import wakeups
 from processes.forking import Flag
 from runs import services
-from runs.artifacts import collect_artifacts
 from runs.inputs import resolve_file_inputs
 from runs.models import InteractiveProfile, Run, RunStatus
-from runs.outcome import TurnDecision, decide, list_artifacts
-from runs.output_keys import RESULT, redact_artifacts
-from runs.repair import RepairBudget, review
 from runs.spend import relay_ledger
-from runs.supervision import OUTCOME_RETRY_SECONDS, stale_claim_seconds
+from runs.supervision import retry_while_database_away, stale_claim_seconds
+from runs.turn_end import end_turn
 
 from .turn_activity import ActivitySink
 
@@ -186,24 +182,6 @@ class ClaimControl:
         return self._lost
 
 
-def retry_while_database_away(operation, *args, pause: float = 0.5):
-    """The worker's one retry policy for the database: every service call it makes outside an
-    engine's turn (claiming, waiting, recording an outcome, starting up) goes through here, so a
-    short outage delays it instead of failing or losing the run. During a turn the claim checks
-    (ClaimControl) never wait: they let the engine run on until the claim would go stale."""
-    attempts = round(OUTCOME_RETRY_SECONDS / pause)
-    for attempt in range(attempts):
-        try:
-            return operation(*args)
-        except (OperationalError, InterfaceError):
-            if attempt == attempts - 1:
-                raise
-            if attempt == 0:
-                logger.warning("the database did not answer; trying again for %.0fs", OUTCOME_RETRY_SECONDS)
-            connection.close()
-            time.sleep(pause)
-
-
 def _artifact_specs(run: Run) -> tuple[ArtifactSpec, ...]:
     return tuple(
         ArtifactSpec(role=a["role"], filename=a["filename"], required=a["required"], output_property=a.get("property"))
@@ -291,74 +269,26 @@ def _without_secrets(turn: TurnResult, secrets: tuple[str, ...]) -> TurnResult:
     )
 
 
-def _record_keys_found(run: Run, found: list[str], secrets: tuple[str, ...]) -> None:
-    """R-SB10 at the turn's end: the files the agent left in artifacts/ redacted in place, and
-    every place a configured key was found (`found` so far, and those files) recorded once."""
-    found = found + redact_artifacts(run.run_dir, secrets)
-    if found:
-        retry_while_database_away(services.record_keys_in_output, run.pk, run.attempt_number, found)
-
-
 def _finish_turn(
     run: Run, worker: str, prompt: str, turn: TurnResult, control: ClaimControl, resident: ResidentSession | None = None
 ) -> Run | None:
-    """Decide the turn and record it; ``resident`` is the process a sticky run continues in."""
+    """The worker's part of a turn's end: its claim control ended, the logs saved and the answer
+    scrubbed of configured keys; runs.turn_end takes the run on. ``resident`` is the process a
+    sticky run continues in."""
     duration_ms = control.end_turn()  # activity events come before the turn's outcome
     secrets = configured_secrets()
-    found = _save_logs(run.records_dir, run.attempt_number, prompt, turn, secrets)
-    answer, turn = turn, _without_secrets(turn, secrets)
-    if turn != answer:
-        found.append(RESULT)
-    if turn.failure_reason == FAILURE_ABORTED:
-        _record_keys_found(run, found, secrets)
-        return None  # the claim ended (cancel): services already recorded why
-    output_schema = run.version.schemas["output"]
-    decision = decide(
-        mode=run.options.execution_mode,
-        turn=turn,
-        output_schema=output_schema,
-        artifact_specs=run.version.artifacts,
-        run_dir=run.run_dir,
-        attempt_number=run.attempt_number,
-        max_attempt=run.version.max_attempt,
-        needs_session_handle=run.interactive_profile == InteractiveProfile.RESUMABLE,
-        repair_rounds=run.repair_rounds,
-    )
-    if decision.status == RunStatus.SUCCEEDED:
-        # outcome only read the run directory; the files are gathered here, before a repair
-        # review, so that a file gone meanwhile is an ARTIFACT_MISSING like any other.
-        decision = _collected(decision, run)
+    logs_with_keys = _save_logs(run.records_dir, run.attempt_number, prompt, turn, secrets)
+    scrubbed = _without_secrets(turn, secrets)
     can_continue = resident.is_alive() if resident is not None else bool(turn.session_handle or run.session_handle)
-    budget = RepairBudget(
-        round=run.repair_round,
-        max_rounds=run.options.max_repair_rounds,
+    return end_turn(
+        run,
+        worker,
+        scrubbed,
+        duration_ms=duration_ms,
         can_continue=can_continue,
+        logs_with_keys=logs_with_keys,
+        answer_redacted=scrubbed != turn,
     )
-    decision = review(
-        decision, budget, output_schema=output_schema, run_dir=run.run_dir, mode=run.options.execution_mode
-    )
-    _record_keys_found(run, found, secrets)  # after collection moved the answer's files into artifacts/
-    return retry_while_database_away(
-        services.complete_turn, run.pk, run.attempt_number, worker, turn, decision, duration_ms
-    )
-
-
-def _collected(decision: TurnDecision, run: Run) -> TurnDecision:
-    """A succeeded decision with its declared files gathered into artifacts/ and the answer's
-    paths rewritten to them (R-OU1); a file gone since the decision makes it ARTIFACT_MISSING."""
-    collection = collect_artifacts(decision.data or {}, run.version.artifacts, run.run_dir)
-    warnings = decision.warnings + collection.warnings
-    artifacts = list_artifacts(run.run_dir)
-    if collection.error:
-        return dataclasses.replace(
-            decision,
-            status=RunStatus.FAILED,
-            error=collection.error,
-            problems=collection.problems,
-            warnings=warnings,
-            artifacts=artifacts,
-        )
-    return dataclasses.replace(decision, data=collection.data, warnings=warnings, artifacts=artifacts)
 
 
 def run_claimed_turn(request_id: str, attempt_number: int) -> None:

@@ -2,8 +2,8 @@
 engine output become `activity` events.
 
 The engine's output reader thread hands items to an ActivitySink, which never blocks it; the
-sink's own thread appends them through the events service (runs.events.append_events), so they
-reach websockets and SSE like every other event. Volume is bounded here:
+sink's own thread appends them through runs.services.append_activity while the turn is still
+this worker's, so they reach websockets and SSE like every other event. Volume is bounded here:
 
 * text (reasoning, messages) is coalesced: consecutive text items merge, and text is written at
   most once per TEXT_INTERVAL_SECONDS (tool, file and plan items go at once, for latency);
@@ -22,12 +22,11 @@ import time
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, connection
 
 from enginehost.config import configured_secrets
 from kernel.logging import redact_values
-from runs.events import append_events
-from runs.models import Run, RunStatus
+from runs import services
 
 logger = logging.getLogger(__name__)
 
@@ -71,23 +70,6 @@ def cap_payload(item: dict[str, Any]) -> dict[str, Any]:
     if truncated:
         capped["truncated"] = True
     return capped
-
-
-def append_activity(
-    request_id, attempt_number: int, worker_id: str, payloads: list[tuple[str, dict[str, Any]]]
-) -> bool:
-    """Append activity events while the turn is still this worker's; False once it is not."""
-    with transaction.atomic():
-        run = Run.objects.select_for_update().filter(pk=request_id).first()
-        if (
-            run is None
-            or run.status != RunStatus.RUNNING
-            or run.attempt_number != attempt_number
-            or run.claimed_by != worker_id
-        ):
-            return False
-        append_events(run, payloads)
-    return True
 
 
 class ActivitySink:
@@ -190,7 +172,7 @@ class ActivitySink:
         if not payloads:
             return
         try:
-            if not append_activity(self.request_id, self.attempt_number, self.worker_id, payloads):
+            if not services.append_activity(self.request_id, self.attempt_number, self.worker_id, payloads):
                 self._stopped = True  # the turn is no longer ours (canceled): nothing more to say
         except DatabaseError:
             # Activity is best effort: the turn's outcome is recorded regardless (R-AC2).

@@ -7,6 +7,7 @@ import enum
 from typing import Any
 
 from django.db import connection, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from engines.prompt import REPAIR_PROBLEMS_LISTED
@@ -19,7 +20,7 @@ from ..repair import REPAIRING
 from ..usage import record_turn_usage
 from .dispatching import may_take_slot
 from .interactions import open_wait
-from .lifecycle import locked, transition
+from .lifecycle import transition
 
 
 def claim_turn(request_id, attempt_number: int, worker_id: str) -> Run | None:
@@ -57,12 +58,18 @@ def record_engine_pid(request_id, attempt_number: int, worker_id: str, pid: int)
     Run.objects.filter(pk=request_id, attempt_number=attempt_number, claimed_by=worker_id).update(engine_pid=pid)
 
 
+def turn_claim(request_id, attempt_number: int, worker_id: str) -> QuerySet[Run]:
+    """The run while its turn `attempt_number` is still `worker_id`'s (empty once not): running
+    that attempt under this worker's claim. A cancel, a reaping or the turn's recorded end ends it."""
+    return Run.objects.filter(
+        pk=request_id, attempt_number=attempt_number, claimed_by=worker_id, status=RunStatus.RUNNING
+    )
+
+
 def turn_still_ours(request_id, attempt_number: int, worker_id: str, *, beat: bool) -> bool:
     """Whether the claim on a running turn still holds (a cancel ends it); with `beat`, also
     renews the heartbeat."""
-    claim = Run.objects.filter(
-        pk=request_id, attempt_number=attempt_number, claimed_by=worker_id, status=RunStatus.RUNNING
-    )
+    claim = turn_claim(request_id, attempt_number, worker_id)
     if beat:
         return claim.update(heartbeat_at=timezone.now()) == 1
     return claim.exists()
@@ -99,8 +106,8 @@ def complete_turn(
 ) -> Run | None:
     """Apply a decided turn; a turn whose claim was lost meanwhile (canceled) changes nothing."""
     with transaction.atomic():
-        run = locked(request_id)
-        if run.status != RunStatus.RUNNING or run.attempt_number != attempt_number or run.claimed_by != worker_id:
+        run = turn_claim(request_id, attempt_number, worker_id).select_for_update().first()
+        if run is None:
             return None
         record_turn_usage(run, attempt_number, turn.usage, duration_ms)
         if turn.session_handle:

@@ -199,11 +199,15 @@ def _datetime_param(value: datetime) -> Any:
     return OwnerQueue._meta.get_field("oldest_ready_at").get_db_prep_value(value, connection)
 
 
+def ready_places() -> QuerySet[OwnerQueue]:
+    """The places of owners with a ready run (each counts its owner's, `ready_count`): one row
+    per such owner, however long the queue."""
+    return OwnerQueue.objects.filter(oldest_ready_at__isnull=False)
+
+
 def ready_queue_length() -> int:
-    """How many runs are ready to dispatch, from the owners' places: one row per owner with a
-    ready run, however long the queue."""
-    waiting = OwnerQueue.objects.filter(oldest_ready_at__isnull=False)
-    return waiting.aggregate(length=Sum("ready_count"))["length"] or 0
+    """How many runs are ready to dispatch, from the owners' places."""
+    return ready_places().aggregate(length=Sum("ready_count"))["length"] or 0
 
 
 def run_became_ready(run: Run) -> None:

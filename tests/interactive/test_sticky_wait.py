@@ -128,7 +128,7 @@ def test_without_a_change_the_wait_reads_at_each_heartbeat(settings, waiting_run
 
 
 def test_a_database_error_while_waiting_is_retried_not_fatal(settings, waiting_run, monkeypatch, alice):
-    """The worker's one retry policy (execution.retry_while_database_away) covers the wait: a
+    """The worker's one retry policy (supervision.retry_while_database_away) covers the wait: a
     moment without the database neither fails the run nor lets its process go."""
     from django.db import OperationalError
 

@@ -1,27 +1,53 @@
-"""The figures counted as they happen (metrics.receivers): how runs ended as each moves to its
-last status, the relay's tokens and refusals as they are recorded; each in the transaction that
-records it, and kept when the runs' rows go. A scrape reads those few rows: its statements do not
-grow with the runs and events stored, and none reads the events or the turns."""
+"""The figures counted as they happen (metrics.receivers, notifications.outbox.count_ends): how
+runs ended as each moves to its last status, the relay's tokens and refusals as they are recorded,
+how webhook deliveries and question emails ended; each in the transaction that records it, and
+kept when the rows go. A scrape reads those few rows and the service as it stands, in a pinned
+number of statements whose plans do not grow with the runs, events, deliveries and emails stored."""
 
 from __future__ import annotations
 
 import re
 import uuid
+from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.db import connection, transaction
-from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from engines.relay import RelayRefusal
-from runs.models import Run, RunEvent, RunStatus, TurnUsage
+from notifications.email import attempt_question_email
+from notifications.models import QuestionEmail, WebhookDelivery, WebhookEndpoint
+from notifications.services import attempt_delivery, delete_endpoint, redeliver
+from runs.models import Interaction, Run, RunEvent, RunStatus, TurnUsage
 from runs.services import cancel_run, fail_run, record_relay_activity
 from runs.services.lifecycle import end_without_output, locked
 from tests.api.helpers import create_job
 from tests.metrics.test_metrics import scrape, value
+from tests.support.service_processes import free_port
+from tests.support.webhook_receiver import WebhookReceiver
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 
 TABLE = re.compile(r'\bFROM "(\w+)"|\bJOIN "(\w+)"')
+# A scrape's statements: the request's token (with its user), then metrics.collector's two.
+SCRAPE_STATEMENTS = 3
+# Tables read whole, each a row per label (metrics.models, notifications.models.OutboxEnds), and
+# partial indexes scanned whole, each bounded by what is under way; anything else is read through
+# an index's range (SQLite's plan says SEARCH).
+COUNTER_TABLES = {
+    "metrics_runends",
+    "metrics_turndurations",
+    "metrics_modeltokens",
+    "metrics_relayrefusals",
+    "notifications_outboxends",
+}
+BOUNDED_INDEXES = {
+    "runs_run_slot_holders": "the runs holding a slot",
+    "runs_ownerqueue_turn_order": "the places of owners with a ready run",
+}
+# After this many attempts the retry schedule is over: the next failure gives up.
+PAST_THE_SCHEDULE = 30
 
 
 @pytest.fixture
@@ -99,9 +125,85 @@ def test_a_failure_rolled_back_is_not_counted(queued_runs, staff_api):
     assert runs_by_status(metrics)["failed"] == 0
 
 
+def states(scraped, name: str) -> dict[str, float]:
+    return {sample.labels["state"]: sample.value for sample in scraped[name][2]}
+
+
+def delivery_to(endpoint: WebhookEndpoint, **fields: Any) -> WebhookDelivery:
+    return WebhookDelivery.objects.create(
+        endpoint=endpoint, event="run.succeeded", payload={}, next_attempt_at=timezone.now(), **fields
+    )
+
+
+def test_deliveries_are_counted_as_they_end_and_outlive_their_rows(alice, staff_api, settings, monkeypatch):
+    """Pending deliveries as they stand; delivered and failed (a final answer, the schedule over,
+    the webhook deleted) counted as each ends, again when one is sent again by hand."""
+    settings.SKILLRUNNER_WEBHOOK_ALLOW_PRIVATE = True
+    monkeypatch.setattr("notifications.services.offer", lambda pk: None)  # this test attempts each itself
+    with WebhookReceiver(answers=[200, 410, 500, 500, 200]) as receiver:
+        kept, deleted = (
+            WebhookEndpoint.objects.create(owner=alice, url=receiver.url, events=["run.succeeded"], secret="s")
+            for _ in range(2)
+        )
+        delivered, refused, given_up, retried = (delivery_to(kept) for _ in range(4))
+        WebhookDelivery.objects.filter(pk=given_up.pk).update(attempt_count=PAST_THE_SCHEDULE)
+        for delivery in (delivered, refused, given_up, retried):
+            attempt_delivery(delivery.pk)
+        delivery_to(deleted), delivery_to(deleted)
+        delete_endpoint(alice, deleted.pk)
+        counted = {"pending": 1, "delivered": 1, "failed": 4}
+        assert states(scrape(staff_api), "skillrunner_webhook_deliveries") == counted
+        assert WebhookDelivery.objects.get(pk=retried.pk).state == "pending"  # due again later
+
+        redeliver(WebhookDelivery.objects.filter(pk=delivered.pk))
+        assert states(scrape(staff_api), "skillrunner_webhook_deliveries") == {**counted, "pending": 2}
+        attempt_delivery(delivered.pk)
+        assert len(receiver.received) == 5
+    counted = {**counted, "delivered": 2}  # its second end counted too
+    assert states(scrape(staff_api), "skillrunner_webhook_deliveries") == counted
+
+    WebhookEndpoint.objects.all().delete()  # their deliveries go with them
+    assert states(scrape(staff_api), "skillrunner_webhook_deliveries") == {**counted, "pending": 0}
+
+
+def open_question(run_id: str) -> QuestionEmail:
+    """`run_id` waiting for its owner's answer to a question, and the question's email row, due."""
+    Run.objects.filter(pk=run_id).update(status=RunStatus.WAITING_USER, pending_interaction_id=1)
+    question = Interaction.objects.create(run_id=run_id, interaction_id=1, attempt_number=1, prompt="?", payload={})
+    return QuestionEmail.objects.create(interaction=question, next_attempt_at=timezone.now() - timedelta(seconds=1))
+
+
+def test_question_emails_are_counted_as_they_end_and_outlive_their_rows(alice, queued_runs, staff_api, settings):
+    """Pending emails as they stand; sent, skipped (answered first) and failed (the schedule over)
+    counted as each ends; an attempt rolled back counts nothing."""
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    alice.email = "alice@example.org"
+    alice.save()
+    sent, answered, failing, waiting, rolled_back = (open_question(rid) for rid in queued_runs(5))
+    Interaction.objects.filter(pk=answered.interaction_id).update(answered_at=timezone.now())
+    assert attempt_question_email(sent.pk).state == "sent"
+    assert attempt_question_email(answered.pk).state == "skipped"
+    with pytest.raises(RuntimeError), transaction.atomic():
+        assert attempt_question_email(rolled_back.pk).state == "sent"
+        raise RuntimeError("the change fails after the email went out")
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", free_port()  # nothing listens
+    QuestionEmail.objects.filter(pk=failing.pk).update(attempt_count=PAST_THE_SCHEDULE)
+    assert attempt_question_email(failing.pk).state == "failed"
+
+    counted = {"sent": 1, "skipped": 1, "failed": 1}
+    assert states(scrape(staff_api), "skillrunner_question_emails") == {"pending": 2, **counted}
+    assert QuestionEmail.objects.get(pk=waiting.pk).state == QuestionEmail.objects.get(pk=rolled_back.pk).state
+
+    Run.objects.all().delete()  # retention with SKILLRUNNER_RUN_RETENTION_DELETE_ROWS: questions, emails go
+    assert not QuestionEmail.objects.exists()
+    assert states(scrape(staff_api), "skillrunner_question_emails") == {"pending": 0, **counted}
+
+
 def add_stored_runs(owner, count: int, *, events_each: int = 10) -> None:
     """`count` finished runs written in bulk with their turns and events (a few of them the relay's
-    refusals): what a service that ran them keeps, without counting anything."""
+    refusals), each run's webhook delivery (some still pending) and a question email for every
+    other run: what a service that ran them keeps, without counting anything."""
     template = Run.objects.filter(owner=owner).first()
     assert template is not None
     runs = Run.objects.bulk_create(
@@ -127,22 +229,65 @@ def add_stored_runs(owner, count: int, *, events_each: int = 10) -> None:
         for run in runs
         for seq in range(1, events_each + 1)
     )
+    endpoint = WebhookEndpoint.objects.create(owner=owner, url="https://hooks.example/", events=[], secret="s")
+    now = timezone.now()
+    WebhookDelivery.objects.bulk_create(
+        WebhookDelivery(endpoint=endpoint, run=run, event="run.succeeded", payload={}, next_attempt_at=now, state=state)
+        for n, run in enumerate(runs)
+        for state in [("delivered", "failed", "pending")[n % 3]]
+    )
+    questions = Interaction.objects.bulk_create(
+        Interaction(run=run, interaction_id=1, attempt_number=1, prompt="?", payload={}, answered_at=now)
+        for run in runs[::2]
+    )
+    QuestionEmail.objects.bulk_create(
+        QuestionEmail(interaction=question, next_attempt_at=now, state=("sent", "skipped", "pending")[n % 3])
+        for n, question in enumerate(questions)
+    )
 
 
-def scrape_statements(client) -> list[str]:
-    with CaptureQueriesContext(connection) as statements:
+Statement = tuple[str, Any]
+
+
+def scrape_statements(client) -> list[Statement]:
+    """The statements a scrape runs, with their parameters."""
+    statements: list[Statement] = []
+
+    def record(execute, sql, params, many, context):
+        statements.append((sql, params))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record):
         scrape(client)
-    return [statement["sql"] for statement in statements]
+    return statements
 
 
-def tables_read(statements: list[str]) -> set[str]:
-    return {name for sql in statements for match in TABLE.findall(sql) for name in match if name}
+def tables_read(statements: list[Statement]) -> set[str]:
+    return {name for sql, _ in statements for match in TABLE.findall(sql) for name in match if name}
 
 
-def test_a_scrapes_statements_do_not_grow_with_the_runs_stored_R_OP11(alice, queued_runs, staff_api):
+def unbounded_reads(statements: list[Statement]) -> list[str]:
+    """The steps of SQLite's plans for `statements` that read a table or an index whole, but for
+    the counter tables and the partial indexes of what is under way."""
+    steps = []
+    with connection.cursor() as cursor:
+        for sql, params in statements:
+            cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
+            steps += [row[-1] for row in cursor.fetchall()]
+    whole = re.compile(r"^SCAN (\w+)(?: USING (?:COVERING )?INDEX (\w+))?")
+    return [
+        step
+        for step in steps
+        if (read := whole.match(step)) and read[1] not in COUNTER_TABLES and read[2] not in BOUNDED_INDEXES
+    ]
+
+
+def test_a_scrape_is_three_statements_none_growing_with_the_rows_stored_R_OP11(alice, queued_runs, staff_api):
     """With every family given rows (the counters made), a scrape beside a few runs and one beside
-    many more runs, turns and events runs the same statements; none of them reads the events or
-    the turns, nor every run: what grows with them is counted as it happens."""
+    many more runs, turns, events, deliveries and emails runs the same statements, SCRAPE_STATEMENTS
+    of them; none reads the events or the turns, and every other table but the counters' through
+    a WHERE, which on SQLite is an index's range (or a small partial index): never all the runs,
+    deliveries or emails stored."""
     failing, spender, _ = queued_runs(3)
     fail_run(failing, "ENGINE_FAILED", "exit 3")
     record_relay_activity(spender, 1, 10, [refusal("path")])
@@ -152,7 +297,8 @@ def test_a_scrapes_statements_do_not_grow_with_the_runs_stored_R_OP11(alice, que
     add_stored_runs(alice, 300)
     many = scrape_statements(staff_api)
 
-    assert len(many) == len(few)
+    assert len(few) == len(many) == SCRAPE_STATEMENTS
     assert not {"runs_runevent", "runs_turnusage"} & tables_read(many)
-    # the runs under way, holding a slot or waiting: never all the runs stored
-    assert all(" WHERE " in sql for sql in many if "runs_run" in tables_read([sql]))
+    assert all(" WHERE " in sql for sql, params in many if tables_read([(sql, params)]) - COUNTER_TABLES)
+    if connection.vendor == "sqlite":  # PostgreSQL's planner may read a small table whole, index or not
+        assert unbounded_reads(many) == []

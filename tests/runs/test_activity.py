@@ -8,9 +8,9 @@ import time
 
 import pytest
 
+from runs import services
 from runs.models import RunEvent
 from tests.api.helpers import create_job, haiku_step, wait_until
-from worker import turn_activity
 from worker.turn_activity import ActivitySink, cap_payload
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -121,7 +121,7 @@ def test_text_is_coalesced(monkeypatch, settings):
     """R-AC2: a burst of reasoning chunks becomes a few events, in order, the merged text capped."""
     written: list[list] = []
     monkeypatch.setattr(
-        turn_activity, "append_activity", lambda rid, attempt, worker, payloads: written.append(payloads) or True
+        services, "append_activity", lambda rid, attempt, worker, payloads: written.append(payloads) or True
     )
     sink = ActivitySink("r", 1, "w")
     for index in range(300):

@@ -25,6 +25,18 @@ def _migrate_to_latest() -> None:
     executor.migrate(executor.loader.graph.leaf_nodes())
 
 
+def _finished_run(Run, owner):
+    """A codex run of `owner`'s that succeeded, through the historical model `Run`."""
+    return Run.objects.create(
+        owner=owner,
+        status="succeeded",
+        engine="codex",
+        execution_mode="auto",
+        interactive_profile="resumable",
+        input={},
+    )
+
+
 @pytest.fixture(autouse=True)
 def latest_afterwards(transactional_db):
     """Whatever state a test goes back to, the tests after it find every app's latest."""
@@ -71,14 +83,7 @@ def test_the_webhook_rows_are_the_notifications_apps_after_the_move(django_user_
         before.get_model("runs", name) for name in ("Run", "WebhookEndpoint", "WebhookDelivery", "WebhookAttempt")
     )
     alice = User.objects.create(username="alice")
-    run = Run.objects.create(
-        owner=alice,
-        status="succeeded",
-        engine="codex",
-        execution_mode="auto",
-        interactive_profile="resumable",
-        input={},
-    )
+    run = _finished_run(Run, alice)
     endpoint = Endpoint.objects.create(
         owner=alice, run=run, url="https://hooks.example/run", events=["run.succeeded"], secret="whsec_before"
     )
@@ -201,3 +206,41 @@ def test_the_metrics_counters_start_from_the_runs_stored_R_OP11():
     assert refusals == {("codex", "key_in_request"): 5, ("claude", "key_in_request"): 2, ("claude", "path"): 1}
     fail_run(queued.pk, "TIMEOUT", "later")  # counted as it happens, from the figures carried over
     assert RunEnds.objects.get(status="failed", code="TIMEOUT").runs == 2
+
+
+def test_the_outbox_ends_start_from_the_rows_stored_R_OP11():
+    """How deliveries and emails ended became counters (notifications 0006): at the upgrade they
+    hold the stored rows that had ended, by state, as the scrape counted them before; the rows
+    still pending are counted as they stand, not here."""
+    from notifications.models import OutboxEnds, WebhookDelivery
+    from notifications.outbox import count_ends
+
+    before = _migrate(("notifications", "0005_delivery_tests_and_attempt_details"))
+    User, Run, Interaction = (
+        before.get_model(*name) for name in (("auth", "User"), ("runs", "Run"), ("runs", "Interaction"))
+    )
+    Endpoint, Delivery, Email = (
+        before.get_model("notifications", name) for name in ("WebhookEndpoint", "WebhookDelivery", "QuestionEmail")
+    )
+    alice = User.objects.create(username="alice")
+    run = _finished_run(Run, alice)
+    endpoint = Endpoint.objects.create(owner=alice, url="https://hooks.example/", events=[], secret="s")
+    now = timezone.now()
+    for state in ["delivered", "delivered", "failed", "pending"]:
+        Delivery.objects.create(endpoint=endpoint, event="run.succeeded", payload={}, next_attempt_at=now, state=state)
+    for number, state in enumerate(["sent", "skipped", "skipped", "pending"], start=1):
+        question = Interaction.objects.create(run=run, interaction_id=number, attempt_number=1, prompt="?", payload={})
+        Email.objects.create(interaction=question, next_attempt_at=now, state=state)
+
+    _migrate_to_latest()
+    ends = {
+        (outbox, state): items for outbox, state, items in OutboxEnds.objects.values_list("outbox", "state", "items")
+    }
+    assert ends == {
+        ("webhook", "delivered"): 2,
+        ("webhook", "failed"): 1,
+        ("email", "sent"): 1,
+        ("email", "skipped"): 2,
+    }
+    count_ends(WebhookDelivery, "failed")  # counted as it happens, from the figures carried over
+    assert OutboxEnds.objects.get(outbox="webhook", state="failed").items == 2

@@ -148,3 +148,50 @@ def test_replies_are_rate_limited_on_the_api_and_the_socket_alike(api, install_s
     assert answer.get("code") == "RATE_LIMITED", answer
     run = Run.objects.get(pk=rid)
     assert run.status == "waiting_user" and run.attempt_number == 1, (run.status, run.attempt_number)
+
+
+def test_a_reply_has_one_budget_whatever_the_transport(api, client, alice, install_skill, fake_codex, monkeypatch):
+    """One way in for a reply (runs.services.receive_reply): the REST endpoint, the run socket and
+    the inbox take from one budget, each reply counted once. With three a minute, one reply by each
+    uses it up, and the fourth is refused whichever of them it comes by."""
+    from runs.models import Run
+    from tests.interactive.helpers import ask, error_code, reply, start
+    from tests.ui.conftest import run_async, run_socket, token_headers
+
+    install_skill("trip-planner")
+    fake_codex.script(ask("Where to?"))
+    rid = start(api)
+    client.force_login(alice)
+
+    def by_rest(interaction_id: int) -> str | None:
+        sent = reply(api, rid, interaction_id, "Oslo")
+        assert sent.status_code != 429 or int(sent["Retry-After"]) > 0
+        return error_code(sent)
+
+    def by_inbox(interaction_id: int) -> str | None:
+        form = {"request_id": rid, "interaction_id": str(interaction_id), "response": "Oslo"}
+        return error_code(client.post("/inbox/", form, HTTP_ACCEPT="application/json"))
+
+    def by_socket(interaction_id: int) -> str | None:
+        async def send() -> dict:
+            socket = run_socket(rid, token_headers(api), after_seq=999)
+            assert (await socket.connect())[0]
+            assert (await socket.receive_json_from(5))["type"] == "snapshot"
+            await socket.send_json_to({"type": "reply", "interaction_id": interaction_id, "response": "Oslo"})
+            answer = await socket.receive_json_from(10)
+            await socket.disconnect()
+            return answer
+
+        return run_async(send).get("code")
+
+    forget_throttling(alice)
+    monkeypatch.setattr(SimpleRateThrottle, "THROTTLE_RATES", {"interaction_reply": "3/min"})
+    try:
+        # Each reaches the service (a stale interaction) and is counted once.
+        assert [by_rest(99), by_socket(99), by_inbox(99)] == ["INTERACTION_STALE"] * 3
+        # The fourth, by any of them, is over the one budget, though the run would take it.
+        assert [by_inbox(1), by_socket(1), by_rest(1)] == ["RATE_LIMITED"] * 3
+    finally:
+        forget_throttling(alice)
+    run = Run.objects.get(pk=rid)
+    assert run.status == "waiting_user" and run.attempt_number == 1, (run.status, run.attempt_number)

@@ -23,10 +23,11 @@ from runs.supervision import (
     recover_on_worker_start,
     release_own_claims,
     renew_worker_heartbeat,
+    retry_while_database_away,
     start_supervisor,
 )
 from worker.cluster import TaskCluster, stop_grace_seconds
-from worker.execution import CLUSTER_TOKEN_ENV, retry_while_database_away, share_stop_flag
+from worker.execution import CLUSTER_TOKEN_ENV, share_stop_flag
 
 logger = logging.getLogger(__name__)
 
