@@ -106,7 +106,6 @@
       },
       limits: JSON.parse(page.dataset.replyFileLimits),
     });
-    item.showFieldErrors = built.showFieldErrors;
     if (built.element) item.querySelector(".kind-form-slot").appendChild(built.element);
     item.querySelector(".answer-row").hidden = !built.allowsText;
     item.querySelector(".answer-label").textContent = built.textLabel;
@@ -160,7 +159,6 @@
       });
       const body = await response.json();
       if (!response.ok) {
-        if (body.detail.field_errors) item.showFieldErrors(body.detail.field_errors);
         throw new Error(body.detail.message + " (" + body.detail.code + ")");
       }
       item.classList.replace("sending", "answered");

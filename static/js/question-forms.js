@@ -149,7 +149,7 @@
       event.preventDefault();
       sendForm.click();
     });
-    return { element: group, showFieldErrors: showFieldErrors };
+    return { element: group };
   }
 
   // --- upload_files ---------------------------------------------------------------------------
@@ -302,9 +302,8 @@
   const BUILDERS = { confirm: confirmControls, fill_fields: fieldsForm, upload_files: filePicker, risk_ack: acknowledgement };
 
   // What a question's kind adds to a page's answer area: `element` (null when the kind needs no
-  // control of its own), whether free text is offered and under which label (a short one for a
-  // one-line box), and for a form a
-  // way to show the service's per-field errors. `actions` has send(response, caption) (the
+  // control of its own), and whether free text is offered and under which label (a short one for
+  // a one-line box). `actions` has send(response, caption) (the
   // caption names the answer for a confirmation), sendFiles(files) and the file reply's limits.
   function build(pending, actions) {
     const builder = BUILDERS[pending.kind];
@@ -315,7 +314,6 @@
       allowsText: pending.kind !== "choose_one" || hints(pending).allow_free_text !== false,
       textLabel: built.textLabel || (own ? "Your answer" : "Or answer in your own words"),
       shortLabel: built.shortLabel || (own ? "Your answer" : "Or in your own words"), // a one-line box's placeholder
-      showFieldErrors: built.showFieldErrors || function () {},
     };
   }
 

@@ -1263,7 +1263,6 @@
     state.sending = false;
     replyError.textContent = message.message + " (" + message.code + ")";
     replyError.hidden = false;
-    if (message.field_errors && state.question) state.question.showFieldErrors(message.field_errors);
     updateControls();
   }
 
