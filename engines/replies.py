@@ -1,118 +1,45 @@
-"""A person's reply to a question, in the form its kind suggests, and how it reads as text.
+"""A person's reply to a question, and how it reads as text.
 
-Free text answers every kind (R-LC3, R-LC5): a string, upstream's `{"text": "…"}`, or any other
-JSON value is taken as it is, so upstream's clients keep working whatever the agent asked. A
-*structured* reply is an object of exactly one of these forms, and is checked against the
-question it answers:
+Any JSON value answers any question (R-LC3): `kind` is display metadata, and the service never
+checks a reply against it or its hint data. Upstream's clients send text (a string or
+`{"text": "…"}`); the pages send a *structured* reply, an object of exactly one of these forms:
 
-- `{"choice": <value>}` answers choose_one: the value of one of its options;
-- `{"confirmed": true|false}` answers confirm;
-- `{"fields": {<name>: <value>, …}}` answers fill_fields: every required field given, each value
-  of its field's type, no field the question did not ask for;
-- `{"acknowledged": true|false}` answers risk_ack (false declines the risk).
+- `{"choice": <value>}` (choose_one's buttons: an option's value);
+- `{"confirmed": true|false}` (confirm);
+- `{"fields": {<name>: <value>, …}}` (fill_fields; the page checks the form before sending);
+- `{"acknowledged": true|false}` (risk_ack; false declines the risk).
 
 Files (upload_files) come through the file-reply path (R-UP6) and are recorded as
-`{"text", "files"}`. The agent reads every reply as text (`readable_reply`).
+`{"text", "files"}`. The agent reads every reply as text (`readable_reply`): a structured reply in
+words, whatever the question was; an object of another shape as its JSON.
 """
 
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from datetime import date
 from typing import Any
 
-FORMS = {"choice": "choose_one", "confirmed": "confirm", "fields": "fill_fields", "acknowledged": "risk_ack"}
-_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
-
-
-@dataclass(frozen=True)
-class ReplyProblem:
-    """Why a structured reply cannot answer its question: a stable code, a message, and for a
-    form the problem of each field by name."""
-
-    code: str
-    message: str
-    errors: dict[str, str] = field(default_factory=dict)
+# A structured reply's one key, the kind whose page sends it, and the shape its value must have
+# to be read in words ("true" for `{"confirmed": "sure"}` would put words in the person's mouth).
+FORMS: dict[str, tuple[str, type]] = {
+    "choice": ("choose_one", object),
+    "confirmed": ("confirm", bool),
+    "fields": ("fill_fields", dict),
+    "acknowledged": ("risk_ack", bool),
+}
 
 
 def structured_kind(response: Any) -> str | None:
-    """The kind a structured reply answers, or None for free text."""
-    if isinstance(response, dict) and len(response) == 1:
-        return FORMS.get(next(iter(response)))
-    return None
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _is_date(value: Any) -> bool:
-    try:
-        return isinstance(value, str) and date.fromisoformat(value).isoformat() == value
-    except ValueError:
-        return False
-
-
-_TYPE_CHECKS = {
-    "text": (lambda value: isinstance(value, str), "text"),
-    "textarea": (lambda value: isinstance(value, str), "text"),
-    "number": (_is_number, "a number"),
-    "integer": (lambda value: isinstance(value, int) and not isinstance(value, bool), "a whole number"),
-    "boolean": (lambda value: isinstance(value, bool), "true or false"),
-    "date": (_is_date, "a date as YYYY-MM-DD"),
-    "email": (lambda value: isinstance(value, str) and bool(_EMAIL.match(value)), "an e-mail address"),
-}
+    """The kind whose page sends this structured reply, or None for text and any other value."""
+    if not (isinstance(response, dict) and len(response) == 1):
+        return None
+    form, value = next(iter(response.items()))
+    known = FORMS.get(form)
+    return known[0] if known is not None and isinstance(value, known[1]) else None
 
 
 def _blank(value: Any) -> bool:
     return value is None or (isinstance(value, str) and not value.strip())
-
-
-def field_errors(fields: list[Mapping[str, Any]], values: Any) -> dict[str, str]:
-    """The problem of each field of a fill_fields reply, by field name ("" for the whole reply)."""
-    if not isinstance(values, dict):
-        return {"": "fields must be an object of field values by name"}
-    asked = {spec["name"]: spec for spec in fields}
-    errors = {name: "this field was not asked for" for name in values if name not in asked}
-    for name, spec in asked.items():
-        value = values.get(name)
-        if _blank(value):
-            if spec.get("required"):
-                errors[name] = "this field is required"
-            continue
-        check, expected = _TYPE_CHECKS.get(spec.get("type", "text"), _TYPE_CHECKS["text"])
-        if not check(value):
-            errors[name] = f"expected {expected}"
-    return errors
-
-
-def reply_problem(pending: Mapping[str, Any], response: Any) -> ReplyProblem | None:
-    """What is wrong with `response` as the answer to `pending` (its pending payload), or None.
-    Only structured replies are checked: free text always answers (R-LC3)."""
-    kind = structured_kind(response)
-    if kind is None:
-        return None
-    asked = pending.get("kind") or "open_text"
-    if kind != asked:
-        return ReplyProblem(
-            "REPLY_KIND_MISMATCH", f"a {next(iter(response))!r} reply answers a {kind} question; this one is {asked}"
-        )
-    hints = pending.get("ui_hints") or {}
-    if kind == "choose_one":
-        values = [option.get("value", option.get("label")) for option in pending.get("options") or []]
-        if not any(json.dumps(response["choice"], sort_keys=True) == json.dumps(v, sort_keys=True) for v in values):
-            return ReplyProblem("REPLY_CHOICE_UNKNOWN", "choice must be the value of one of the question's options")
-    elif kind == "fill_fields":
-        errors = field_errors(hints.get("fields") or [], response["fields"])
-        if errors:
-            return ReplyProblem("REPLY_FIELDS_INVALID", "the form's values do not fit its fields", errors)
-    elif not isinstance(next(iter(response.values())), bool):
-        form = next(iter(response))
-        return ReplyProblem(f"REPLY_{form.upper()}_INVALID", f"{form} must be true or false")
-    return None
 
 
 def _value_text(value: Any) -> str:

@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from engines.prompt import reply_prompt
-from engines.replies import readable_reply, reply_problem
+from engines.replies import readable_reply
 from kernel.errors import ApplicationError, Conflict
 
 from .. import runfiles
@@ -185,7 +185,6 @@ def submit_reply(
             if _is_retry(run, interaction_id, recorded, idempotency_key):
                 return run
             pending = _pending(run)
-            _check_answers(pending, recorded)
             if files is not None:
                 _place_files(run, files, interaction_id)
                 placed = files
@@ -226,15 +225,6 @@ def _is_retry(run: Run, interaction_id: Any, response: Any, idempotency_key: str
             pending_interaction_id=run.pending_interaction_id,
         )
     return False
-
-
-def _check_answers(pending: Interaction, response: Any) -> None:
-    """A structured reply must fit the question it answers (engines.replies); free text always does."""
-    problem = reply_problem(pending.payload, response)
-    if problem is not None and problem.errors:
-        raise ApplicationError(problem.code, problem.message, field_errors=problem.errors)
-    if problem is not None:
-        raise ApplicationError(problem.code, problem.message)
 
 
 def _place_files(run: Run, files: StagedReplyFiles, interaction_id: int) -> None:

@@ -94,7 +94,6 @@ function addKindControls(item, question) {
     },
     limits: JSON.parse(page.dataset.replyFileLimits),
   });
-  item.showFieldErrors = built.showFieldErrors;
   if (built.element) item.querySelector(".kind-form-slot").appendChild(built.element);
   item.querySelector(".answer-row").hidden = !built.allowsText;
   item.querySelector(".answer-label").textContent = built.textLabel;
@@ -143,7 +142,6 @@ async function postAnswer(item, form, request, answer) {
     const response = await postForm(request.url, request.body, form.elements.csrfmiddlewaretoken.value);
     const body = await response.json();
     if (!response.ok) {
-      if (body.detail.field_errors) item.showFieldErrors(body.detail.field_errors);
       throw new Error(body.detail.message + " (" + body.detail.code + ")");
     }
     item.classList.replace("sending", "answered");

@@ -141,7 +141,7 @@ function fieldsForm(pending, actions) {
     event.preventDefault();
     sendForm.click();
   });
-  return { element: group, showFieldErrors: showFieldErrors };
+  return { element: group };
 }
 
 // --- upload_files ---------------------------------------------------------------------------
@@ -307,6 +307,5 @@ export function build(pending, actions) {
     allowsText: pending.kind !== "choose_one" || hints(pending).allow_free_text !== false,
     textLabel: built.textLabel || (own ? "Your answer" : "Or answer in your own words"),
     shortLabel: built.shortLabel || (own ? "Your answer" : "Or in your own words"), // a one-line box's placeholder
-    showFieldErrors: built.showFieldErrors || function () {},
   };
 }

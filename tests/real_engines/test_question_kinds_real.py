@@ -1,8 +1,7 @@
 """Question kinds end to end with the REAL Codex against the scripted model server: the model asks
 for a form (fill_fields) or for files (upload_files) with an ask_user envelope as the interactive
-patch shows it; the run waits on a pending carrying the kind's hint data; a reply that does not fit
-is refused; the fitting one resumes Codex's session, which reads the form in words or the files
-at the paths it is told, in its sandbox.
+patch shows it; the run waits on a pending carrying the kind's hint data; the reply resumes Codex's session,
+which reads the form in words or the files at the paths it is told, in its sandbox.
 
 django-q2 runs turns inline in these tests (tests/settings.py): each POST returns once its turn is over.
 """
@@ -14,7 +13,7 @@ import json
 import pytest
 
 from runs.models import Run
-from tests.interactive.helpers import PLAN, error_code, history_of, pending_of, reply, status_of
+from tests.interactive.helpers import PLAN, history_of, pending_of, reply, status_of
 from tests.support.scripted_model_server import ScriptedModelServer
 from tests.upstream.test_reply_files import reply_files
 
@@ -94,11 +93,6 @@ def test_codex_asks_for_a_form_and_reads_the_answer_in_words(api, install_skill,
     skill_copy = next(Run.objects.get(pk=request_id).run_dir.rglob("trip-planner/SKILL.md")).read_text()
     assert '"kind": "fill_fields"' in skill_copy and '"kind": "risk_ack"' in skill_copy
 
-    refused = reply(api, request_id, 1, {"fields": {"city": "Kyoto", "days": "two"}})
-    assert refused.status_code == 400 and error_code(refused) == "REPLY_FIELDS_INVALID"
-    assert refused.json()["detail"]["field_errors"] == {"days": "expected a whole number"}
-    assert len(_model_turns(model_server)) == 1  # nothing reached the engine
-
     answered = reply(api, request_id, 1, {"fields": {"city": "Kyoto", "days": 2, "season": "autumn"}})
     assert answered.status_code == 200, answered.content
     status = status_of(api, request_id)
@@ -126,9 +120,6 @@ def test_codex_asks_for_files_and_reads_them_in_its_sandbox(api, install_skill, 
     pending = pending_of(api, request_id)
     assert pending["kind"] == "upload_files"
     assert pending["ui_hints"]["files"] == [{"name": "notes", "required": True, "accept": ".txt"}]
-
-    refused = reply(api, request_id, 1, {"fields": {"notes": "see attached"}})
-    assert refused.status_code == 400 and error_code(refused) == "REPLY_KIND_MISMATCH"
 
     notes = b"# Kyoto\n\nFushimi Inari at dawn, then Arashiyama.\n"
     answered = reply_files(api, request_id, {"interaction_id": 1, "text": "My notes"}, [("kyoto-notes.txt", notes)])

@@ -126,7 +126,6 @@ export function handleError(message) {
   state.sending = false;
   replyError.textContent = message.message + " (" + message.code + ")";
   replyError.hidden = false;
-  if (message.field_errors && state.question) state.question.showFieldErrors(message.field_errors);
   updateControls();
 }
 
