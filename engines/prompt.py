@@ -122,10 +122,10 @@ def first_turn_prompt(
 REPLY_FILES_HEADING = "Files attached to this reply (in the run directory):"
 
 
-def reply_prompt(response: Any, files: Sequence[str] = ()) -> str:
+def reply_prompt(response: Any, files: Sequence[str] = (), field_order: Sequence[str] = ()) -> str:
     """A resumed turn's prompt is the user's reply itself, as text (`readable_reply`: a structured
     reply in words). Files sent with the reply (R-UP6) follow it, one run-relative path a line."""
-    text = readable_reply(response)
+    text = readable_reply(response, field_order)
     if files:
         listing = "\n".join([REPLY_FILES_HEADING, *(f"- {path}" for path in files)])
         text = f"{text}\n\n{listing}" if text else listing

@@ -17,6 +17,7 @@ words, whatever the question was; an object of another shape as its JSON.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 # A structured reply's one key, the kind whose page sends it, and the shape its value must have
@@ -48,7 +49,13 @@ def _value_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _structured_text(response: dict[str, Any]) -> str:
+def question_fields(pending: Mapping[str, Any]) -> list[str]:
+    """The names of a fill_fields question's fields, in the form's order."""
+    fields = (pending.get("ui_hints") or {}).get("fields") or []
+    return [spec["name"] for spec in fields if isinstance(spec, dict) and isinstance(spec.get("name"), str)]
+
+
+def _structured_text(response: dict[str, Any], field_order: Sequence[str]) -> str:
     form, value = next(iter(response.items()))
     if form == "choice":
         return _value_text(value)
@@ -56,18 +63,22 @@ def _structured_text(response: dict[str, Any]) -> str:
         return "Yes" if value else "No"
     if form == "acknowledged":
         return "I acknowledge the risk; go ahead." if value else "I do not accept the risk; do not go ahead."
-    filled = [f"{name}: {_value_text(item)}" for name, item in value.items() if not _blank(item)]
+    # In the form's order, whatever order the reply's object came in (PostgreSQL's jsonb sorts keys).
+    rank = {name: index for index, name in enumerate(field_order)}
+    ordered = sorted(value.items(), key=lambda item: rank.get(item[0], len(rank)))
+    filled = [f"{name}: {_value_text(item)}" for name, item in ordered if not _blank(item)]
     return "\n".join(filled) or "(the form was sent empty)"
 
 
-def readable_reply(response: Any) -> str:
+def readable_reply(response: Any, field_order: Sequence[str] = ()) -> str:
     """A reply as a person and the agent read it: text as it is; `{"text": "…"}` (how upstream's
     clients send typed text) as that text; a structured reply in words; a reply with files as its
-    text and the files' names; any other value as compact JSON."""
+    text and the files' names; any other value as compact JSON. A form's fields read in
+    `field_order` (the question's, `question_fields`), any others after them."""
     if isinstance(response, str):
         return response
     if structured_kind(response) is not None:
-        return _structured_text(response)
+        return _structured_text(response, field_order)
     if isinstance(response, dict) and isinstance(response.get("text"), str):
         if set(response) == {"text"}:
             return response["text"]

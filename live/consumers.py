@@ -22,7 +22,7 @@ from accounts.connections import ENDED, TooManyStreams, close_connection, open_c
 from accounts.models import LiveConnection
 from kernel.api_errors import exception_handler
 from kernel.errors import ApplicationError, NotFound
-from runs import selectors, services
+from runs import replies, selectors, services
 from runs.models import TERMINAL_STATUSES, Run, RunEvent
 from runs.selectors import EVENT_PAGE_LIMIT
 from runs.serializers import RunStatusOutput
@@ -71,7 +71,7 @@ def current_user(user):
 
 def reply(user, request_id: str, message: dict[str, Any]) -> dict[str, Any]:
     # The REST endpoint's way in: visibility checked again for every message, the same rate budget.
-    run = services.receive_reply(current_user(user), request_id, lambda _run: services.SentReply(message))
+    run = replies.receive_reply(current_user(user), request_id, lambda _run: replies.SentReply(message))
     return {"type": "ack", "action": "reply", "request_id": str(run.pk), "status": run.status, "accepted": True}
 
 

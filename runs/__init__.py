@@ -6,7 +6,7 @@ through `hooks.py`.
 | module | role |
 |---|---|
 | `models.py` | `Run`, `Interaction`, `RunEvent`, turn usage; the rows that coordinate workers (`OwnerQueue`, the dispatch lock, recovered workers) |
-| `services/` | the only writer of a run's state, one transaction per change with its event: `admission`, `dispatching`, `claims`, `activity` (a running turn's agent activity), `interactions`, `replies` (the one way a reply comes in), `lifecycle.transition` (the state machine), `spend` (the relay's counts and refusals), `security` (keys found in output) |
+| `services/` | the only writer of a run's state, one transaction per change with its event: `admission`, `dispatching`, `claims`, `activity` (a running turn's agent activity), `interactions`, `lifecycle.transition` (the state machine), `spend` (the relay's counts and refusals), `security` (keys found in output) |
 | `selectors.py` | reads of runs through the caller's visibility |
 | `events.py` | appending numbered run events and waking listeners after commit |
 | `hooks.py` | what other apps add without runs importing them: signals at a status change and at admission with a callback URL, jobs for the supervisor's tick |
@@ -23,6 +23,7 @@ through `hooks.py`.
 | `cache.py` | reusing an identical earlier auto run's result |
 | `options.py`, `inputs.py` | a run's runtime options and its input against the skill's schemas |
 | `api.py`, `serializers.py` | the `/v1/jobs` API and its shapes |
+| `replies.py` | the one way a reply comes in, by any transport: rate, lookup, shape, then `services.submit_reply` |
 | `urls.py` | the jobs API's routes and the run pages' |
 | `views.py`, `forms.py`, `preview.py`, `questions.py`, `context_processors.py` | the run pages, the new-run form, artifact previews, the inbox's questions and answers |
 | `bundles.py` | a finished run's downloadable bundle |

@@ -26,7 +26,7 @@ from kernel.middleware import oversized_body
 from kernel.negotiation import JsonWhateverTheClientAccepts
 from kernel.throttles import RUN_CREATE_SCOPE
 
-from . import selectors, services
+from . import replies, selectors, services
 from .bundles import bundle_path
 from .models import Run, RunStatus
 from .outcome import list_artifacts
@@ -200,7 +200,7 @@ class ReplyView(APIView):
     @extend_schema(request=ReplyInput, responses=StateChangeOutput)
     def post(self, request, request_id):
         # The body is parsed only once the reply is within the rate and the run visible.
-        run = services.receive_reply(request.user, request_id, lambda _run: services.SentReply(request.data))
+        run = replies.receive_reply(request.user, request_id, lambda _run: replies.SentReply(request.data))
         return Response({"request_id": str(run.pk), "status": run.status, "accepted": True})
 
 

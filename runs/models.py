@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
-from engines.replies import readable_reply
+from engines.replies import question_fields, readable_reply
 
 from .options import EffectiveOptions
 
@@ -226,7 +226,7 @@ class Interaction(models.Model):
     @property
     def answer_text(self) -> str:
         """The answer as people and the agent read it (a structured reply in words)."""
-        return readable_reply(self.response)
+        return readable_reply(self.response, question_fields(self.payload))
 
     @property
     def quick_replies(self) -> list[str]:

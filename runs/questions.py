@@ -1,6 +1,6 @@
 """The questions waiting for a user as the inbox shows and answers them (R-NT4): a card's
 summary of its run, and an answer given there, through the same way in as the REST endpoint and
-the run socket (`runs.services.receive_reply`). The inbox page (`views.inbox_page`) and its
+the run socket (`runs.replies.receive_reply`). The inbox page (`views.inbox_page`) and its
 socket (`live.inbox`) both use them.
 """
 
@@ -14,7 +14,7 @@ from rest_framework.exceptions import ValidationError
 
 from kernel.errors import ApplicationError
 
-from . import selectors, services
+from . import replies, selectors, services
 from .models import Interaction, Run
 
 # Values of a run's input and parameters shown on its inbox card, and their length at most.
@@ -73,11 +73,11 @@ def answer(user, request_id: str, interaction_id: Any, response: Any, option: st
     """One inbox answer, exactly as POST /v1/jobs/{id}/interaction/reply would take it. A quick
     reply names its option by index and sends that option's value (R-FS4)."""
 
-    def sent(run: Run) -> services.SentReply:
+    def sent(run: Run) -> replies.SentReply:
         chosen = response if option is None else _option_value(run, interaction_id, option)
-        return services.SentReply({"interaction_id": interaction_id, "response": chosen})
+        return replies.SentReply({"interaction_id": interaction_id, "response": chosen})
 
-    return services.receive_reply(user, request_id, sent)
+    return replies.receive_reply(user, request_id, sent)
 
 
 def _option_value(run, interaction_id: Any, option: str) -> Any:

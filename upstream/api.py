@@ -23,7 +23,7 @@ from kernel.negotiation import JsonWhateverTheClientAccepts
 from live.sse import EventStreamView as RunEventStreamView
 from live.sse import follow_log, sse_response
 from runs import api as jobs
-from runs import selectors, services
+from runs import replies, selectors
 from runs.models import Run
 from runs.serializers import ReplyInput, RunStatusOutput
 
@@ -173,10 +173,10 @@ class ReplyFilesView(APIView):
         responses=ReplyAnswer,
     )
     def post(self, request, request_id):
-        run = services.receive_reply(request.user, request_id, lambda _run: self.sent(request))
+        run = replies.receive_reply(request.user, request_id, lambda _run: self.sent(request))
         return Response({"request_id": str(run.pk), "status": run.status, "accepted": True, "mode": INTERACTION_MODE})
 
-    def sent(self, request) -> services.SentReply:
+    def sent(self, request) -> replies.SentReply:
         """The reply the body holds, read (its files staged) only once it is within the rate and
         the run is visible, so a refused request has nothing to leave behind."""
         reply = read_metadata(request.data)
@@ -188,7 +188,7 @@ class ReplyFilesView(APIView):
             "response": reply.text or "",
             "idempotency_key": reply.idempotency_key,
         }
-        return services.SentReply(fields, files)
+        return replies.SentReply(fields, files)
 
 
 def ui(request) -> HttpResponseRedirect:

@@ -1,7 +1,7 @@
 """Every change to a run goes through here: one transaction per change, each appending its event.
 
 Views, consumers and tasks call these functions; none of them sets a run's status itself.
-One module per concern (admission, dispatching, lifecycle, claims, activity, interactions, replies, spend, security); the public
+One module per concern (admission, dispatching, lifecycle, claims, activity, interactions, spend, security); the public
 functions are re-exported here, so callers write `services.create_run(...)`.
 """
 
@@ -30,7 +30,6 @@ from .interactions import (
     submit_reply,
 )
 from .lifecycle import TRANSITIONS, cancel_run, fail_run, record_warning, sticky_wait_name
-from .replies import SentReply, receive_reply
 from .security import record_keys_in_output
 from .spend import record_relay_activity
 
@@ -39,7 +38,6 @@ __all__ = [
     "TRANSITIONS",
     "OnWaitTimeout",
     "ReplyFile",
-    "SentReply",
     "StagedReplyFiles",
     "StickyWait",
     "append_activity",
@@ -60,7 +58,6 @@ __all__ = [
     "record_keys_in_output",
     "record_warning",
     "record_relay_activity",
-    "receive_reply",
     "receive_upload",
     "recover_waiting_run",
     "reply_file_limits",

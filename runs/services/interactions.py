@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from engines.prompt import reply_prompt
-from engines.replies import readable_reply
+from engines.replies import question_fields
 from kernel.errors import ApplicationError, Conflict
 
 from .. import runfiles
@@ -118,7 +118,7 @@ def _resolve_pending(
     reply = {
         "interaction_id": interaction.interaction_id,
         "response": response,
-        "text": readable_reply(response),  # what the pages show of it
+        "text": interaction.answer_text,  # what the pages show of it
         "resolution_mode": mode,
         "answered_at": interaction.answered_at.isoformat(),
     }
@@ -173,11 +173,8 @@ def submit_reply(
     the files, the files move into the run directory once the reply wins, and the agent reads
     their paths after the text.
     """
-    if files is None:
-        recorded, prompt = response, reply_prompt(response)
-    else:
-        recorded = files.record(response, interaction_id)
-        prompt = reply_prompt(response, [f["path"] for f in recorded["files"]])
+    recorded = response if files is None else files.record(response, interaction_id)
+    attached = [f["path"] for f in recorded["files"]] if files is not None else []
     placed: StagedReplyFiles | None = None
     try:
         with transaction.atomic():
@@ -192,7 +189,7 @@ def submit_reply(
                 run,
                 pending,
                 recorded,
-                prompt=prompt,
+                prompt=reply_prompt(response, attached, question_fields(pending.payload)),
                 mode=Interaction.ResolutionMode.USER_REPLY,
                 user=user,
                 idempotency_key=idempotency_key,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from engines.prompt import reply_prompt
-from engines.replies import readable_reply, structured_kind
+from engines.replies import question_fields, readable_reply, structured_kind
 
 
 @pytest.mark.parametrize(
@@ -78,3 +78,11 @@ def test_every_reply_reads_as_text(response: object, text: str) -> None:
 def test_the_agent_reads_a_structured_reply_in_words() -> None:
     assert reply_prompt({"fields": {"title": "Tides", "year": 2024}}) == "title: Tides\nyear: 2024"
     assert reply_prompt({"confirmed": True}) == "Yes"
+
+
+def test_a_form_reads_in_its_questions_order_whatever_order_its_object_came_in() -> None:
+    """PostgreSQL's jsonb hands a stored object back with its keys sorted (shorter first)."""
+    pending = {"kind": "fill_fields", "ui_hints": {"fields": [{"name": "title"}, {"name": "year"}]}}
+    stored = {"fields": {"note": "extra", "year": 2024, "title": "Tides"}}
+    assert readable_reply(stored, question_fields(pending)) == "title: Tides\nyear: 2024\nnote: extra"
+    assert question_fields({"kind": "open_text"}) == []

@@ -151,7 +151,7 @@ def test_replies_are_rate_limited_on_the_api_and_the_socket_alike(api, install_s
 
 
 def test_a_reply_has_one_budget_whatever_the_transport(api, client, alice, install_skill, fake_codex, monkeypatch):
-    """One way in for a reply (runs.services.receive_reply): the REST endpoint, the run socket and
+    """One way in for a reply (runs.replies.receive_reply): the REST endpoint, the run socket and
     the inbox take from one budget, each reply counted once. With three a minute, one reply by each
     uses it up, and the fourth is refused whichever of them it comes by."""
     from runs.models import Run

@@ -10,10 +10,10 @@ from typing import Any
 
 from kernel.throttles import REPLY_SCOPE, check_rate
 
-from .. import selectors
-from ..models import Run
-from ..serializers import ReplyInput
-from .interactions import StagedReplyFiles, submit_reply
+from . import selectors
+from .models import Run
+from .serializers import ReplyInput
+from .services import StagedReplyFiles, submit_reply
 
 
 @dataclass(frozen=True)
