@@ -17,6 +17,7 @@ come back through an echoed path, query or header.
 
 from __future__ import annotations
 
+import functools
 import json
 import socket
 import ssl
@@ -200,6 +201,13 @@ class _Refused(Exception):
         self.status, self.code, self.message, self.headers = status, code, message, list(headers)
 
 
+@functools.cache
+def provider_tls() -> ssl.SSLContext:
+    """The system's trust store, as the CLIs use it, loaded once per process: loading it took
+    about 20 ms of every turn. A context is safe to share between the relays' connections."""
+    return ssl.create_default_context()
+
+
 class ProviderRelay:
     """Serves the engine's model calls on ``listener`` (a Unix or loopback TCP socket, listening)."""
 
@@ -222,7 +230,7 @@ class ProviderRelay:
         self.ledger = ledger
         self._listener = listener
         self._client = httpx.Client(
-            verify=ssl.create_default_context(),  # the system's trust store, as the CLIs use it
+            verify=provider_tls(),
             trust_env=False,  # no proxy, netrc or certificate settings of the service's environment
             timeout=httpx.Timeout(30.0, read=None),  # a model may think for minutes between chunks
             follow_redirects=False,
