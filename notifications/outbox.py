@@ -80,8 +80,14 @@ def retry_or_give_up(item: OutboxItem, error: str, unit: float, *, give_up: str)
 
 def save_attempt(item: OutboxItem) -> None:
     """Save a claimed row after its attempt; if that ended it (sent, given up, skipped: it was
-    pending when claimed), count its end in the same transaction."""
-    with transaction.atomic():
+    pending when claimed), count its end in the same transaction. The first end wins: a row ended
+    while it was sent (its webhook deleted) keeps that end, counted once, and `item` is reloaded
+    to say so."""
+    with transaction.atomic(savepoint=False):
+        stored = type(item)._default_manager.select_for_update().filter(pk=item.pk).first()
+        if stored is not None and stored.state != PENDING:
+            item.refresh_from_db()
+            return
         item.save()
         if item.state != PENDING:
             count_ends(type(item), item.state)

@@ -18,7 +18,8 @@ from django.utils import timezone
 from engines.relay import RelayRefusal
 from notifications.email import attempt_question_email
 from notifications.models import QuestionEmail, WebhookDelivery, WebhookEndpoint
-from notifications.services import attempt_delivery, delete_endpoint, redeliver
+from notifications.services import ENDPOINT_DELETED, attempt_delivery, delete_endpoint, redeliver
+from notifications.transport import Answer
 from runs.models import Interaction, Run, RunEvent, RunStatus, TurnUsage
 from runs.services import cancel_run, fail_run, record_relay_activity
 from runs.services.lifecycle import end_without_output, locked
@@ -164,6 +165,24 @@ def test_deliveries_are_counted_as_they_end_and_outlive_their_rows(alice, staff_
 
     WebhookEndpoint.objects.all().delete()  # their deliveries go with them
     assert states(scrape(staff_api), "skillrunner_webhook_deliveries") == {**counted, "pending": 0}
+
+
+def test_a_delivery_ended_while_it_is_sent_keeps_its_first_end_counted_once(alice, staff_api, monkeypatch):
+    """Its webhook deleted while a sender sends it: the deletion's end (failed) stands and is the
+    one counted; the sender's answer is kept in its attempt only."""
+    endpoint = WebhookEndpoint.objects.create(owner=alice, url="https://example.org/hook", events=[], secret="s")
+    delivery = delivery_to(endpoint)
+
+    def deleted_while_sending(delivery: WebhookDelivery, headers: dict[str, str]) -> Answer:
+        delete_endpoint(alice, endpoint.pk)
+        return Answer(200, "", 1)
+
+    monkeypatch.setattr("notifications.services._send", deleted_while_sending)
+    attempt_delivery(delivery.pk)
+    assert states(scrape(staff_api), "skillrunner_webhook_deliveries") == {"pending": 0, "delivered": 0, "failed": 1}
+    delivery.refresh_from_db()
+    assert (delivery.state, delivery.last_error) == ("failed", ENDPOINT_DELETED)
+    assert [attempt.status_code for attempt in delivery.attempts.all()] == [200]
 
 
 def open_question(run_id: str) -> QuestionEmail:
