@@ -206,12 +206,6 @@ def _timeout() -> float:
     return settings.SKILLRUNNER_WEBHOOK_TIMEOUT_SECONDS
 
 
-def retry_delay(attempts_made: int) -> float | None:
-    """Seconds until the next attempt after `attempts_made` failed ones (the schedule in units of
-    SKILLRUNNER_WEBHOOK_RETRY_BASE_SECONDS); None once past it."""
-    return outbox.retry_delay(attempts_made, settings.SKILLRUNNER_WEBHOOK_RETRY_BASE_SECONDS)
-
-
 # What an attempt says until its sender records the answer: if the sender dies, it stays so.
 UNFINISHED_ATTEMPT = "no answer recorded: the sender stopped (worker died or was killed) during the attempt"
 
