@@ -138,14 +138,14 @@ def attempt_question_email(email_pk: int) -> QuestionEmail | None:
         question = _open_questions().select_related("run__owner", "run__skill").filter(pk=email.interaction_id).first()
         if question is None:
             email.state = QuestionEmail.State.SKIPPED
-            email.leased_until = None
             outbox.save_attempt(email)
             return email
     try:
         question_message(question).send()
     except (smtplib.SMTPException, OSError) as exc:  # the mail server refused or is away: retried
+        email.last_error = f"{type(exc).__name__}: {exc}"
         unit = settings.SKILLRUNNER_EMAIL_RETRY_BASE_SECONDS
-        outbox.retry_or_give_up(email, f"{type(exc).__name__}: {exc}", unit, give_up=QuestionEmail.State.FAILED)
+        outbox.retry_or_give_up(email, unit, give_up=QuestionEmail.State.FAILED)
         outbox.save_attempt(email)
         return email
     # Sent. A crash from here to the commit below (the worker killed, the database away) leaves the
@@ -154,7 +154,6 @@ def attempt_question_email(email_pk: int) -> QuestionEmail | None:
     # instead, and a question nobody is told about keeps its run waiting until its deadline.
     email.state = QuestionEmail.State.SENT
     email.sent_at = timezone.now()
-    email.leased_until = None
     email.last_error = ""
     outbox.save_attempt(email)
     return email

@@ -67,10 +67,8 @@ def claim(rows: QuerySet[Item], pk: int, lease: float) -> Item | None:
     return item
 
 
-def retry_or_give_up(item: OutboxItem, error: str, unit: float, *, give_up: str) -> None:
+def retry_or_give_up(item: OutboxItem, unit: float, *, give_up: str) -> None:
     """After a failed attempt: due again on the schedule, or in the `give_up` state past it."""
-    item.last_error = error
-    item.leased_until = None
     delay = retry_delay(item.attempt_count, unit)
     if delay is None:
         item.state = give_up
@@ -79,15 +77,16 @@ def retry_or_give_up(item: OutboxItem, error: str, unit: float, *, give_up: str)
 
 
 def save_attempt(item: OutboxItem) -> None:
-    """Save a claimed row after its attempt; if that ended it (sent, given up, skipped: it was
-    pending when claimed), count its end in the same transaction. The first end wins: a row ended
-    while it was sent (its webhook deleted) keeps that end, counted once, and `item` is reloaded
-    to say so."""
+    """Save a claimed row after its attempt, its lease released; if that ended it (sent, given up,
+    skipped: it was pending when claimed), count its end in the same transaction. The first end
+    wins: a row ended while it was sent (its webhook deleted) keeps that end, counted once, and
+    `item` is reloaded to say so."""
     with transaction.atomic(savepoint=False):
         stored = type(item)._default_manager.select_for_update().filter(pk=item.pk).first()
         if stored is not None and stored.state != PENDING:
             item.refresh_from_db()
             return
+        item.leased_until = None
         item.save()
         if item.state != PENDING:
             count_ends(type(item), item.state)

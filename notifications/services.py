@@ -271,13 +271,12 @@ def attempt_delivery(delivery_pk: int) -> WebhookDelivery | None:
         attempt.save(update_fields=["duration_ms", "status_code", "error", "request_headers", "response_excerpt"])
         delivery.last_status_code = answer.status_code
         delivery.last_error = answer.error
-        delivery.leased_until = None
         if answer.ok:
             delivery.state = WebhookDelivery.State.DELIVERED
             delivery.delivered_at = timezone.now()
         elif answer.status_code is None or answer.status_code >= 500:
             unit = settings.SKILLRUNNER_WEBHOOK_RETRY_BASE_SECONDS
-            outbox.retry_or_give_up(delivery, answer.error, unit, give_up=WebhookDelivery.State.FAILED)
+            outbox.retry_or_give_up(delivery, unit, give_up=WebhookDelivery.State.FAILED)
         else:
             delivery.state = WebhookDelivery.State.FAILED
         outbox.save_attempt(delivery)
