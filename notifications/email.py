@@ -88,16 +88,20 @@ def _described(item: dict, *notes: str) -> str:
 
 
 def kind_context(payload: dict) -> dict:
-    """What the e-mail shows of a question's kind: its form's fields, the files it asks for, the risk."""
+    """What the e-mail shows of a question's kind, each only for its own kind: a form's fields,
+    the files an upload asks for, the risk to acknowledge."""
+    kind = payload.get("kind", "")
     hints = payload.get("ui_hints") or {}
+    fields = (hints.get("fields") or []) if kind == "fill_fields" else []
+    files = (hints.get("files") or []) if kind == "upload_files" else []
     return {
-        "how": ANSWER_HOW.get(payload.get("kind", ""), "Answer it here"),
-        "fields": [_described(f, "required" if f.get("required") else "") for f in hints.get("fields") or []],
+        "how": ANSWER_HOW.get(kind, "Answer it here"),
+        "fields": [_described(f, "required" if f.get("required") else "") for f in fields],
         "files": [
             _described(f, "required" if f.get("required") else "", f.get("accept", ""), f.get("hint", ""))
-            for f in hints.get("files") or []
+            for f in files
         ],
-        "risk": hints.get("risk", "") if payload.get("kind") == "risk_ack" else "",
+        "risk": hints.get("risk", "") if kind == "risk_ack" else "",
     }
 
 
