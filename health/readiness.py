@@ -1,5 +1,5 @@
 """The checks /readyz walks. The database's is the project's own; each app registers its own
-check in its AppConfig.ready, so the kernel asks the apps without importing them."""
+check in its AppConfig.ready, so health asks the apps without importing them."""
 
 from __future__ import annotations
 

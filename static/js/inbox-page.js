@@ -1,7 +1,8 @@
 // The inbox page (R-NT4): answers are posted in place (the page stays), questions arriving or
 // answered elsewhere appear and disappear live, and the notification permission is asked for
 // only when the user presses the button (browsers require a user gesture).
-import { postForm } from "./lib/http.js";
+import { node } from "./lib/dom.js";
+import { errorText, postForm, readAnswer } from "./lib/http.js";
 import { questionKey as keyOf } from "./lib/questions.js";
 import { formatWait, localStamp, localizeTimes } from "./lib/times.js";
 import { build as buildQuestionForm } from "./question-forms.js";
@@ -13,6 +14,7 @@ const template = document.getElementById("question-template");
 const notifyButton = document.getElementById("notify-button");
 const notifyState = document.getElementById("notify-state");
 const sentAnswers = document.getElementById("sent-answers");
+const FILE_LIMITS = page ? JSON.parse(page.dataset.replyFileLimits) : null;
 const ANSWERED_FADE_MS = 1500;
 const SENT_SHOWN = 5;
 
@@ -62,10 +64,8 @@ function card(question) {
   const options = item.querySelector(".quick-replies");
   // Each caption already shows the value the option sends when it differs from the label.
   question.options.forEach((caption, index) => {
-    const button = document.createElement("button");
-    Object.assign(button, { type: "submit", className: "quick-reply", name: "option", value: String(index) });
-    button.formNoValidate = true;
-    button.textContent = caption;
+    const button = node("button", "quick-reply", caption);
+    Object.assign(button, { type: "submit", name: "option", value: String(index), formNoValidate: true });
     options.appendChild(button);
   });
   addKindControls(item, question.question);
@@ -92,7 +92,7 @@ function addKindControls(item, question) {
       const url = page.dataset.replyFilesBase.replace("00000000-0000-0000-0000-000000000000", requestId);
       postAnswer(item, form, { url: url, body: data }, files.map((file) => file.name).join(", "));
     },
-    limits: JSON.parse(page.dataset.replyFileLimits),
+    limits: FILE_LIMITS,
   });
   if (built.element) item.querySelector(".kind-form-slot").appendChild(built.element);
   item.querySelector(".answer-row").hidden = !built.allowsText;
@@ -119,14 +119,10 @@ function followInbox(event) {
 
 // Each answer sent stays confirmed at the top of the page (the newest few), after its card goes.
 function confirmSent(item, answer) {
-  const entry = document.createElement("li");
-  entry.className = "message success";
   const run = item.querySelector(".question-run");
-  entry.append("Answer sent to " + run.textContent.trim() + ": “" + answer + "”. The run goes on. ");
-  const open = document.createElement("a");
+  const entry = node("li", "message success", "Answer sent to " + run.textContent.trim() + ": “" + answer + "”. The run goes on. ");
+  const open = entry.appendChild(node("a", null, "Open the run"));
   open.href = run.getAttribute("href").replace(/#reply$/, "");
-  open.textContent = "Open the run";
-  entry.appendChild(open);
   sentAnswers.prepend(entry);
   while (sentAnswers.children.length > SENT_SHOWN) sentAnswers.lastElementChild.remove();
 }
@@ -140,13 +136,11 @@ async function postAnswer(item, form, request, answer) {
   error.hidden = true;
   try {
     const response = await postForm(request.url, request.body, form.elements.csrfmiddlewaretoken.value);
-    const body = await response.json();
-    if (!response.ok) {
-      throw new Error(body.detail.message + " (" + body.detail.code + ")");
-    }
+    const { error: refused } = await readAnswer(response, "The answer could not be sent.");
+    if (refused) throw new Error(errorText(refused));
     item.classList.replace("sending", "answered");
     confirmSent(item, answer);
-    form.replaceWith(Object.assign(document.createElement("p"), { className: "answered-note", textContent: "Answered. The run goes on." }));
+    form.replaceWith(node("p", "answered-note", "Answered. The run goes on."));
     window.setTimeout(() => {
       item.remove();
       refreshEmpty();
@@ -162,11 +156,9 @@ async function postAnswer(item, form, request, answer) {
 
 function submitAnswer(event) {
   const form = event.target;
-  if (form.classList.contains("cancel-form")) {
-    // Posted as a plain form: the page comes back with what happened.
-    if (!window.confirm("Cancel this run? The agent is stopped and the run cannot continue.")) event.preventDefault();
-    return;
-  }
+  // Cancelling is posted as a plain form, asked first by confirm.js (data-confirm): the page comes
+  // back with what happened.
+  if (form.classList.contains("cancel-form")) return;
   event.preventDefault();
   const item = form.closest(".question");
   const submitter = event.submitter;

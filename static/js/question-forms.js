@@ -26,7 +26,7 @@ function errorLine(id) {
 function showError(line, control, message) {
   line.textContent = message || "";
   line.hidden = !message;
-  if (control) control.setAttribute("aria-invalid", message ? "true" : "false");
+  control.setAttribute("aria-invalid", message ? "true" : "false");
 }
 
 const hints = (pending) => pending.ui_hints || {};
@@ -110,18 +110,13 @@ function fieldsForm(pending, actions) {
     group.appendChild(row);
     return { field: field, input: input, error: error };
   });
-  const problem = errorLine(uid("question-form-error"));
-  problem.setAttribute("role", "alert");
 
   function showFieldErrors(errors) {
     rows.forEach((row) => showError(row.error, row.input, errors[row.field.name]));
-    const others = Object.keys(errors).filter((name) => !rows.some((row) => row.field.name === name));
-    showError(problem, null, others.map((name) => (name ? name + ": " : "") + errors[name]).join("; "));
     const first = rows.find((row) => errors[row.field.name]);
     if (first) first.input.focus();
   }
 
-  group.appendChild(problem);
   const sendForm = group.appendChild(
     button("Send the form", "primary", () => {
       const values = {};
@@ -294,14 +289,13 @@ function acknowledgement(pending, actions) {
 const BUILDERS = { confirm: confirmControls, fill_fields: fieldsForm, upload_files: filePicker, risk_ack: acknowledgement };
 
 // What a question's kind adds to a page's answer area: `element` (null when the kind needs no
-// control of its own), whether free text is offered and under which label (a short one for a
-// one-line box), and for a form a
-// way to show the service's per-field errors. `actions` has send(response, caption) (the
-// caption names the answer for a confirmation), sendFiles(files) and the file reply's limits.
+// control of its own) and whether free text is offered and under which label (a short one for a
+// one-line box). `actions` has send(response, caption) (the caption names the answer for a
+// confirmation), sendFiles(files) and the file reply's limits.
 export function build(pending, actions) {
   const builder = BUILDERS[pending.kind];
   const built = builder ? builder(pending, actions) : { element: null };
-  const own = pending.kind === "open_text" || pending.kind === "choose_one" || !builder;
+  const own = !builder; // no controls of its own (open_text, choose_one): the text box is the answer
   return {
     element: built.element,
     allowsText: pending.kind !== "choose_one" || hints(pending).allow_free_text !== false,

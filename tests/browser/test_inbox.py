@@ -193,11 +193,13 @@ def test_cards_tell_runs_apart_confirm_answers_and_lead_to_the_answer_box(live, 
 
     # Cancel from the card, after saying yes.
     page.goto("/inbox/")
-    page.once("dialog", lambda dialog: dialog.accept())
+    asked: list[str] = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
     first.get_by_role("button", name="Cancel the run").click()
     expect(page.locator(".messages")).to_contain_text(f"Trip planner {alices[:8]} was canceled.")
     expect(page.locator("#inbox-empty")).to_be_visible()
     assert live.run_status("alice", alices) == "canceled"
+    assert asked == ["Cancel this run? The agent is stopped and the run cannot continue."]
 
     phone = new_page({"width": 390, "height": 844})
     log_in(phone, "alice")
@@ -222,3 +224,23 @@ def test_the_emailed_link_puts_the_cursor_in_the_answer_box(live, new_page):
     expect(page.locator(".entry.question")).to_contain_text("Sea or mountains?")
     expect(page.get_by_label("Your answer")).not_to_be_focused()
     live.service.request("POST", f"/v1/jobs/{request_id}/cancel", live.token("alice"))
+
+
+def test_an_answer_a_proxy_refuses_says_so_and_can_be_sent_again(live, new_page):
+    ask_then_plan(live, "Which city first?", ["Oslo", "Lisbon"])
+    request_id = start_trip_for(live, "Frank")
+    page = new_page()
+    log_in(page, "alice")
+    page.goto("/inbox/")
+    # A proxy in front answers the post with its own page, not the API's JSON, once.
+    page.route(
+        "**/inbox/",
+        lambda route: route.fulfill(status=502, content_type="text/html", body="<h1>Bad Gateway</h1>"),
+        times=1,
+    )
+    card = page.locator(f'#questions .question[data-key="{request_id}:1"]')
+    card.get_by_role("button", name="Lisbon").click()
+    expect(card.locator(".answer-error")).to_have_text("The answer could not be sent. (HTTP_502)")
+    card.get_by_role("button", name="Lisbon").click()
+    expect(card).to_contain_text("Answered. The run goes on.")
+    live.service.wait_for_status(live.token("alice"), request_id, {"succeeded"})

@@ -193,3 +193,24 @@ def test_on_a_phone_the_reply_card_leaves_the_question_in_sight(live, new_page):
     assert note_bottom <= card_top
     screenshot(phone, "46-run-page-waiting-phone.png")
     live.service.request("POST", f"/v1/jobs/{request_id}/cancel", live.token("alice"))
+
+
+def test_cancel_asks_first_then_stops_the_run(live, new_page):
+    ask = {"ask_user": {"interaction_id": 1, "kind": "open_text", "prompt": "How many days?"}}
+    live.engine.script({"message": json.dumps(ask)})
+    request_id = live.start_trip("alice")
+    live.service.wait_for_status(live.token("alice"), request_id, {"waiting_user"})
+    page = new_page()
+    log_in(page, "alice")
+    page.goto(f"/runs/{request_id}/")
+    asked: list[str] = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+    page.get_by_role("button", name="Cancel run").click()
+    assert asked == ["Cancel this run? The agent is stopped and the run cannot continue."]
+    expect(page.locator("#run-status")).to_have_text("Waiting for you")
+    assert live.run_status("alice", request_id) == "waiting_user"
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Cancel run").click()
+    expect(page.locator("#run-status")).to_have_text("Canceled", timeout=10_000)
+    assert live.run_status("alice", request_id) == "canceled"

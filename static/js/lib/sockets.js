@@ -2,7 +2,7 @@
 // retries after a lost connection.
 
 export const RETRY_FIRST_MS = 500;
-export const RETRY_MAX_MS = 5000;
+const RETRY_MAX_MS = 5000;
 
 export function socketUrl(path) {
   const scheme = window.location.protocol === "https:" ? "wss://" : "ws://";

@@ -1,8 +1,10 @@
 // Times in the reader's own time zone (issue 41), named, and spans of time as people read them.
 
-export const pad = (number) => String(number).padStart(2, "0");
+const pad = (number) => String(number).padStart(2, "0");
 
-export const timeOfDay = (date) => pad(date.getHours()) + ":" + pad(date.getMinutes()) + ":" + pad(date.getSeconds());
+// HH:MM, with the seconds if asked.
+export const timeOfDay = (date, withSeconds) =>
+  pad(date.getHours()) + ":" + pad(date.getMinutes()) + (withSeconds ? ":" + pad(date.getSeconds()) : "");
 
 function zoneName(date) {
   const parts = new Intl.DateTimeFormat(undefined, { timeZoneName: "short" }).formatToParts(date);
@@ -13,8 +15,7 @@ function zoneName(date) {
 // YYYY-MM-DD HH:MM (with the seconds if asked) and the zone's short name.
 export function localStamp(date, withSeconds) {
   const day = date.getFullYear() + "-" + pad(date.getMonth() + 1) + "-" + pad(date.getDate());
-  const clock = pad(date.getHours()) + ":" + pad(date.getMinutes()) + (withSeconds ? ":" + pad(date.getSeconds()) : "");
-  return (day + " " + clock + " " + zoneName(date)).trim();
+  return (day + " " + timeOfDay(date, withSeconds) + " " + zoneName(date)).trim();
 }
 
 // The server renders each <time datetime> in its own zone, named, so a page without script still

@@ -4,6 +4,8 @@ import { byId } from "../lib/dom.js";
 import { formatSpan, localStamp } from "../lib/times.js";
 import { state } from "./state.js";
 
+let ticker = null; // the interval that ticks the elapsed time until the run ends
+
 function showElapsed() {
   byId("run-elapsed").textContent = formatSpan((state.finishedAt || Date.now()) - state.createdAt);
 }
@@ -16,10 +18,10 @@ export function showFinished(at) {
   byId("finished-fact").hidden = false;
   byId("elapsed-label").textContent = "Took";
   showElapsed();
-  window.clearInterval(state.ticker);
+  window.clearInterval(ticker);
 }
 
 export function startElapsed() {
   showElapsed();
-  if (state.finishedAt === null) state.ticker = window.setInterval(showElapsed, 1000);
+  if (state.finishedAt === null) ticker = window.setInterval(showElapsed, 1000);
 }

@@ -24,7 +24,7 @@ function showStatus(event) {
   const note = addNote(event.seq, notes[to] || to, event.ts);
   if (to === "waiting_user") state.waitingNote = note;
   if (TERMINAL.includes(to)) showFinished(Date.parse(event.ts));
-  setStatus(to, to === "running" ? event.payload.repair_round : 0);
+  setStatus(to, event.payload.repair_round);
 }
 
 // R-RP1: the answer failed the output contract and goes back to the agent with what was wrong.

@@ -29,7 +29,7 @@ export function formatNumber(value) {
 
 // An event's time as HH:MM:SS in the reader's zone, the instant itself in its datetime.
 export function clock(ts) {
-  const time = node("time", "at", timeOfDay(new Date(ts)));
+  const time = node("time", "at", timeOfDay(new Date(ts), true));
   time.dateTime = ts;
   return time;
 }

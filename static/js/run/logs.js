@@ -5,7 +5,7 @@
 // search works on the texts and marks the hits of the chunks built. Log text is only ever set as
 // text, never parsed as HTML.
 import { byId, node } from "../lib/dom.js";
-import { getJson } from "../lib/http.js";
+import { errorText, getJson, readAnswer } from "../lib/http.js";
 import { formatNumber } from "./format.js";
 import { page } from "./state.js";
 
@@ -31,9 +31,9 @@ function lineAnchor(attempt, number) {
 function fetchLogs(attempt) {
   const query = attempt ? "?attempt=" + attempt : "";
   return getJson(page.dataset.logsUrl + query)
-    .then((response) => response.json().then((body) => ({ ok: response.ok, body: body })))
-    .then(({ ok, body }) => {
-      if (!ok) throw new Error(body.detail ? body.detail.message + " (" + body.detail.code + ")" : "the logs could not be read");
+    .then((response) => readAnswer(response, "The logs could not be read."))
+    .then(({ body, error }) => {
+      if (error) throw new Error(errorText(error));
       if (body.attempt_number !== null) logs.bodies.set(body.attempt_number, body);
       return body;
     });

@@ -2,10 +2,10 @@
 // its kind's controls (question-forms.js), replies over the socket, files over the file-reply
 // path (R-UP6), the Cancel button, and what the server answers to each.
 import { byId, node } from "../lib/dom.js";
-import { postForm } from "../lib/http.js";
+import { errorText, postForm, readAnswer } from "../lib/http.js";
 import { build as buildQuestionForm } from "../question-forms.js";
 import { addNote, conversation } from "./conversation.js";
-import { page, PAGE_NONCE, send, socketOpen, state, TERMINAL } from "./state.js";
+import { page, send, socketOpen, state, TERMINAL } from "./state.js";
 
 const cancelButton = byId("cancel-button");
 const replyForm = byId("reply-form");
@@ -15,6 +15,11 @@ const quickReplies = byId("quick-replies");
 const kindForm = byId("kind-form");
 const replyTextBlock = byId("reply-text-block");
 const replySend = byId("reply-send");
+const FILE_LIMITS = JSON.parse(page.dataset.replyFileLimits);
+// One key per page and question: resending after a dropped connection is answered once.
+const PAGE_NONCE = Date.now().toString(36) + Math.random().toString(36).slice(2);
+const idempotencyKey = (pending) => "web-" + PAGE_NONCE + "-" + pending.interaction_id;
+let focusedForLink = false; // the #reply link's focus is given once, not at every question
 
 export function updateControls() {
   const waiting = state.status === "waiting_user" && state.pending;
@@ -34,9 +39,9 @@ export function updateControls() {
     if (state.followingEdge && conversation.lastElementChild) conversation.lastElementChild.scrollIntoView({ block: "nearest" });
     // Move focus for a question that just arrived, never while history replays; but a person
     // who came here to answer (the inbox's and the email's links end in #reply) gets it at once.
-    const cameToAnswer = window.location.hash === "#reply" && !state.focusedForLink;
+    const cameToAnswer = window.location.hash === "#reply" && !focusedForLink;
     if (cameToAnswer || (state.lastSeq > state.liveFromSeq && document.activeElement === document.body)) {
-      state.focusedForLink = true;
+      focusedForLink = true;
       // The kind's own first control (a form's first field, Yes), else the text box.
       const first = kindForm.querySelector("input, textarea, button") || (replyTextBlock.hidden ? quickReplies.querySelector("button") : replyText);
       if (first) first.focus();
@@ -64,12 +69,12 @@ function renderQuickReplies(pending) {
 
 // The kind's own controls above the text box; the box stays unless only the options may answer.
 function renderKindForm(pending) {
-  state.question = buildQuestionForm(pending, { send: sendReply, sendFiles: sendFiles, limits: JSON.parse(page.dataset.replyFileLimits) });
+  const built = buildQuestionForm(pending, { send: sendReply, sendFiles: sendFiles, limits: FILE_LIMITS });
   kindForm.textContent = "";
-  if (state.question.element) kindForm.appendChild(state.question.element);
-  replyForm.classList.toggle("has-kind-form", Boolean(state.question.element));
-  replyTextBlock.hidden = replySend.hidden = !state.question.allowsText;
-  replyTextBlock.querySelector("label").textContent = state.question.textLabel;
+  if (built.element) kindForm.appendChild(built.element);
+  replyForm.classList.toggle("has-kind-form", Boolean(built.element));
+  replyTextBlock.hidden = replySend.hidden = !built.allowsText;
+  replyTextBlock.querySelector("label").textContent = built.textLabel;
   replySend.textContent = pending.kind === "upload_files" ? "Send without files" : "Send";
 }
 
@@ -77,15 +82,15 @@ function renderKindForm(pending) {
 async function sendFiles(files) {
   if (!state.pending || state.sending) return;
   const body = new FormData();
-  const key = "web-" + PAGE_NONCE + "-" + state.pending.interaction_id;
-  body.append("metadata", JSON.stringify({ interaction_id: state.pending.interaction_id, idempotency_key: key, text: replyText.value.trim() }));
+  const metadata = { interaction_id: state.pending.interaction_id, idempotency_key: idempotencyKey(state.pending), text: replyText.value.trim() };
+  body.append("metadata", JSON.stringify(metadata));
   files.forEach((file) => body.append("files", file, file.name));
   state.sending = true;
   updateControls();
   try {
     const response = await postForm(page.dataset.replyFilesUrl, body, replyForm.elements.csrfmiddlewaretoken.value);
-    const answer = await response.json().catch(() => ({ detail: { code: "HTTP_" + response.status, message: "The files could not be sent." } }));
-    if (!response.ok) return handleError(answer.detail);
+    const { error } = await readAnswer(response, "The files could not be sent.");
+    if (error) return handleError(error);
     handleAck({ action: "reply" });
   } catch (problem) {
     handleError({ code: "NETWORK", message: "The files could not be sent; try again." });
@@ -100,8 +105,7 @@ function optionCaption(option) {
 
 function sendReply(response) {
   if (!state.pending || state.sending) return;
-  const key = "web-" + PAGE_NONCE + "-" + state.pending.interaction_id;
-  state.sending = send({ type: "reply", interaction_id: state.pending.interaction_id, response: response, idempotency_key: key });
+  state.sending = send({ type: "reply", interaction_id: state.pending.interaction_id, response: response, idempotency_key: idempotencyKey(state.pending) });
   updateControls();
 }
 
@@ -122,9 +126,9 @@ export function showWaitingQuestion() {
   conversation.lastElementChild.scrollIntoView({ block: "nearest" });
 }
 
-export function handleError(message) {
+export function handleError(error) {
   state.sending = false;
-  replyError.textContent = message.message + " (" + message.code + ")";
+  replyError.textContent = errorText(error);
   replyError.hidden = false;
   updateControls();
 }
@@ -142,7 +146,8 @@ export function startReplies() {
       replyForm.requestSubmit();
     }
   });
+  // Sent over the socket, not as a form: confirm.js does not see it, the question is the same.
   cancelButton.addEventListener("click", () => {
-    if (window.confirm("Cancel this run? The agent is stopped and the run cannot continue.")) send({ type: "cancel" });
+    if (window.confirm(cancelButton.dataset.confirm)) send({ type: "cancel" });
   });
 }

@@ -15,7 +15,7 @@ const connection = byId("connection");
 function handle(message) {
   if (message.type === "snapshot") {
     if (state.liveFromSeq === Infinity) state.liveFromSeq = message.last_seq;
-    setStatus(message.run.status, message.run.status === "running" ? message.run.repair_round : 0);
+    setStatus(message.run.status, message.run.repair_round);
     showUsage(message.run);
     (message.run.warnings || []).forEach(addWarning);
   } else if (message.type === "event") {

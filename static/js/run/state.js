@@ -4,15 +4,12 @@ import { RETRY_FIRST_MS } from "../lib/sockets.js";
 
 export const page = document.getElementById("run-page");
 export const TERMINAL = ["succeeded", "failed", "canceled"];
-// One key per page and question: resending after a dropped connection is answered once.
-export const PAGE_NONCE = Date.now().toString(36) + Math.random().toString(36).slice(2);
 
 export const state = {
   lastSeq: 0,
   liveFromSeq: Infinity, // events after this seq happened while the page was open
   status: null,
   pending: null,
-  question: null, // the controls the pending question's kind calls for (question-forms.js)
   sending: false,
   socket: null,
   retryMs: RETRY_FIRST_MS,
