@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, Min, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models import Count, Min, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -191,11 +191,6 @@ def ready_places() -> QuerySet[OwnerQueue]:
     """The places of owners with a ready run (each counts its owner's, `ready_count`): one row
     per such owner, however long the queue."""
     return OwnerQueue.objects.filter(oldest_ready_at__isnull=False)
-
-
-def ready_queue_length() -> int:
-    """How many runs are ready to dispatch, from the owners' places."""
-    return ready_places().aggregate(length=Sum("ready_count"))["length"] or 0
 
 
 def run_became_ready(run: Run) -> None:
