@@ -9,9 +9,10 @@ whole, however many worker processes forked them and on however many machines: a
 same, nothing is lost when a process restarts, and no scrape directory is shared.
 
 A scrape is two statements (beside its request's own: the token), one round trip each, compiled
-once per process (`Compiled`); neither reads more rows as runs, turns, events or deliveries are
-stored (bench/metrics.py: the scrape's cost beside 10,000 runs; tests/metrics/test_counters.py
-pins the statements):
+once per database connection (`kernel.compiled.CompiledQuery`: for these statements Django's
+building and compiling costs several times the database's own work); neither reads more rows as
+runs, turns, events or deliveries are stored (bench/metrics.py: the scrape's cost beside 10,000
+runs; tests/metrics/test_counters.py pins the statements):
 
 | statement (read by) | its rows | the families built from them |
 |---|---|---|
@@ -24,21 +25,20 @@ The counted figures only grow, whatever retention removes (SKILLRUNNER_RUN_RETEN
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime
 from itertools import accumulate
 from typing import Any
 
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import Aggregate, CharField, Count, F, Min, Q, QuerySet, Subquery, Sum, Value
 from django.db.models.functions import Cast, Now
-from django.db.models.sql.compiler import SQLCompiler
 from django.utils import timezone
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from accounts.models import LiveConnection
+from kernel.compiled import CompiledQuery
 from notifications.models import PENDING, OutboxEnds, QuestionEmail, WebhookDelivery
 from runs.models import TERMINAL_STATUSES, Interaction, Run, RunStatus
 from runs.services.dispatching import ready_places
@@ -82,29 +82,6 @@ class ServiceCollector(Collector):
         )
 
 
-class Compiled:
-    """A queryset whose SQL is the same at every scrape (nothing in it from the clock or the
-    request), built and compiled at the first scrape and only run after: for these statements
-    Django's building and compiling costs several times the database's own work."""
-
-    def __init__(self, queryset: Callable[[], QuerySet]) -> None:
-        self.queryset = queryset
-        self.compiled: dict[str, tuple[SQLCompiler, str, tuple]] = {}
-
-    def rows(self, using: str = DEFAULT_DB_ALIAS) -> list[dict[str, Any]]:
-        """Each row by its columns' names, their values converted as the queryset would."""
-        if using not in self.compiled:
-            compiler = self.queryset().query.get_compiler(using)
-            self.compiled[using] = (compiler, *compiler.as_sql())
-        compiler, sql, params = self.compiled[using]
-        with connections[using].cursor() as cursor:
-            cursor.execute(sql, params)
-            rows = cursor.fetchall()
-        converters = compiler.get_converters([expression for expression, _, _ in compiler.select])
-        names = [name for _, _, name in compiler.select]
-        return [dict(zip(names, row, strict=True)) for row in compiler.apply_converters(rows, converters)]
-
-
 def all_counter_rows() -> QuerySet:
     """Every counter row, in one statement (UNION ALL), tagged with the table it comes from."""
     first, *others = [
@@ -139,20 +116,19 @@ def the_service_as_it_stands() -> QuerySet:
     )
 
 
-COUNTED, STANDING = Compiled(all_counter_rows), Compiled(the_service_as_it_stands)
+COUNTED, STANDING = CompiledQuery(all_counter_rows), CompiledQuery(the_service_as_it_stands)
 
 
 def counted() -> dict[str, list[Row]]:
     """Every counter row, by the table it comes from."""
     rows: dict[str, list[Row]] = defaultdict(list)
-    for columns in COUNTED.rows():
-        table, *row = columns.values()
+    for table, *row in COUNTED.rows():
         rows[table].append(tuple(row))
     return rows
 
 
 def standing() -> dict[str, Any]:
-    (row,) = STANDING.rows()
+    (row,) = STANDING.named_rows()
     return row
 
 

@@ -9,17 +9,18 @@ import itertools
 import logging
 import operator
 import uuid
-import weakref
 from collections import Counter, deque
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
-from django.db.models import Count, Min, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db import connection, transaction
+from django.db.models import Count, Min, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
+
+from kernel.compiled import CompiledQuery
 
 from .. import task_queue
 from ..models import OwnerQueue, Run, RunStatus
@@ -78,30 +79,12 @@ def dispatch_state() -> DispatchState:
     cap = settings.SKILLRUNNER_MAX_CONCURRENT_TURNS
     if cap <= 0:
         return DispatchState(0, [])
-    database = connections[DEFAULT_DB_ALIAS]  # this thread's own
-    compiler, sql, params = _compiled_dispatch_read(database, cap)
-    with database.cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = list(compiler.results_iter([cursor.fetchall()]))
+    rows = DISPATCH_READ.rows(cap)
     places = [
         Place(owner, holding, served, oldest_at, count, Turn(first, attempt, offered) if first else None)
         for owner, holding, served, oldest_at, count, first, attempt, offered, _ in rows
     ]
     return DispatchState(rows[0][-1] if rows else 0, places)
-
-
-# Django compiles dispatch_state's query (five subqueries) in milliseconds, a hundred times what
-# the database takes to run it, and the query is the same for a given cap: compiled once per
-# connection (its compiler also converts the rows).
-_DISPATCH_READS: weakref.WeakKeyDictionary[Any, dict[int, tuple[Any, str, Any]]] = weakref.WeakKeyDictionary()
-
-
-def _compiled_dispatch_read(database, cap: int) -> tuple[Any, str, Any]:
-    known = _DISPATCH_READS.setdefault(database, {})
-    if cap not in known:
-        compiler = _dispatch_read(cap).query.get_compiler(connection=database)
-        known[cap] = (compiler, *compiler.as_sql())
-    return known[cap]
 
 
 def _dispatch_read(cap: int) -> QuerySet[Any, Any]:
@@ -134,6 +117,11 @@ def _dispatch_read(cap: int) -> QuerySet[Any, Any]:
             "in_use",
         )
     )
+
+
+# Django compiles the dispatch read (five subqueries) in milliseconds, a hundred times what the
+# database takes to run it; its SQL is the same for a given cap.
+DISPATCH_READ = CompiledQuery(_dispatch_read)
 
 
 def owner_queue_changed(owner_id: int) -> None:
@@ -203,11 +191,6 @@ def ready_places() -> QuerySet[OwnerQueue]:
     """The places of owners with a ready run (each counts its owner's, `ready_count`): one row
     per such owner, however long the queue."""
     return OwnerQueue.objects.filter(oldest_ready_at__isnull=False)
-
-
-def ready_queue_length() -> int:
-    """How many runs are ready to dispatch, from the owners' places."""
-    return ready_places().aggregate(length=Sum("ready_count"))["length"] or 0
 
 
 def run_became_ready(run: Run) -> None:

@@ -133,30 +133,36 @@ def test_another_engine_is_another_key(haiku_engine):
     assert keys["codex"] != keys["gemini"]
 
 
-def test_uploaded_files_are_part_of_the_key(api, install_skill, fake_codex):
-    """Runs with file inputs are reused when the uploaded files are the same, by content."""
-    from .helpers import make_zip, upload
-
+@pytest.fixture
+def word_count_engine(install_skill, fake_codex):
     install_skill("word-count")
     fake_codex.script({"message": json.dumps({"lines": 1, "words": 2})})
+    return fake_codex
 
-    def run_with(document: str) -> dict:
-        rid = api.post("/v1/jobs", {"skill_id": "word-count", "engine": "codex", "input": {}}, format="json").json()[
-            "request_id"
-        ]
-        zipped = upload("inputs.zip", make_zip({"document": document}))
-        return api.post(f"/v1/jobs/{rid}/upload", {"file": zipped}, format="multipart").json()
 
-    assert run_with("one two\n")["cache_hit"] is False
-    again = run_with("one two\n")
+def _word_count_run(api, document: str) -> dict:
+    """A word-count run whose document comes by upload, where its cache key is made."""
+    from .helpers import make_zip, upload
+
+    rid = api.post("/v1/jobs", {"skill_id": "word-count", "engine": "codex", "input": {}}, format="json").json()[
+        "request_id"
+    ]
+    zipped = upload("inputs.zip", make_zip({"document": document}))
+    return api.post(f"/v1/jobs/{rid}/upload", {"file": zipped}, format="multipart").json()
+
+
+def test_uploaded_files_are_part_of_the_key(api, word_count_engine):
+    """Runs with file inputs are reused when the uploaded files are the same, by content."""
+    assert _word_count_run(api, "one two\n")["cache_hit"] is False
+    again = _word_count_run(api, "one two\n")
     assert again["cache_hit"] is True and again["status"] == "succeeded"
     status = api.get(f"/v1/jobs/{again['request_id']}").json()
     assert status["cache_hit"] is True and status["status"] == "succeeded"
     kinds = [e["kind"] for e in api.get(f"/v1/jobs/{again['request_id']}/events/history?after_seq=0").json()["events"]]
     assert kinds[-3:] == ["input_uploaded", "result", "status"]
     assert api.get(f"/v1/jobs/{again['request_id']}/result").json()["result"]["data"] == {"lines": 1, "words": 2}
-    assert run_with("three four\n")["cache_hit"] is False
-    assert len(fake_codex.invocations()) == 2
+    assert _word_count_run(api, "three four\n")["cache_hit"] is False
+    assert len(word_count_engine.invocations()) == 2
 
 
 def test_a_cached_result_never_points_into_the_earlier_run(api, haiku_engine):
@@ -214,3 +220,29 @@ def test_artifacts_past_the_copy_cap_are_not_reused(api, haiku_engine, settings)
     assert len(haiku_engine.invocations()) == 2
     run = Run.objects.get(pk=again["request_id"])
     assert (run.run_dir / "artifacts" / "haiku.md").read_text() == "a\nb\nc\n"
+
+
+# --- retention: a run whose files were removed is not reused ------------------------------------
+
+
+def _files_removed(request_id: str) -> None:
+    """Retention's mark (runs.retention), the files left in place: the reuse rule decides, not a
+    copy failing for want of the artifacts."""
+    from django.utils import timezone
+
+    from runs.models import Run
+
+    Run.objects.filter(pk=request_id).update(files_removed_at=timezone.now())
+
+
+def test_a_run_whose_files_retention_removed_is_not_reused(api, haiku_engine):
+    _files_removed(api.post("/v1/jobs", BODY, format="json").json()["request_id"])
+    assert _hit(api, BODY) is False
+    assert len(haiku_engine.invocations()) == 2
+    assert _hit(api, BODY) is True  # the run that executed instead is reused in its turn
+
+
+def test_a_run_whose_files_retention_removed_is_not_reused_after_an_upload(api, word_count_engine):
+    _files_removed(_word_count_run(api, "one two\n")["request_id"])
+    assert _word_count_run(api, "one two\n")["cache_hit"] is False
+    assert len(word_count_engine.invocations()) == 2

@@ -271,13 +271,22 @@ def test_creating_a_run_reads_no_more_with_thousands_queued_R_SC1(settings, api,
 def test_the_queue_length_follows_every_way_in_and_out_R_SC1(settings, api, bob_api, manual_dispatch):
     """The queue's length kept in the owners' places is the number of ready runs after runs are
     created, claimed, canceled, finished and given their upload, and the global cap counts it."""
+    from django.db.models import Count, Min, Sum
+
     from runs import services
-    from runs.models import Run
-    from runs.services.dispatching import ready_queue_length, ready_runs
+    from runs.models import OwnerQueue, Run
+    from runs.services.dispatching import ready_places, ready_runs
 
     def length() -> int:
-        assert ready_queue_length() == ready_runs().count()
-        return ready_queue_length()
+        """The queue's length from the owners' places, each place checked against its owner's
+        ready runs as owner_queue_changed would write it (the incremental updates write both)."""
+        for place in OwnerQueue.objects.all():
+            ready = ready_runs().filter(owner_id=place.owner_id)
+            truth = ready.aggregate(oldest=Min("created_at"), count=Count("pk"))
+            assert (place.oldest_ready_at, place.ready_count) == (truth["oldest"], truth["count"]), place.owner_id
+        queued = ready_places().aggregate(length=Sum("ready_count"))["length"] or 0
+        assert queued == ready_runs().count()
+        return queued
 
     settings.SKILLRUNNER_MAX_QUEUED_RUNS = 4
     alices = [create_job(api)["request_id"] for _ in range(3)]

@@ -25,16 +25,10 @@ def _migrate_to_latest() -> None:
     executor.migrate(executor.loader.graph.leaf_nodes())
 
 
-def _finished_run(Run, owner):
-    """A codex run of `owner`'s that succeeded, through the historical model `Run`."""
-    return Run.objects.create(
-        owner=owner,
-        status="succeeded",
-        engine="codex",
-        execution_mode="auto",
-        interactive_profile="resumable",
-        input={},
-    )
+def _run(Run, owner, **overrides):
+    """A run of `owner`'s through the historical model `Run`: a codex auto run, but for `overrides`."""
+    defaults = {"engine": "codex", "execution_mode": "auto", "interactive_profile": "resumable", "input": {}}
+    return Run.objects.create(owner=owner, **(defaults | overrides))
 
 
 @pytest.fixture(autouse=True)
@@ -50,7 +44,6 @@ def test_the_queue_length_is_counted_at_the_upgrade_R_SC1(django_user_model):
         before.get_model(*name) for name in (("auth", "User"), ("runs", "Run"), ("runs", "OwnerQueue"))
     )
     alice, bob = User.objects.create(username="alice"), User.objects.create(username="bob")
-    fields = {"engine": "codex", "execution_mode": "auto", "interactive_profile": "resumable", "input": {}}
     for owner, status, awaiting_upload in [
         (alice, "queued", False),
         (alice, "queued", False),
@@ -58,7 +51,7 @@ def test_the_queue_length_is_counted_at_the_upgrade_R_SC1(django_user_model):
         (alice, "succeeded", False),
         (bob, "queued", False),
     ]:
-        Run.objects.create(owner=owner, status=status, awaiting_upload=awaiting_upload, **fields)
+        _run(Run, owner, status=status, awaiting_upload=awaiting_upload)
     OwnerQueue.objects.create(owner=alice)
     OwnerQueue.objects.create(owner=bob)
 
@@ -83,7 +76,7 @@ def test_the_webhook_rows_are_the_notifications_apps_after_the_move(django_user_
         before.get_model("runs", name) for name in ("Run", "WebhookEndpoint", "WebhookDelivery", "WebhookAttempt")
     )
     alice = User.objects.create(username="alice")
-    run = _finished_run(Run, alice)
+    run = _run(Run, alice, status="succeeded")
     endpoint = Endpoint.objects.create(
         owner=alice, run=run, url="https://hooks.example/run", events=["run.succeeded"], secret="whsec_before"
     )
@@ -136,15 +129,7 @@ def test_questions_already_emailed_stay_emailed_in_the_outbox():
         before.get_model(*name) for name in (("auth", "User"), ("runs", "Run"), ("runs", "Interaction"))
     )
     alice = User.objects.create(username="alice", email="alice@example.org")
-    run = Run.objects.create(
-        owner=alice,
-        status="waiting_user",
-        engine="codex",
-        execution_mode="interactive",
-        interactive_profile="resumable",
-        input={},
-        pending_interaction_id=2,
-    )
+    run = _run(Run, alice, status="waiting_user", execution_mode="interactive", pending_interaction_id=2)
     emailed_at = timezone.now() - timedelta(hours=1)
     common = {"run": run, "attempt_number": 1, "prompt": "Which city?", "payload": {}}
     emailed = Interaction.objects.create(interaction_id=1, emailed_at=emailed_at, answered_at=emailed_at, **common)
@@ -171,7 +156,6 @@ def test_the_metrics_counters_start_from_the_runs_stored_R_OP11():
         before.get_model(*name) for name in (("auth", "User"), ("runs", "Run"), ("runs", "RunEvent"))
     )
     alice = User.objects.create(username="alice")
-    fields = {"owner": alice, "execution_mode": "auto", "interactive_profile": "resumable", "input": {}}
     for engine, status, error, tokens in [
         ("codex", "failed", {"code": "ENGINE_FAILED", "message": "exit 3"}, 100),
         ("claude", "failed", {"code": "ENGINE_FAILED", "message": "exit 1"}, 0),
@@ -181,13 +165,13 @@ def test_the_metrics_counters_start_from_the_runs_stored_R_OP11():
         ("codex", "succeeded", None, 2_000),
         ("claude", "canceled", {"code": "CANCELED_BY_USER", "message": "canceled"}, 50),
     ]:
-        run = Run.objects.create(engine=engine, status=status, error=error, model_tokens=tokens, **fields)
+        run = _run(Run, alice, engine=engine, status=status, error=error, model_tokens=tokens)
         relay = {"source": "relay", "reason": "key_in_request", "method": "POST", "path": "/v1/x"}
         RunEvent.objects.create(run=run, seq=1, kind="security", payload=relay)
         RunEvent.objects.create(run=run, seq=2, kind="security", payload={"source": "output", "reason": "PROVIDER_KEY"})
         RunEvent.objects.create(run=run, seq=3, kind="status", payload={"source": "relay", "reason": "not security"})
     RunEvent.objects.create(run=run, seq=4, kind="security", payload={**relay, "reason": "path"})
-    queued = Run.objects.create(engine="codex", status="queued", **fields)
+    queued = _run(Run, alice, status="queued")
 
     _migrate_to_latest()
     ends = {(status, code): runs for status, code, runs in RunEnds.objects.values_list("status", "code", "runs")}
@@ -223,7 +207,7 @@ def test_the_outbox_ends_start_from_the_rows_stored_R_OP11():
         before.get_model("notifications", name) for name in ("WebhookEndpoint", "WebhookDelivery", "QuestionEmail")
     )
     alice = User.objects.create(username="alice")
-    run = _finished_run(Run, alice)
+    run = _run(Run, alice, status="succeeded")
     endpoint = Endpoint.objects.create(owner=alice, url="https://hooks.example/", events=[], secret="s")
     now = timezone.now()
     for state in ["delivered", "delivered", "failed", "pending"]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
+from django.db.models import Sum
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
@@ -90,12 +91,13 @@ def test_seed_backlog_queues_runs_in_their_owners_places_and_parks_runs_on_a_que
     runs whose question the API serves."""
     from rest_framework.test import APIClient
 
-    from runs.services.dispatching import dispatch_state, next_turns, ready_queue_length
+    from runs.services.dispatching import dispatch_state, next_turns, ready_places
 
     settings.SKILLRUNNER_MAX_CONCURRENT_TURNS = 3
     install_skill("haiku-writer")
     call_command("seed_backlog", queued=30, waiting=6, users=3, verbosity=0)
-    assert Run.objects.filter(status="queued").count() == ready_queue_length() == 30
+    queue_length = ready_places().aggregate(length=Sum("ready_count"))["length"]
+    assert Run.objects.filter(status="queued").count() == queue_length == 30
     owners = {
         turn.request_id: Run.objects.get(pk=turn.request_id).owner.username for turn in next_turns(dispatch_state())
     }
