@@ -24,7 +24,7 @@ from django.utils import timezone
 from kernel.errors import ApplicationError, OverUserLimit
 from processes.group_messages import send_to_groups
 
-from .models import ApiToken, LiveConnection, lock_user
+from .models import ApiToken, LiveConnection, expired, lock_user
 
 LEASE_SECONDS = 90
 RENEW_SECONDS = 30
@@ -111,7 +111,7 @@ def keep_connections(connection_ids: Iterable[UUID], *, renew: bool) -> set[UUID
 
 
 def _credential_ended(now) -> Q:
-    ended = Q(token__revoked_at__isnull=False) | Q(token__expires_at__lte=now) | Q(user__is_active=False)
+    ended = Q(token__revoked_at__isnull=False) | expired(now, via="token__") | Q(user__is_active=False)
     if settings.SESSION_ENGINE == "django.contrib.sessions.backends.db":  # sessions elsewhere: sign-out only
         live_sessions = Session.objects.filter(expire_date__gt=now).values("session_key")
         ended |= ~Q(session_key="") & ~Q(session_key__in=live_sessions)

@@ -40,15 +40,16 @@ def lock_user(user) -> str | None:
     return get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("password", flat=True).first()
 
 
-def unexpired(now: datetime) -> Q:
-    """Tokens without an expiry or expiring after `now`."""
-    return Q(expires_at__isnull=True) | Q(expires_at__gt=now)
+def expired(now: datetime, via: str = "") -> Q:
+    """Tokens whose expiry is `now` or earlier (one without an expiry never expires); `via`, a
+    relation's path with its "__", finds rows by the token they name."""
+    return Q(**{f"{via}expires_at__lte": now})
 
 
 class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
     def active(self) -> ApiTokenQuerySet:
         """Tokens that still open the API: neither revoked nor expired."""
-        return self.filter(unexpired(timezone.now()), revoked_at__isnull=True)
+        return self.filter(~expired(timezone.now()), revoked_at__isnull=True)
 
     def for_key(self, key: str) -> ApiToken | None:
         """The active token whose key this is, compared in constant time. Expiry is a condition
@@ -91,12 +92,10 @@ class ApiToken(models.Model):
         return f"{TOKEN_PREFIX}{self.lookup}…"
 
     @property
-    def is_expired(self) -> bool:
-        return self.expires_at is not None and self.expires_at <= timezone.now()
-
-    @property
     def is_active(self) -> bool:
-        return self.revoked_at is None and not self.is_expired
+        """As `ApiTokenQuerySet.active` reads it, for a token already loaded."""
+        expired = self.expires_at is not None and self.expires_at <= timezone.now()
+        return self.revoked_at is None and not expired
 
     @classmethod
     def default_name(cls, user) -> str:

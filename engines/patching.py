@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from .protocol import FIELD_TYPES
 from .types import DONE_MARKER, ArtifactSpec, ExecutionMode
 
 ARTIFACT_MARKER = "<!-- skill-runner:artifact-patch -->"
@@ -55,6 +56,9 @@ use the defaults the skill gives, otherwise your best judgement, and carry on un
 task is finished. End with the result as one JSON object following the skill's output format.
 """
 
+# Every type protocol.parse_interaction accepts, so the agent is told of no more and no fewer.
+_FIELD_TYPE_NAMES = ", ".join(f"`{name}`" for name in FIELD_TYPES)
+
 _INTERACTIVE = f"""{MODE_MARKER}
 ## Runtime execution mode: interactive
 
@@ -79,9 +83,9 @@ holding `interaction_id` (a positive integer, one higher for each new question),
 - `choose_one`: pick one of `options` (strings, or `{{"label", "value"}}` objects); with
   `"allow_free_text": false` the user is offered only the options;
 - `confirm`: yes or no; the answer arrives as `Yes` or `No`;
-- `fill_fields`: a small form; each field has a `name`, a `label`, a `type` (`text`, `textarea`,
-  `number`, `integer`, `boolean`, `date`, `email`) and whether it is `required`; the answer arrives
-  as one `name: value` line per field filled in;
+- `fill_fields`: a small form; each field has a `name`, a `label`, a `type`
+  ({_FIELD_TYPE_NAMES}) and whether it is `required`;
+  the answer arrives as one `name: value` line per field filled in;
 - `upload_files`: the user sends files (`files` describes what you expect: `name`, `required`,
   optional `hint` and `accept` such as `.pdf`); the answer lists their paths in the run directory;
 - `risk_ack`: an action with consequences; `risk` states them; the user acknowledges or declines.

@@ -13,7 +13,7 @@ from typing import Any
 from jinja2 import StrictUndefined, TemplateError, TemplateSyntaxError
 from jinja2.sandbox import SandboxedEnvironment
 
-from .replies import readable_reply
+from .replies import compact_json, readable_reply
 from .types import DONE_MARKER, ExecutionMode
 
 # A lone UTF-16 surrogate (valid in a JSON string, e.g. "\ud800") cannot be encoded for a
@@ -25,12 +25,8 @@ def _encodable(text: str) -> str:
     return _SURROGATE.sub("\ufffd", text)
 
 
-def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
 def _listing(values: Mapping[str, Any], files: Mapping[str, Path] | None = None) -> list[str]:
-    lines = [f"- `{name}`: {_compact(value)}" for name, value in values.items()]
+    lines = [f"- `{name}`: {compact_json(value)}" for name, value in values.items()]
     lines += [f"- `{name}` (file): {Path(path).resolve()}" for name, path in (files or {}).items()]
     return lines or ["(none)"]
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,11 +40,9 @@ KIND_ALIASES = {
 }
 DEFAULT_DECISION_POLICY = "engine_judgement"
 FIELD_TYPES = ("text", "textarea", "number", "integer", "boolean", "date", "email")
-MAX_FIELDS = 20
+# The most fields (fill_fields) or file slots (upload_files) one question may ask for.
+MAX_ITEMS = 20
 MAX_NAME_CHARS = 64
-# The hint keys each kind reads, from the envelope body or from its ui_hints; a question asked as
-# another kind (or degraded to open_text) carries none of them, so no page renders half a form.
-KIND_HINT_KEYS = ("allow_free_text", "fields", "files", "risk")
 
 _FENCE_JSON = re.compile(r"```[ \t]*json[ \t]*\r?\n(.*?)```", re.DOTALL | re.IGNORECASE)
 _FENCE_ANY = re.compile(r"```[^\n`]*\r?\n(.*?)```", re.DOTALL)
@@ -206,45 +204,62 @@ def _name(item: dict[str, Any], what: str) -> str:
     return name
 
 
-def _field(raw: Any) -> dict[str, Any]:
+def _item(
+    raw: Any,
+    what: str,
+    text_keys: tuple[str, ...],
+    details: Callable[[dict[str, Any], str], dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A named item of a question's hints (a field, a file slot): its name, what `details` reads
+    of it, whether it is required and those of `text_keys` it has."""
     if not isinstance(raw, dict):
-        raise HintError("each field must be an object with a name")
-    name = _name(raw, "field")
+        raise HintError(f"each {what} must be an object with a name")
+    name = _name(raw, what)
+    item = {"name": name, **(details(raw, name) if details else {})}
+    item["required"] = _flag(raw.get("required"), False, f"{what} {name}'s required")
+    for key in text_keys:
+        if raw.get(key) is not None:
+            item[key] = _text_or(raw.get(key), "", f"{what} {name}'s {key}")
+    return item
+
+
+def _label_and_type(raw: dict[str, Any], name: str) -> dict[str, Any]:
     kind = _text_or(raw.get("type"), "text", f"field {name}'s type").lower()
     if kind not in FIELD_TYPES:
         raise HintError(f"field {name} has type {kind!r}; known types: {', '.join(FIELD_TYPES)}")
-    field = {
-        "name": name,
-        "label": _text_or(raw.get("label"), name, f"field {name}'s label"),
-        "type": kind,
-        "required": _flag(raw.get("required"), False, f"field {name}'s required"),
-    }
-    if raw.get("hint") is not None:
-        field["hint"] = _text_or(raw.get("hint"), "", f"field {name}'s hint")
-    return field
+    return {"label": _text_or(raw.get("label"), name, f"field {name}'s label"), "type": kind}
+
+
+def _field(raw: Any) -> dict[str, Any]:
+    return _item(raw, "field", ("hint",), _label_and_type)
 
 
 def _file_slot(raw: Any) -> dict[str, Any]:
-    if not isinstance(raw, dict):
-        raise HintError("each file must be an object with a name")
-    name = _name(raw, "file")
-    slot: dict[str, Any] = {"name": name, "required": _flag(raw.get("required"), False, f"file {name}'s required")}
-    for key in ("hint", "accept"):
-        if raw.get(key) is not None:
-            slot[key] = _text_or(raw.get(key), "", f"file {name}'s {key}")
-    return slot
+    return _item(raw, "file", ("hint", "accept"))
 
 
-def _listed(raw: Any, parse, what: str, *, needed: bool) -> list[dict[str, Any]]:
+def _listed(raw: Any, parse: Callable[[Any], dict[str, Any]], what: str, *, needed: bool) -> list[dict[str, Any]]:
     if raw is None and not needed:
         return []
     if not isinstance(raw, list) or (needed and not raw):
         raise HintError(f"{what} must be a{' non-empty' if needed else ''} list")
-    if len(raw) > MAX_FIELDS:
-        raise HintError(f"at most {MAX_FIELDS} {what} may be asked for at once")
+    if len(raw) > MAX_ITEMS:
+        raise HintError(f"at most {MAX_ITEMS} {what} may be asked for at once")
     items = [parse(item) for item in raw]
     _names(items, what)
     return items
+
+
+# The one hint key each kind reads (from the envelope body, else from its ui_hints) and how its
+# value is read; None leaves the key out. A question asked as another kind (or degraded to
+# open_text) carries none of these keys, so no page renders half a form.
+_KIND_HINTS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "choose_one": ("allow_free_text", lambda value: _flag(value, True, "allow_free_text")),
+    "fill_fields": ("fields", lambda value: _listed(value, _field, "fields", needed=True)),
+    "upload_files": ("files", lambda value: _listed(value, _file_slot, "files", needed=False)),
+    "risk_ack": ("risk", lambda value: None if value is None else _text_or(value, "", "risk")),
+}
+KIND_HINT_KEYS = tuple(key for key, _ in _KIND_HINTS.values())
 
 
 def kind_hints(kind: str, body: dict[str, Any], ui_hints: dict[str, Any], options: list[Any]) -> dict[str, Any]:
@@ -252,18 +267,13 @@ def kind_hints(kind: str, body: dict[str, Any], ui_hints: dict[str, Any], option
     be used. choose_one: options (given apart) and `allow_free_text`; fill_fields: `fields`
     (name, label, type, required, hint?); upload_files: `files` slots (name, required, hint?,
     accept?), may be empty; risk_ack: the `risk` statement (the prompt when not given)."""
-    if kind == "choose_one":
-        if not options:
-            raise HintError("choose_one needs options")
-        return {"allow_free_text": _flag(_hint(body, ui_hints, "allow_free_text"), True, "allow_free_text")}
-    if kind == "fill_fields":
-        return {"fields": _listed(_hint(body, ui_hints, "fields"), _field, "fields", needed=True)}
-    if kind == "upload_files":
-        return {"files": _listed(_hint(body, ui_hints, "files"), _file_slot, "files", needed=False)}
-    if kind == "risk_ack":
-        risk = _hint(body, ui_hints, "risk")
-        return {} if risk is None else {"risk": _text_or(risk, "", "risk")}
-    return {}
+    if kind == "choose_one" and not options:
+        raise HintError("choose_one needs options")
+    if kind not in _KIND_HINTS:
+        return {}
+    key, read = _KIND_HINTS[kind]
+    value = read(_hint(body, ui_hints, key))
+    return {} if value is None else {key: value}
 
 
 def parse_interaction(body: Any) -> tuple[Interaction | None, str]:
@@ -282,7 +292,8 @@ def parse_interaction(body: Any) -> tuple[Interaction | None, str]:
         return None, "prompt must be a non-empty string"
     policy = body.get("default_decision_policy")
     given_hints = body["ui_hints"] if isinstance(body.get("ui_hints"), dict) else {}
-    options = _normalise_options(body["options"] if "options" in body else given_hints.get("options"))
+    options = _normalise_options(_hint(body, given_hints, "options"))
+    # Not `_hint`: a blank kind in the body still leaves ui_hints' kind to say.
     kind = normalise_kind(body.get("kind") or given_hints.get("kind"))
     ui_hints = {key: value for key, value in given_hints.items() if key not in KIND_HINT_KEYS}
     degraded = ""

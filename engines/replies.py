@@ -20,23 +20,27 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-# A structured reply's one key, the kind whose page sends it, and the shape its value must have
-# to be read in words ("true" for `{"confirmed": "sure"}` would put words in the person's mouth).
-FORMS: dict[str, tuple[str, type]] = {
-    "choice": ("choose_one", object),
-    "confirmed": ("confirm", bool),
-    "fields": ("fill_fields", dict),
-    "acknowledged": ("risk_ack", bool),
+# A structured reply's one key and the shape its value must have to be read in words ("true"
+# for `{"confirmed": "sure"}` would put words in the person's mouth).
+FORMS: dict[str, type] = {
+    "choice": object,  # choose_one
+    "confirmed": bool,  # confirm
+    "fields": dict,  # fill_fields
+    "acknowledged": bool,  # risk_ack
 }
 
 
-def structured_kind(response: Any) -> str | None:
-    """The kind whose page sends this structured reply, or None for text and any other value."""
+def compact_json(value: Any) -> str:
+    """`value` as JSON without spaces, non-ASCII characters as they are."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def is_structured(response: Any) -> bool:
+    """Whether this is one of the forms the pages send (not text or any other value)."""
     if not (isinstance(response, dict) and len(response) == 1):
-        return None
+        return False
     form, value = next(iter(response.items()))
-    known = FORMS.get(form)
-    return known[0] if known is not None and isinstance(value, known[1]) else None
+    return form in FORMS and isinstance(value, FORMS[form])
 
 
 def _blank(value: Any) -> bool:
@@ -46,7 +50,7 @@ def _blank(value: Any) -> bool:
 def _value_text(value: Any) -> str:
     if isinstance(value, str) and "\n" not in value:
         return value
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return compact_json(value)
 
 
 def question_fields(pending: Mapping[str, Any]) -> list[str]:
@@ -77,7 +81,7 @@ def readable_reply(response: Any, field_order: Sequence[str] = ()) -> str:
     `field_order` (the question's, `question_fields`), any others after them."""
     if isinstance(response, str):
         return response
-    if structured_kind(response) is not None:
+    if is_structured(response):
         return _structured_text(response, field_order)
     if isinstance(response, dict) and isinstance(response.get("text"), str):
         if set(response) == {"text"}:
@@ -85,4 +89,4 @@ def readable_reply(response: Any, field_order: Sequence[str] = ()) -> str:
         if set(response) == {"text", "files"} and isinstance(response["files"], list):
             names = ", ".join(str(item.get("name", "")) for item in response["files"] if isinstance(item, dict))
             return "\n\n".join(part for part in (response["text"], f"Files: {names}" if names else "") if part)
-    return json.dumps(response, ensure_ascii=False, separators=(",", ":"))
+    return compact_json(response)

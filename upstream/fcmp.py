@@ -34,14 +34,13 @@ starts at 1 and rises with the same gaps.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Protocol
 
 from engines.protocol import interpret_final_message
-from engines.replies import readable_reply, structured_kind
+from engines.replies import compact_json, is_structured, readable_reply
 
 FCMP_VERSION = "fcmp/1.0"
 CHAT_VERSION = "chat-replay/1.0"
@@ -227,17 +226,22 @@ def _input_required(event: LoggedEvent, position: LogPosition) -> tuple[str, dic
     return "user.input.required", data
 
 
+def _clipped(text: str) -> str:
+    return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
+
+
 def response_preview(response: Any) -> str:
-    """A reply as text: a string as it is, a structured reply in words, anything else as compact JSON."""
+    """A reply as text: a string as it is, a structured reply in words, anything else as compact
+    JSON. Only for a reply event written without its `text` (before runs.services wrote it)."""
     if isinstance(response, str):
         text = response.strip()
-    elif structured_kind(response) is not None:
+    elif is_structured(response):
         text = readable_reply(response)
     elif isinstance(response, dict) and isinstance(response.get("text"), str):
         text = response["text"].strip()
     else:
-        text = json.dumps(response, ensure_ascii=False, separators=(",", ":"))
-    return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
+        text = compact_json(response)
+    return _clipped(text)
 
 
 def _reply(event: LoggedEvent, position: LogPosition) -> tuple[str, dict[str, Any]]:
@@ -249,7 +253,11 @@ def _reply(event: LoggedEvent, position: LogPosition) -> tuple[str, dict[str, An
     if payload.get("resolution_mode") == AUTO_DECIDE_TIMEOUT:
         data.update(resolution_mode=AUTO_DECIDE_TIMEOUT, policy=position.decision_policy)
         return "interaction.auto_decide.timeout", data
-    data.update(resolution_mode=USER_REPLY, response_preview=response_preview(payload.get("response")))
+    # The reply as the pages show it: a form's fields in its question's order, which the stored
+    # reply no longer has on PostgreSQL (jsonb sorts an object's keys).
+    text = payload.get("text")
+    preview = _clipped(text.strip()) if isinstance(text, str) else response_preview(payload.get("response"))
+    data.update(resolution_mode=USER_REPLY, response_preview=preview)
     return "interaction.reply.accepted", data
 
 

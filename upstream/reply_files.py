@@ -26,10 +26,8 @@ from django.http.multipartparser import MultiPartParser, MultiPartParserError
 from rest_framework import serializers
 
 from kernel.errors import ApplicationError
-from runs.services import ReplyFile, StagedReplyFiles
+from runs.services import ReplyFile, StagedReplyFiles, reply_file_limits
 from runs.sweeps import reply_staging_root
-
-from .handshake import reply_file_limits
 
 METADATA_PART = "metadata"
 FILES_PART = "files"

@@ -12,7 +12,7 @@ import pytest
 
 from engines.patching import ARTIFACT_MARKER, MODE_MARKER, artifact_patch, mode_patch, patch_skill_file
 from engines.prompt import first_turn_prompt, reply_prompt
-from engines.protocol import KINDS, parse_interaction
+from engines.protocol import FIELD_TYPES, KINDS, parse_interaction
 from engines.registry import get_adapter
 from engines.types import ArtifactSpec
 
@@ -92,6 +92,8 @@ def test_interactive_mode_patch_shows_every_kind_with_an_example_the_parser_take
     assert asked == list(KINDS)
     for kind in KINDS:
         assert f"- `{kind}`:" in text
+    for field_type in FIELD_TYPES:
+        assert f"`{field_type}`" in text
 
 
 def test_interactive_mode_patch_has_no_prohibition_on_asking(tmp_path: Path) -> None:

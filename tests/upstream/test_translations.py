@@ -7,12 +7,14 @@ claims, interactions and activity build them); tests/upstream/test_streams.py re
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from engines.replies import question_fields, readable_reply
 from upstream.fcmp import (
     POSITION_KEYS,
     LogPosition,
@@ -99,11 +101,15 @@ def pending(attempt: int, prompt: str = "Where to?", **extra: Any) -> tuple[str,
     return "interaction_pending", {**payload, **extra}
 
 
-def reply(interaction_id: int, response: Any, mode: str = "user_reply") -> tuple[str, dict]:
+def reply(
+    interaction_id: int, response: Any, mode: str = "user_reply", field_order: Sequence[str] = ()
+) -> tuple[str, dict]:
+    """As runs.services.interactions writes it: `text` is the reply as the pages show it."""
     answered_at = (START + timedelta(minutes=5)).isoformat()
     return "interaction_reply", {
         "interaction_id": interaction_id,
         "response": response,
+        "text": readable_reply(response, field_order),
         "resolution_mode": mode,
         "answered_at": answered_at,
     }
@@ -460,6 +466,31 @@ def test_replies_preview_as_text():
     assert response_preview({"confirmed": True}) == "Yes"  # a structured reply in words, as the agent read it
     assert response_preview({"fields": {"city": "Oslo", "days": 2}}) == "city: Oslo\ndays: 2"
     assert len(response_preview("x" * 10_000)) == 2000
+
+
+def test_a_form_reply_previews_in_its_questions_field_order():
+    """The reply event's `text` (as the pages show it) is the preview: the stored reply comes back
+    with its keys sorted on PostgreSQL, the form's own order is title before year."""
+    fields = [
+        {"name": "title", "label": "Title", "type": "text", "required": True},
+        {"name": "year", "label": "Year", "type": "integer", "required": False},
+    ]
+    asked = pending(1, "Details?", kind="fill_fields", ui_hints={"fields": fields})
+    stored = {"fields": {"year": 2024, "title": "Tides"}}
+    answered = reply(1, stored, field_order=question_fields(asked[1]))
+    events = log(
+        status("queued", "running", attempt_number=1),
+        asked,
+        status("running", "waiting_user", pending_interaction_id=1),
+        answered,
+        status("waiting_user", "queued"),
+    )
+    accepted = fcmp(events)[-2]
+    assert accepted["data"]["response_preview"] == "title: Tides\nyear: 2024"
+    assert chat(events)[-1]["text"] == "title: Tides\nyear: 2024"
+    # An event written before the reply event carried its text: the reply itself, in its own order.
+    older = log(("interaction_reply", {key: value for key, value in answered[1].items() if key != "text"}))
+    assert fcmp(older)[0]["data"]["response_preview"] == "year: 2024\ntitle: Tides"
 
 
 # ---- attempts and repair rounds --------------------------------------------------------------
