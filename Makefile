@@ -7,15 +7,15 @@ ENGINE_CLI_DIR := engines/cli
 # The second pass, on PostgreSQL + Redis (SCALEOUT_DATABASE_URL, SCALEOUT_REDIS_URL: given, or
 # private throwaway servers that scripts/test_servers.py starts and stops), runs again what those
 # can change; the first pass runs everything on the embedded default.
-#   tests/api, tests/interactive, tests/ui/test_pages.py, tests/upstream/test_plugin_contract.py,
-#   tests/upstream/test_reply_files.py: what clients send, stored and read back. PostgreSQL enforces
-#     column lengths, integer ranges and NUL-free text where SQLite takes anything, reorders jsonb
-#     keys, returns rows in no set order without ORDER BY, aborts a transaction at its first error,
-#     and locks rows where SQLite locks the file (replies, cancels and wait deadlines racing:
+#   CLIENT_TESTS (the job API, interactive runs, the pages' forms, upstream's plugin and reply
+#   files): what clients send, stored and read back. PostgreSQL enforces column lengths,
+#     integer ranges and NUL-free text where SQLite takes anything, reorders jsonb keys, returns
+#     rows in no set order without ORDER BY, aborts a transaction at its first error, and locks
+#     rows where SQLite locks the file (replies, cancels and wait deadlines racing:
 #     test_reply_races; slots: test_slots, test_claim).
-#   tests/end_to_end, tests/interactive/test_live_worker.py: processes on one database: web and worker
-#     through the Redis broker and channel layer, the web's connection pool, and how each stops
-#     with them (the shutdown matrix), is killed, restarts or recovers.
+#   tests/end_to_end: processes on one database: web and worker through the Redis broker and
+#     channel layer, the web's connection pool, and how each stops with them (the shutdown
+#     matrix), is killed, restarts or recovers.
 #   tests/real_engines/test_service_real_engines.py: a real CLI's turn through the job API.
 #   tests/notifications: webhook deliveries and question emails claimed under row locks (the shared
 #     outbox), sender threads and their connections; tests/end_to_end/test_question_email_delivery.py: a
@@ -26,16 +26,25 @@ ENGINE_CLI_DIR := engines/cli
 #   tests/upstream/test_streams.py: streams woken through the Redis channel layer.
 #   tests/upstream/test_management_and_files.py: upstream's run pages counted and ordered by the
 #     database, the status fast read's raw statement.
-#   tests/test_wakeups.py: a sticky run's worker woken through a Redis list instead of a socket.
+#   tests/processes/test_wakeups.py: a sticky run's worker woken through a Redis list instead of a socket.
 #   tests/runs/test_migrations.py: data migrations on PostgreSQL.
 #   tests/metrics: the scrape's aggregate queries (JSON keys, GROUP BY) read on PostgreSQL.
 #   tests/scaleout/test_rolling_restart.py: two workers and two webs restarted one after the other
 #     with runs in flight (R-OP10); here only, not in the first pass (ROLLING_RESTART below).
-SCALEOUT_TESTS := tests/api tests/interactive tests/ui/test_pages.py tests/upstream/test_plugin_contract.py \
-	tests/upstream/test_reply_files.py tests/end_to_end tests/real_engines/test_service_real_engines.py \
+CLIENT_TESTS := $(addprefix tests/runs/test_,admission.py auto_run_lifecycle.py cancel.py claim.py \
+	failures.py logs.py output_repair.py ownership.py result_cache.py runtime_options.py \
+	status_fast_path.py status_payload.py uploads.py cancel_while_waiting.py completion_gates.py \
+	history.py job_api_modes.py pending_payload.py question_kinds.py replies.py resume.py slots.py \
+	sticky_wait.py strict_and_timeouts.py pages.py) \
+	tests/accounts/test_auth.py tests/engines/test_engine_isolation.py tests/kernel/test_errors.py \
+	tests/skillrunner/test_openapi.py tests/health/test_system.py \
+	$(addprefix tests/skills/test_,skill_format.py skill_install.py upstream_layout_skills.py) \
+	$(addprefix tests/real_engines/test_,real_engines_interactive.py sticky_claude.py) \
+	tests/scaleout/test_reply_races.py tests/upstream/test_plugin_contract.py tests/upstream/test_reply_files.py
+SCALEOUT_TESTS := $(CLIENT_TESTS) tests/end_to_end tests/real_engines/test_service_real_engines.py \
 	tests/notifications tests/runs/test_fair_share.py tests/runs/test_thread_connections.py \
 	tests/runs/test_seed_history.py tests/runs/test_retention.py tests/upstream/test_streams.py \
-	tests/test_wakeups.py tests/runs/test_migrations.py tests/metrics tests/scaleout/test_rolling_restart.py \
+	tests/processes/test_wakeups.py tests/runs/test_migrations.py tests/metrics tests/scaleout/test_rolling_restart.py \
 	tests/upstream/test_management_and_files.py
 ROLLING_RESTART := tests/scaleout/test_rolling_restart.py
 # Of the real CLIs there, Codex stands for the resumable engines and Claude Code for sticky_process
@@ -48,8 +57,9 @@ ROLLING_RESTART := tests/scaleout/test_rolling_restart.py
 # once or twice) is the same code on both: those run in the first pass.
 SCALEOUT_SELECT := (not real_engine or codex or claude) \
 	and not (test_every_stop and (INT or group- or tree- or twice))
-# Not again: tests/sandbox. On PostgreSQL they probe less than on SQLite (no database file is in
-# reach), and their runs take the lifecycle tests/api covers there.
+# Not again: the sandbox tests (tests/engines/test_red_team_fake.py and the like). On PostgreSQL
+# they probe less than on SQLite (no database file is in reach), and their runs take the lifecycle
+# CLIENT_TESTS cover there.
 
 .PHONY: run test test-fast test-servers test-suites lint engines system-packages sandbox bench venv test-venv clean
 
@@ -116,7 +126,7 @@ test-servers: test-venv
 # pass's output follows the first's; each pass's wall time is printed at the end.
 EMBEDDED_PASS = $(PY) -m pytest -n 3 --dist loadscope --ignore=$(ROLLING_RESTART) tests
 SCALEOUT_PASS = DATABASE_URL=$(SCALEOUT_DATABASE_URL) REDIS_URL=$(SCALEOUT_REDIS_URL) \
-	$(PY) -m pytest -n 1 --dist loadscope -k "$(SCALEOUT_SELECT)" $(wildcard $(SCALEOUT_TESTS))
+	$(PY) -m pytest -n 1 --dist loadscope -k "$(SCALEOUT_SELECT)" $(SCALEOUT_TESTS)
 test-suites:
 	@started=$$(date +%s); scaleout=$$(mktemp -d); \
 	echo '$(SCALEOUT_PASS) (output below, once it ends)'; \

@@ -15,6 +15,14 @@ from tests.support.clients import client_for
 from tests.support.fake_codex import FakeCodex
 from tests.support.outside_reads import OutsideReadGuard
 
+# Fixtures more than one app's tests use, kept with the helpers they go with.
+pytest_plugins = [
+    "tests.support.interactive_runs",
+    "tests.support.probing_codex",
+    "tests.support.sandbox_probes",
+    "tests.support.web_clients",
+]
+
 # The umask the suite started with, read before any test module ran (os.umask only reads by setting).
 SUITE_UMASK = os.umask(0o022)
 os.umask(SUITE_UMASK)

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from .conftest import log_in, screenshot
+from tests.browser.conftest import log_in, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(120)]
 

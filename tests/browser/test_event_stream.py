@@ -10,8 +10,8 @@ import httpx
 import pytest
 from httpx_sse import connect_sse
 
-from .conftest import log_in
-from .test_run_chat import trip_script
+from tests.browser.conftest import log_in
+from tests.browser.test_run_chat import trip_script
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(120)]
 

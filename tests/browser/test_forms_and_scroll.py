@@ -10,9 +10,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from tests.browser.conftest import SCREENSHOTS, log_in, screenshot
 from tests.support.webhook_receiver import WebhookReceiver
-
-from .conftest import SCREENSHOTS, log_in, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 

@@ -10,9 +10,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from tests.browser.conftest import log_in, screenshot
 from tests.support.hostile_skill import PAYLOAD, SKILL_ID, write_hostile_skill
-
-from .conftest import log_in, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
 

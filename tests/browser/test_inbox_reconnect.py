@@ -9,10 +9,9 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
+from tests.browser.conftest import log_in, screenshot
+from tests.browser.test_inbox import ask_then_plan, nav_count
 from tests.support.service_processes import wait_until
-
-from .conftest import log_in, screenshot
-from .test_inbox import ask_then_plan, nav_count
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
 

@@ -11,7 +11,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import SCREENSHOTS, log_in, screenshot
+from tests.browser.conftest import SCREENSHOTS, log_in, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 

@@ -11,8 +11,8 @@ import json
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import log_in, screenshot
-from .test_accessibility import WIDTHS, violations
+from tests.browser.conftest import log_in, screenshot
+from tests.browser.test_accessibility import WIDTHS, violations
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 

@@ -13,11 +13,10 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import expect
 
+from tests.browser.conftest import CREATE_USERS, PASSWORDS, STAFF, Live, log_in, screenshot
 from tests.support.engine_env import SERVICE_MODELS, SERVICE_URL_PATHS, require_engine
 from tests.support.scripted_model_server import ScriptedModelServer
 from tests.support.service_processes import ServiceProcesses
-
-from .conftest import CREATE_USERS, PASSWORDS, STAFF, Live, log_in, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.real_engine, pytest.mark.timeout(300)]
 

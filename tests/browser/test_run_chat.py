@@ -10,9 +10,8 @@ import time
 import pytest
 from playwright.sync_api import expect
 
+from tests.browser.conftest import log_in, screenshot
 from tests.support.service_processes import REPO
-
-from .conftest import log_in, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
 

@@ -8,8 +8,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import log_in, screenshot
-from .test_run_page import haiku_turn
+from tests.browser.conftest import log_in, screenshot
+from tests.browser.test_run_page import haiku_turn
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 

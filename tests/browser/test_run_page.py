@@ -11,7 +11,7 @@ from datetime import datetime
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import log_in, screenshot
+from tests.browser.conftest import log_in, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 

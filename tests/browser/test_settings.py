@@ -12,9 +12,8 @@ import urllib.request
 import pytest
 from playwright.sync_api import expect
 
+from tests.browser.conftest import log_in, screenshot
 from tests.support.webhook_receiver import WebhookReceiver
-
-from .conftest import log_in, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
 

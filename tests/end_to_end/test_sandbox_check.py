@@ -8,8 +8,8 @@ import shutil
 
 import pytest
 
-from tests.api.helpers import haiku_step
 from tests.support.fake_codex import FakeCodex
+from tests.support.jobs import haiku_step
 from tests.support.service_processes import ServiceProcesses
 
 pytestmark = [pytest.mark.timeout(120)]

@@ -93,7 +93,7 @@ def make_request(
 
 def make_config(tmp_path: Path, binary: str | Path, **kwargs: object) -> EngineConfig:
     """Unconfined unless a test asks: these stand-ins sit beside the run dir, which a sandbox
-    refuses to show; the sandbox itself is proven in tests/sandbox and by the service suites."""
+    refuses to show; the sandbox itself is proven by the sandbox tests (tests/engines/test_red_team_fake.py, test_seccomp.py) and the service suites."""
     kwargs.setdefault("sandbox", SandboxSettings(mode="off"))
     return EngineConfig(binary=str(binary), home=tmp_path / "engine-home", kill_grace_seconds=1.0, **kwargs)  # type: ignore[arg-type]
 

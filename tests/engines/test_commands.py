@@ -10,8 +10,7 @@ import engines.base
 from engines.claude import user_message
 from engines.codex import BYPASS, FULL_AUTO, YOLO, choose_auto_flag
 from engines.registry import ADAPTERS, ENGINE_NAMES, get_adapter
-
-from .fakes import fake_codex, make_config, make_request, write_script
+from tests.engines.fakes import fake_codex, make_config, make_request, write_script
 
 REAL_CODEX = Path(__file__).resolve().parents[2] / "engines" / "cli" / "node_modules" / ".bin" / "codex"
 

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from engines.registry import ENGINE_NAMES, get_adapter
-
-from .fakes import fake_codex, make_config, make_request, write_script
+from tests.engines.fakes import fake_codex, make_config, make_request, write_script
 
 
 @pytest.mark.parametrize("engine", ENGINE_NAMES)

@@ -1,4 +1,4 @@
-"""The adapters' parsers on output recorded from the real CLIs (tests/golden, see its manifest)."""
+"""The adapters' parsers on output recorded from the real CLIs (tests/engines/golden, see its manifest)."""
 
 from __future__ import annotations
 
@@ -9,16 +9,15 @@ import pytest
 
 from engines.registry import get_adapter
 from engines.types import FAILURE_ENGINE
+from tests.engines.fakes import FakeControl, make_config, make_request, write_script
 
-from .fakes import FakeControl, make_config, make_request, write_script
-
-GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+GOLDEN = Path(__file__).resolve().parent / "golden"
 MANIFEST = (
     json.loads((GOLDEN / "manifest.json").read_text()) if (GOLDEN / "manifest.json").exists() else {"recordings": []}
 )
 RECORDINGS = {(r["engine"], r["scenario"]): r for r in MANIFEST["recordings"]}
 
-pytestmark = pytest.mark.skipif(not RECORDINGS, reason="no golden recordings in tests/golden")
+pytestmark = pytest.mark.skipif(not RECORDINGS, reason="no golden recordings in tests/engines/golden")
 
 
 def recorded(engine: str, scenario: str) -> tuple[str, str, int]:

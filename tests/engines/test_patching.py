@@ -15,8 +15,7 @@ from engines.prompt import first_turn_prompt, reply_prompt
 from engines.protocol import FIELD_TYPES, KINDS, parse_interaction
 from engines.registry import get_adapter
 from engines.types import ArtifactSpec
-
-from .fakes import make_request, make_skill
+from tests.engines.fakes import make_request, make_skill
 
 ARTIFACTS = (ArtifactSpec("report", "report.md"), ArtifactSpec("data", "data.json", required=False))
 PAYLOAD_VOCABULARY = re.compile(r"\b(kind|prompt|options|ui_hints)\b", re.IGNORECASE)

@@ -15,8 +15,7 @@ import pytest
 from engines.process import MAX_LINE_BYTES, CappedBuffer, LineSplitter, kill_process_group, pid_alive, run_process
 from engines.registry import get_adapter
 from engines.types import FAILURE_ABORTED, FAILURE_SPAWN, FAILURE_TIMEOUT
-
-from .fakes import FakeControl, make_config, make_request, wait_gone, write_script
+from tests.engines.fakes import FakeControl, make_config, make_request, wait_gone, write_script
 
 ENV = {"PATH": "/usr/bin:/bin"}
 

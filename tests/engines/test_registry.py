@@ -11,9 +11,8 @@ import pytest
 from engines import registry
 from engines.base import EngineAdapter
 from kernel import archives
-
-from . import toy_engine
-from .fakes import FakeControl, make_config, make_request, write_script
+from tests.engines import toy_engine
+from tests.engines.fakes import FakeControl, make_config, make_request, write_script
 
 TOY_CLI = """
 import json, sys

@@ -11,8 +11,7 @@ import pytest
 from engines.claude import ClaudeAdapter
 from engines.registry import get_adapter
 from engines.types import FAILURE_ENGINE, FAILURE_PROCESS_LOST, FAILURE_SPAWN, FAILURE_TIMEOUT
-
-from .fakes import FakeControl, make_config, make_request, wait_gone, write_script
+from tests.engines.fakes import FakeControl, make_config, make_request, wait_gone, write_script
 
 # Speaks Claude Code's stream-json: init once, then per user line an assistant event and a result.
 FAKE_CLAUDE = r"""

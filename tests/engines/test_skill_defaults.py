@@ -11,8 +11,7 @@ import pytest
 from engines.prompt import PromptTemplateError, first_turn_prompt, prompt_template, render_prompt_template
 from engines.registry import get_adapter
 from engines.skill_config import deep_merge, is_forbidden, load_skill_engine_defaults, strip_forbidden
-
-from .fakes import make_config, make_request
+from tests.engines.fakes import make_config, make_request
 
 
 def skill_defaults(skill_dir, engine: str, declared=None):

@@ -23,8 +23,8 @@ from notifications.transport import Answer
 from runs.models import Interaction, Run, RunEvent, RunStatus, TurnUsage
 from runs.services import cancel_run, fail_run, record_relay_activity
 from runs.services.lifecycle import end_without_output, locked
-from tests.api.helpers import create_job
 from tests.metrics.test_metrics import scrape, value
+from tests.support.jobs import create_job
 from tests.support.service_processes import free_port
 from tests.support.webhook_receiver import WebhookReceiver
 

@@ -14,9 +14,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from rest_framework.test import APIClient
 
 from engines.relay import RelayRefusal
-from tests.api.helpers import create_job, haiku_step
-from tests.interactive.helpers import ask, interactive_job
 from tests.support.clients import client_for
+from tests.support.conversations import ask, interactive_job
+from tests.support.jobs import create_job, haiku_step
 from tests.support.settings_probe import run_with_production_settings
 from tests.support.webhook_receiver import WebhookReceiver
 

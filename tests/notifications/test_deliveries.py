@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from tests.interactive.helpers import ask_envelope, plan_done, reply, start, status_of
+from tests.support.conversations import ask_envelope, plan_done, reply, start, status_of
 from tests.support.service_processes import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
@@ -207,7 +207,7 @@ def _delivery(endpoint):
 
 def test_run_born_from_the_cache_tells_its_callback(api, install_skill, fake_codex, receiver):
     """A cache hit is born succeeded; its callback_url still hears run.succeeded."""
-    from tests.api.helpers import create_job, haiku_step
+    from tests.support.jobs import create_job, haiku_step
 
     install_skill("haiku-writer")
     fake_codex.script(haiku_step())

@@ -11,7 +11,7 @@ from django.core import mail
 from django.db import transaction
 
 from notifications.email import offer_due_question_emails
-from tests.interactive.helpers import ask_envelope, plan_done, reply, start
+from tests.support.conversations import ask_envelope, plan_done, reply, start
 from tests.support.service_processes import free_port
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]

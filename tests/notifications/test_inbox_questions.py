@@ -8,9 +8,9 @@ from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
 from rest_framework.throttling import SimpleRateThrottle
 
-from tests.interactive.helpers import ask_envelope, plan_done, start, status_of
-from tests.security.test_limits import forget_throttling
-from tests.ui.conftest import SAME_SITE, token_headers
+from tests.kernel.test_limits import forget_throttling
+from tests.support.conversations import ask_envelope, plan_done, start, status_of
+from tests.support.web_clients import SAME_SITE, token_headers
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 

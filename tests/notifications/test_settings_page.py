@@ -11,11 +11,10 @@ from rest_framework.throttling import SimpleRateThrottle
 from accounts.models import ApiToken
 from notifications.models import WebhookDelivery, WebhookEndpoint
 from runs.models import Run
-from tests.interactive.helpers import ask_envelope, plan_done, start
-from tests.security.helpers import forget_throttling
+from tests.notifications.helpers import fake_dns
+from tests.support.conversations import ask_envelope, plan_done, start
 from tests.support.service_processes import wait_until
-
-from .helpers import fake_dns
+from tests.support.throttling import forget_throttling
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -7,8 +7,7 @@ import pytest
 
 from notifications import destinations
 from notifications.destinations import DestinationError
-
-from .helpers import fake_dns
+from tests.notifications.helpers import fake_dns
 
 REFUSED_LITERALS = [
     "http://127.0.0.1/hook",

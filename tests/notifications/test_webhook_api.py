@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.api.helpers import create_job, error_code, job_body
-
-from .helpers import fake_dns
+from tests.notifications.helpers import fake_dns
+from tests.support.jobs import create_job, error_code, job_body
 
 pytestmark = pytest.mark.django_db
 

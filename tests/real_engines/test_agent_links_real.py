@@ -2,7 +2,7 @@
 reads and writes (artifacts, the bundle's partial file, the logs), and the service follows none.
 
 One engine is enough here: what is tested is the service's side, which is the same for every
-engine; tests/security/test_agent_links.py covers each path with the scripted engine.
+engine; tests/runs/test_agent_links.py covers each path with the scripted engine.
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ import threading
 
 import pytest
 
-from tests.interactive.helpers import processes_in, wait_until
 from tests.support.clients import client_for
+from tests.support.conversations import processes_in, wait_until
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 

@@ -13,7 +13,7 @@ import json
 import pytest
 
 from runs.models import Run
-from tests.interactive.helpers import PLAN, history_of, pending_of, reply, status_of
+from tests.support.conversations import PLAN, history_of, pending_of, reply, status_of
 from tests.support.scripted_model_server import ScriptedModelServer
 from tests.upstream.test_reply_files import reply_files
 

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from tests.api.helpers import clone_skill, error_code, make_zip, upload, zip_folder
 from tests.conftest import BUNDLED_SKILLS
+from tests.support.jobs import clone_skill, error_code, make_zip, upload, zip_folder
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 

@@ -10,7 +10,7 @@ import pytest
 
 from runs import services
 from runs.models import RunEvent
-from tests.api.helpers import create_job, haiku_step, wait_until
+from tests.support.jobs import create_job, haiku_step, wait_until
 from worker.turn_activity import ActivitySink, cap_payload
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -12,8 +12,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from tests.api.helpers import HAIKU_DATA, create_job, make_zip
 from tests.support.backlog import bulk_runs
+from tests.support.jobs import HAIKU_DATA, create_job, make_zip
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.api.helpers import create_job
+from tests.support.jobs import create_job
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

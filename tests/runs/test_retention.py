@@ -15,7 +15,7 @@ from django_q.models import Schedule
 
 from runs import retention
 from runs.models import Run, RunEvent
-from tests.api.helpers import create_job, haiku_step
+from tests.support.jobs import create_job, haiku_step
 
 pytestmark = pytest.mark.django_db(transaction=True)  # runs are dispatched on commit
 

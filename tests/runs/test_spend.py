@@ -15,7 +15,7 @@ from engines.relay import RelayLedger, RelayRefusal, SpendLimits
 from runs import services
 from runs.models import Run, TokenSpend
 from runs.spend import relay_ledger
-from tests.api.helpers import create_job, haiku_step
+from tests.support.jobs import create_job, haiku_step
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -23,7 +23,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from tests.api.helpers import create_job
+from tests.support.jobs import create_job
 
 pytestmark = pytest.mark.django_db
 

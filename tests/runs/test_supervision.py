@@ -22,7 +22,7 @@ from runs import services, supervision
 from runs.models import Interaction, Run
 from runs.outcome import TurnDecision, build_pending
 from skills.models import Skill
-from tests.api.helpers import process_alive, wait_until
+from tests.support.jobs import process_alive, wait_until
 from worker.execution import ClaimControl
 from worker.management.commands.worker import Command as WorkerCommand
 

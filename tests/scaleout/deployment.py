@@ -33,10 +33,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from tests.scaleout.probe_engine import ProbeEngine
 from tests.support.processes import end_together, processes_in
 from tests.support.service_processes import TEMPLATES, drop_postgres_database, free_port, fresh_postgres_url, wait_until
-
-from .probe_engine import ProbeEngine
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable

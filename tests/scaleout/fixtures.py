@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from .deployment import Deployment
+from tests.scaleout.deployment import Deployment
 
 HAIKU = {"topic": "sea", "haiku": ["waves fold", "into the grey", "morning"], "haiku_file": "artifacts/haiku.md"}
 HAIKU_DONE = {"files": {"artifacts/haiku.md": "waves fold\ninto the grey\nmorning\n"}, "message": json.dumps(HAIKU)}

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .deployment import TERMINAL, Deployment, wait_until
+from tests.scaleout.deployment import TERMINAL, Deployment, wait_until
 
 
 def settled(deployment: Deployment) -> dict[str, dict] | None:

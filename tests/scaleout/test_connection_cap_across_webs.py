@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.scaleout.deployment import wait_until
 from tests.support.wsclient import Closed, WebSocket
-
-from .deployment import wait_until
 
 pytestmark = [pytest.mark.scaleout, pytest.mark.timeout(180)]
 

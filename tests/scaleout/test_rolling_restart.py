@@ -14,10 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from websockets.exceptions import InvalidHandshake
 
+from tests.scaleout.deployment import Deployment, wait_until
+from tests.scaleout.invariants import assert_event_log_sound, check_all
 from tests.support.wsclient import Closed, HandshakeRefused, WebSocket
-
-from .deployment import Deployment, wait_until
-from .invariants import assert_event_log_sound, check_all
 
 pytestmark = [pytest.mark.scaleout, pytest.mark.timeout(240)]
 

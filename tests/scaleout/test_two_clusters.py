@@ -12,11 +12,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import BUNDLED_SKILLS
+from tests.scaleout.deployment import Deployment, wait_until
+from tests.scaleout.fixtures import QUESTION
+from tests.scaleout.invariants import assert_event_log_sound, check_all
 from tests.support.wsclient import WebSocket
-
-from .deployment import Deployment, wait_until
-from .fixtures import QUESTION
-from .invariants import assert_event_log_sound, check_all
 
 pytestmark = [pytest.mark.scaleout, pytest.mark.timeout(180)]
 

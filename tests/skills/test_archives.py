@@ -9,7 +9,7 @@ import zipfile
 import pytest
 
 from kernel.archives import ArchiveError, ArchiveLimits, extract_zip
-from tests.api.helpers import make_zip, tree_state
+from tests.support.jobs import make_zip, tree_state
 
 LIMITS = ArchiveLimits(max_members=50, max_total_bytes=1024 * 1024, max_ratio=100)
 

@@ -12,8 +12,8 @@ from django.core.management import call_command
 from kernel.errors import ApplicationError
 from skills.packages import SkillPackageError
 from skills.services import install_path, install_zip, sync_skill_directory
-from tests.api.helpers import clone_skill, make_zip, tree_state, zip_folder
 from tests.conftest import BUNDLED_SKILLS
+from tests.support.jobs import clone_skill, make_zip, tree_state, zip_folder
 
 pytestmark = pytest.mark.django_db
 

@@ -322,7 +322,7 @@ def test_fingerprint_changes_with_content(pkg):
 
 
 def test_loading_changes_nothing_on_disk(pkg):
-    from tests.api.helpers import tree_state
+    from tests.support.jobs import tree_state
 
     before = tree_state(pkg.root)
     pkg.load()

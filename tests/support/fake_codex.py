@@ -1,6 +1,6 @@
 """A scripted stand-in for `codex exec --json`, for fast orchestration tests and benchmarks.
 
-It prints the same JSONL event shapes as Codex 0.169 (see tests/golden/codex) and follows a
+It prints the same JSONL event shapes as Codex 0.169 (see tests/engines/golden/codex) and follows a
 script instead of a model. Real-engine tests use the real CLI; this only speeds up the rest.
 
 Script (JSON file): {"turns": [step, ...]}; the n-th turn of a thread plays step n (the last

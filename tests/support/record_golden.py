@@ -3,9 +3,9 @@
     .venv/bin/python -m tests.support.record_golden            # all engines
     .venv/bin/python -m tests.support.record_golden codex      # one engine
 
-Writes ``tests/golden/<engine>/<scenario>.stdout`` and ``.stderr`` (plus ``.stdin`` for the
+Writes ``tests/engines/golden/<engine>/<scenario>.stdout`` and ``.stderr`` (plus ``.stdin`` for the
 resident Claude session) and
-``tests/golden/manifest.json`` describing every recording: argv, script, prompts, exit code.
+``tests/engines/golden/manifest.json`` describing every recording: argv, script, prompts, exit code.
 The temporary directory the run used is replaced by ``<TMP>`` and the checkout by ``<REPO>`` in
 all outputs, so re-recording only changes ids, timestamps and durations. Each scenario checks its own outcome first, so a broken
 run is never written as golden. API keys are dummies (``test-key``).
@@ -41,7 +41,7 @@ from tests.support.engine_env import (
 )
 from tests.support.scripted_model_server import ScriptedModelServer
 
-GOLDEN_DIR = REPO_ROOT / "tests" / "golden"
+GOLDEN_DIR = REPO_ROOT / "tests" / "engines" / "golden"
 TIMEOUT = 60.0
 
 TEXT_SCRIPT = [{"text": "PLAIN_REPLY to: {user_text}"}]

@@ -7,7 +7,7 @@ import base64
 import pytest
 from rest_framework.test import APIClient
 
-from tests.api.helpers import create_job, error_code, haiku_step
+from tests.support.jobs import create_job, error_code, haiku_step
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

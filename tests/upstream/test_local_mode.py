@@ -10,8 +10,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
-from tests.api.helpers import error_code, haiku_step
 from tests.support.clients import job_body
+from tests.support.jobs import error_code, haiku_step
 from tests.support.service_processes import REPO
 from tests.support.settings_probe import run_with_production_settings
 

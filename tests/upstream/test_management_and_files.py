@@ -11,8 +11,8 @@ import zipfile
 
 import pytest
 
-from tests.api.helpers import create_job, error_code, haiku_step, make_zip, upload, zip_folder
 from tests.conftest import BUNDLED_SKILLS
+from tests.support.jobs import create_job, error_code, haiku_step, make_zip, upload, zip_folder
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 

@@ -16,10 +16,10 @@ import zipfile
 import pytest
 from rest_framework.test import APIClient
 
-from tests.api.helpers import make_zip, upload, zip_folder
 from tests.conftest import BUNDLED_SKILLS
 from tests.real_engines.test_service_real_engines import HAIKU, PLAN, QUESTION
 from tests.support.clients import read_event_stream
+from tests.support.jobs import make_zip, upload, zip_folder
 from tests.support.scripted_model_server import ScriptedModelServer
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]

@@ -16,7 +16,7 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from kernel.throttles import REPLY_SCOPE
-from tests.interactive.helpers import (
+from tests.support.conversations import (
     AUTO_FRESH,
     PLAN,
     QUESTION,
@@ -464,7 +464,7 @@ def test_a_session_needs_csrf_and_its_files_are_received_the_same_way(alice, api
 def two_replies_a_minute(monkeypatch, alice):
     from rest_framework.throttling import SimpleRateThrottle
 
-    from tests.security.helpers import forget_throttling
+    from tests.support.throttling import forget_throttling
 
     forget_throttling(alice)
     monkeypatch.setattr(SimpleRateThrottle, "THROTTLE_RATES", {REPLY_SCOPE: "2/min"})

@@ -13,9 +13,9 @@ from datetime import datetime
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 
-from tests.api.helpers import create_job, error_code, haiku_step
-from tests.interactive.helpers import ask, ask_envelope, plan_done, start
 from tests.support.clients import read_event_stream
+from tests.support.conversations import ask, ask_envelope, plan_done, start
+from tests.support.jobs import create_job, error_code, haiku_step
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 

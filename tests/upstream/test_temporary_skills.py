@@ -7,8 +7,8 @@ import json
 import pytest
 from django.conf import settings as django_settings
 
-from tests.api.helpers import HAIKU_DATA, clone_skill, error_code, haiku_step, make_zip, tree_state, upload, zip_folder
 from tests.conftest import BUNDLED_SKILLS
+from tests.support.jobs import HAIKU_DATA, clone_skill, error_code, haiku_step, make_zip, tree_state, upload, zip_folder
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

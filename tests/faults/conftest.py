@@ -1,1 +1,0 @@
-from tests.scaleout.fixtures import deployments  # noqa: F401  (fixture)

@@ -1,0 +1,61 @@
+"""What a process imports at start. Every worker, `manage.py` command and cluster process runs
+every app's `ready()`; the API's libraries (DRF's serializers, and through them
+django.contrib.postgres and requests) and redis-py on the embedded default cost each process that
+serves no HTTP a third of its start-up, for nothing it uses, and the worker's system checks would
+load every view and middleware again. A web on the embedded default has no use for redis-py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+# What `manage.py worker` imports to run turns and deliveries, beyond django.setup().
+WORKER_MODULES = ("worker.management.commands.worker", "worker.tasks", "worker.execution", "notifications.tasks")
+NOT_FOR_A_WORKER = ("rest_framework.serializers", "rest_framework.response", "redis")
+
+
+def embedded_default(data_dir: Path) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if key not in ("DATABASE_URL", "REDIS_URL")}
+    env.update(DJANGO_SETTINGS_MODULE="tests.settings", SKILLRUNNER_DATA_DIR=str(data_dir))
+    return env
+
+
+def imported_after(start: str, env: dict[str, str]) -> set[str]:
+    """The modules loaded once django.setup() and then `start` (Python source) have run."""
+    script = f"import django, importlib, json, sys\ndjango.setup()\n{start}\nprint(json.dumps(sorted(sys.modules)))\n"
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=60, check=True
+    )
+    return set(json.loads(done.stdout))
+
+
+def test_a_worker_on_the_embedded_default_imports_neither_the_api_nor_redis(tmp_path):
+    modules = imported_after(
+        f"for name in {WORKER_MODULES!r}: importlib.import_module(name)", embedded_default(tmp_path)
+    )
+    assert "runs.services" in modules and "django_q.cluster" in modules  # the probe ran what a worker runs
+    assert not modules & set(NOT_FOR_A_WORKER), sorted(modules & set(NOT_FOR_A_WORKER))
+
+
+def test_the_system_checks_a_worker_runs_leave_the_urlconf_alone(tmp_path):
+    start = (  # as BaseCommand.execute() runs them
+        "from django.core.management.base import ALL_CHECKS\n"
+        "from worker.management.commands.worker import Command\n"
+        "tags = Command.requires_system_checks\n"
+        "Command().check(tags=None if tags == ALL_CHECKS else tags)\n"
+    )
+    modules = imported_after(start, embedded_default(tmp_path))
+    assert "django.db.migrations.autodetector" in modules  # the checks ran (that of `makemigrations`)
+    # The URLconf with every view, the API schema's views, and the web's middleware.
+    assert not modules & {"skillrunner.urls", "drf_spectacular.views", "rest_framework.authentication"}
+
+
+def test_a_web_on_the_embedded_default_imports_no_redis(tmp_path):
+    start = "import skillrunner.asgi, skillrunner.urls, runs.api\n"
+    modules = imported_after(start, embedded_default(tmp_path))
+    assert "kernel.api_errors" in modules and "rest_framework.views" in modules  # the API is loaded
+    assert "redis" not in modules
