@@ -168,8 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     print(report.breakdown(results))
     print()
     print(report.sample_counts(results))
-    print()
-    print(report.sandbox_cost(sandbox_cost))
+    if args.sandbox:
+        print()
+        print(report.sandbox_cost(sandbox_cost))
     print(f"floor n={args.floor}; SKILLRUNNER_MAX_CONCURRENT_TURNS=4 (default); took {elapsed:.0f}s")
     for name, result in results.items():
         print(f"{name}: load average {result['loadavg_before']} before, {result.get('loadavg_after', '?')} after")

@@ -18,7 +18,12 @@ from collections import Counter
 from pathlib import Path
 
 RATE = 100  # samples per second per thread (py-spy shares the 2 cores with the service)
-REPO_PACKAGES = ("runs/", "engines/", "skillrunner/", "accounts/", "skills/")  # py-spy shows paths relative to the cwd
+# py-spy shows paths relative to the cwd
+REPO_PACKAGES = tuple(
+    f"{package}/"
+    for package in ("accounts", "enginehost", "engines", "health", "kernel", "live", "metrics", "notifications")
+    + ("processes", "runs", "skillrunner", "skills", "upstream", "worker")
+)
 
 
 def _py_spy() -> str:
