@@ -10,5 +10,5 @@ same services as the REST API. No models: a connection's row is `accounts.models
 | `inbox.py` | the inbox socket `/ws/inbox/` (`InboxConsumer`): the user's waiting questions, kept live on every page |
 | `sse.py` | server-sent events from the event log: the stream loop any framing uses (`follow_log`), the service's own framing, the response (`sse_response`) and `GET /v1/jobs/{id}/events` (`EventStreamView`) |
 | `routing.py` | the websocket routes and who may open them (token header or session, allowed origins) |
-| `shutdown.py` | a stopping web process (daphne, SIGTERM) closes its websockets with 1001 so clients resume elsewhere (R-OP10) |
+| `shutdown.py` | a stopping web process (daphne, SIGTERM) closes its websockets with 1001 so clients resume elsewhere (R-OP10); every close the service sends waits for the client's answer instead of autobahn's 1 s, so a late reader still gets all that came before it |
 """
