@@ -4,15 +4,15 @@ machine, a slow network, a busy tab.
 
 autobahn, under daphne, gives a client 1 s to answer a close and then drops the TCP connection
 (its closeHandshakeTimeout): whatever the client had not read was lost with it, and the client
-saw a close (1000 if the close frame was read, 1006 if not). So it went once in tests/scaleout/test_two_clusters.py (issue #39, item 7): the
-socket got events 1-9, then a close, and never the run's last three. Only a real daphne shows it;
-channels' WebsocketCommunicator has no closing handshake.
+saw a close (1000 if the close frame was read, 1006 if not). So it went once in
+tests/scaleout/test_two_clusters.py (issue #39, item 7): the socket got events 1-9, then a close,
+and never the run's last three. Only a real daphne shows it; channels' WebsocketCommunicator has
+no closing handshake (tests/live/test_close_codes.py checks the wiring for every close code).
 """
 
 from __future__ import annotations
 
 import time
-from unittest import mock
 
 import pytest
 
@@ -51,22 +51,3 @@ def test_a_client_reading_late_still_gets_every_event_before_the_close(tmp_path)
     assert (len(seqs), seqs[-1:]) == (EVENTS, [EVENTS]), f"closed with {socket.close_code} after {len(seqs)} events"
     assert seqs == list(range(1, EVENTS + 1))
     assert socket.close_code == 1000
-
-
-def test_every_close_the_service_sends_waits_for_the_client():
-    """The wiring the test above goes through: every code, sent by daphne's way or as a frame."""
-    pytest.importorskip("daphne.server")  # installs the reactor daphne serves with, as `serve` does
-    from daphne.ws_protocol import WebSocketProtocol
-
-    from live.shutdown import CLOSING_HANDSHAKE_SECONDS, install_in_daphne
-
-    original = WebSocketProtocol.serverClose
-    try:
-        install_in_daphne()
-        for code in (1000, 1001, 1011, 4401):
-            protocol = mock.Mock(spec=WebSocketProtocol)
-            protocol.closeHandshakeTimeout = 1  # autobahn's
-            WebSocketProtocol.serverClose(protocol, code)
-            assert protocol.closeHandshakeTimeout == CLOSING_HANDSHAKE_SECONDS, code
-    finally:
-        WebSocketProtocol.serverClose = original
