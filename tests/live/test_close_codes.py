@@ -47,7 +47,7 @@ def test_an_application_code_goes_the_libraries_way():
 
 def test_every_close_the_service_sends_waits_for_the_client():
     """Every code, sent by daphne's way or as a frame, waits CLOSING_HANDSHAKE_SECONDS for the client's
-answer instead of autobahn's 1 s (tests/end_to_end/test_closing_handshake.py: what the 1 s lost)."""
+    answer instead of autobahn's 1 s (tests/end_to_end/test_closing_handshake.py: what the 1 s lost)."""
     from daphne.ws_protocol import WebSocketProtocol
 
     from live.shutdown import CLOSING_HANDSHAKE_SECONDS, install_in_daphne
