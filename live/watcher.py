@@ -34,7 +34,7 @@ from uuid import UUID
 from asgiref.sync import sync_to_async
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import connection as db_connection
-from django.db.models import Max
+from django.db.models import Max, Q
 
 from accounts.connections import ENDED, RENEW_SECONDS, credential_group, keep_connections
 from accounts.models import LiveConnection
@@ -60,12 +60,43 @@ def _latest_event_id() -> int:
     return RunEvent.objects.aggregate(latest=Max("id"))["latest"] or 0
 
 
-def _events_since(last_id: int) -> list[tuple[int, object, int, str]]:
+def _events_since(last_id: int, missing: list[int]) -> list[tuple[int, object, int, str]]:
+    after = Q(id__gt=last_id) | Q(id__in=missing) if missing else Q(id__gt=last_id)
     return list(
-        RunEvent.objects.filter(id__gt=last_id)
-        .order_by("id")
-        .values_list("id", "run_id", "run__owner_id", "kind")[:1000]
+        RunEvent.objects.filter(after).order_by("id").values_list("id", "run_id", "run__owner_id", "kind")[:1000]
     )
+
+
+class EventTail:
+    """Where the watcher's reading of the event table stands: the last id read, and the ids below
+    it not read yet.
+
+    On PostgreSQL an event's id is taken when its row is inserted, not when it commits: a
+    transaction holding 101 may commit after another's 102, which the tail has read by then. The
+    tail looks for such ids again for MISSING_SECONDS, longer than any transaction that appends
+    events holds one (an insert rolled back leaves its id unused for good). Without it, a run whose
+    channel-layer wake-up was lost too waited for its next event."""
+
+    MISSING_SECONDS = 30.0
+    MISSING_AT_MOST = 1000
+
+    def __init__(self, last_id: int) -> None:
+        self.last_id = last_id
+        self.missing: dict[int, float] = {}  # id -> until when it is looked for (time.monotonic())
+
+    def looked_for(self, now: float) -> list[int]:
+        self.missing = {event_id: until for event_id, until in self.missing.items() if until > now}
+        return sorted(self.missing)
+
+    def read(self, ids: list[int], now: float) -> None:
+        """`ids` were read, in order: those they skip past are missing until they come (the
+        nearest MISSING_AT_MOST of a longer run of ids, which no set of open transactions holds)."""
+        for event_id in ids:
+            self.missing.pop(event_id, None)
+            if event_id > self.last_id:
+                skipped = range(max(self.last_id + 1, event_id - self.MISSING_AT_MOST), event_id)
+                self.missing.update(dict.fromkeys(skipped, now + self.MISSING_SECONDS))
+                self.last_id = event_id
 
 
 def status_and_events(request_id, cursor: int) -> tuple[str | None, list[RunEvent]]:
@@ -227,6 +258,7 @@ class ProcessWatcher:
             future.set_exception(error)
 
     async def _watch(self, last_id: int, host_wakeups: HostWakeups | None) -> None:
+        tail = EventTail(last_id)
         next_renewal = time.monotonic() + RENEW_SECONDS
         pump = asyncio.get_running_loop().create_task(self._pump()) if self.cross_process else None
         try:
@@ -237,9 +269,9 @@ class ProcessWatcher:
                         kinds: set[str] = set()
                     else:
                         kinds = await host_wakeups.wait(SAFETY_POLL_SECONDS)
-                    rows = await _in_thread(_events_since)(last_id)
+                    rows = await _in_thread(_events_since)(tail.last_id, tail.looked_for(time.monotonic()))
                     if rows:
-                        last_id = rows[-1][0]
+                        tail.read([row[0] for row in rows], time.monotonic())
                         for group in _changed_groups(rows):
                             self._tell(self.listeners.get(group, ()), CHANGED)
                     now = time.monotonic()

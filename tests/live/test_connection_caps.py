@@ -254,9 +254,9 @@ def test_the_watcher_reads_the_event_table_only_when_woken(api, trip_run, monkey
     reads: list[int] = []
     events_since = live._events_since
 
-    def counted(last_id: int):
+    def counted(last_id: int, missing: list[int]):
         reads.append(last_id)
-        return events_since(last_id)
+        return events_since(last_id, missing)
 
     monkeypatch.setattr(live, "_events_since", counted)
 
