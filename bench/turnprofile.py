@@ -1,24 +1,125 @@
 """Wall-clock cProfile of the worker's turn path, in-process, against either database.
 
-    .venv/bin/python -m bench.turnprofile [--database-url postgres://…] [--redis-url redis://…] [--turns 50]
+    .venv/bin/python -m bench.turnprofile [--database-url postgres://…] [--redis-url redis://…] [--turns 50] [--asking]
 
 Creates auto runs through runs.services (dispatch switched off), then runs
 `run_claimed_turn` for each under cProfile with a wall clock, so waits count: database round
 trips, the channel-layer notifications, the engine process and its exit detection. Prints the
 project functions by cumulative time per turn. Uses the bench engine and a throwaway data
 directory (and a throwaway PostgreSQL database when --database-url is given).
+
+`--asking`: interactive trip-planner runs instead, whose turn asks and leaves the run
+waiting_user: the path behind latency (c) of docs/benchmarks.md. Each turn's end is also timed
+apart: the engine's exit stamp -> the commit that made the run waiting_user, and the statements
+from the worker's `_finish_turn` on; those turns run first, outside the profile, whose own cost
+would be timed too.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import os
 import pstats
+import statistics
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
+
+# The project's packages whose functions the profile lists.
+PROJECT = ("runs/", "engines/", "worker/", "kernel/", "processes/", "metrics/", "notifications/", "live/")
+
+
+class TurnEnds:
+    """--asking: each turn's end, from the engine's exit stamp (bench/engine.py's .bench-times) to
+    the commit that made the run waiting_user and on to run_claimed_turn's return, with the
+    statements of the worker's `_finish_turn` (the commit's on-commit hooks included). Medians
+    and the spread over the turns."""
+
+    def __init__(self) -> None:
+        import runs.services as services
+        import worker.execution as execution
+
+        self.rows: list[dict[str, float]] = []
+        self._finish_turn = execution._finish_turn
+        execution._finish_turn = self._finishing
+        self._complete_turn = services.complete_turn
+        services.complete_turn = self._completing
+        self._completing_now = False
+        self._current: dict[str, float] = {}
+
+    def _completing(self, *args, **kwargs):
+        self._completing_now = True
+        try:
+            return self._complete_turn(*args, **kwargs)
+        finally:
+            self._completing_now = False
+
+    def _finishing(self, *args, **kwargs):
+        from django.db import connection
+
+        row = self._current
+        row["finish"] = time.time()
+        statements = 0
+        commits: list[float] = []
+
+        def count(execute, sql, params, many, context):
+            nonlocal statements
+            statements += 1
+            return execute(sql, params, many, context)
+
+        def committed() -> None:
+            commits.append(time.time())
+
+        original_on_commit = connection.on_commit
+
+        def on_commit(func, robust=False):
+            # The first callback complete_turn's transaction registers runs first, right at its commit.
+            if self._completing_now and not connection.run_on_commit:
+                original_on_commit(committed)
+            original_on_commit(func, robust)
+
+        connection.on_commit = on_commit
+        try:
+            with connection.execute_wrapper(count):
+                return self._finish_turn(*args, **kwargs)
+        finally:
+            del connection.on_commit
+            row["statements"] = statements
+            row["commit"] = commits[0] if commits else float("nan")
+
+    @contextlib.contextmanager
+    def timing(self, request_id: str) -> Iterator[None]:
+        from runs.models import Run
+
+        self._current = {}
+        yield
+        returned = time.time()
+        run = Run.objects.get(pk=request_id)
+        stamps = (Path(run.run_dir) / ".bench-times").read_text().split()
+        exit_stamp = float(stamps[stamps.index("exit") + 1])
+        row = self._current
+        self.rows.append(
+            {
+                "exit -> _finish_turn": (row["finish"] - exit_stamp) * 1000,
+                "exit -> waiting_user committed": (row["commit"] - exit_stamp) * 1000,
+                "exit -> turn returned": (returned - exit_stamp) * 1000,
+                "statements from _finish_turn": row["statements"],
+            }
+        )
+
+    def report(self) -> None:
+        print(f"{'turn end (--asking)':32} {'median':>8} {'p10':>8} {'p90':>8} {'max':>8}")
+        for key in self.rows[0]:
+            values = sorted(row[key] for row in self.rows)
+            n = len(values)
+            print(
+                f"{key:32} {statistics.median(values):8.2f} {values[n // 10]:8.2f}"
+                f" {values[(9 * n) // 10]:8.2f} {values[-1]:8.2f}"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--redis-url", default="")
     parser.add_argument("--turns", type=int, default=50)
     parser.add_argument("--top", type=int, default=40)
+    parser.add_argument("--asking", action="store_true", help="interactive turns that ask (trip-planner)")
     args = parser.parse_args(argv)
 
     from .engine import write_engine
@@ -57,16 +159,23 @@ def main(argv: list[str] | None = None) -> int:
         def create() -> str:
             run = services.create_run(
                 owner=owner,
-                skill_id="haiku-writer",
+                skill_id="trip-planner" if args.asking else "haiku-writer",
                 engine="codex",
                 model=None,
-                input={"topic": uuid.uuid4().hex},
+                input={} if args.asking else {"topic": uuid.uuid4().hex},
                 parameter={},
-                runtime_options={},
+                runtime_options={"execution_mode": "interactive"} if args.asking else {},
             )
             return str(run.pk)
 
         run_claimed_turn(create(), 1)  # warm: imports, engine probes
+        if args.asking:
+            ends = TurnEnds()
+            for _ in range(args.turns):
+                request_id = create()
+                with ends.timing(request_id):
+                    run_claimed_turn(request_id, 1)
+            ends.report()
         profile = cProfile.Profile(time.perf_counter)
         began = time.perf_counter()
         for _ in range(args.turns):
@@ -86,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
             relative = (
                 os.path.relpath(filename, Path(__file__).resolve().parents[1]) if filename.startswith("/") else filename
             )
-            if relative.startswith(("runs/", "engines/", "skillrunner/")) or name in (
+            if relative.startswith(PROJECT) or name in (
                 "wait",
                 "communicate",
                 "_try_wait",
