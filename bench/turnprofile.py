@@ -10,9 +10,12 @@ directory (and a throwaway PostgreSQL database when --database-url is given).
 
 `--asking`: interactive trip-planner runs instead, whose turn asks and leaves the run
 waiting_user: the path behind latency (c) of docs/benchmarks.md. Each turn's end is also timed
-apart: the engine's exit stamp -> the commit that made the run waiting_user, and the statements
-from the worker's `_finish_turn` on; those turns run first, outside the profile, whose own cost
-would be timed too.
+apart: the engine's exit stamp -> the commit that made the run waiting_user, the CPU time it
+took, and the statements from the worker's `_finish_turn` on; those turns run first, outside the
+profile, whose own cost would be timed too. For an A/B, the file runs against an older checkout's
+code when started from there (`cd OLD && PYTHONPATH=$PWD:… .venv/bin/python -S
+/path/to/bench/turnprofile.py --asking`): only its turn ends need the checkout's worker to call
+`runs.services.complete_turn` from `worker.execution._finish_turn`.
 """
 
 from __future__ import annotations
@@ -29,15 +32,19 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+if __package__ in (None, ""):  # started as a file, from the checkout it measures
+    sys.path.insert(0, str(Path.cwd()))
+
 # The project's packages whose functions the profile lists.
 PROJECT = ("runs/", "engines/", "worker/", "kernel/", "processes/", "metrics/", "notifications/", "live/")
 
 
 class TurnEnds:
     """--asking: each turn's end, from the engine's exit stamp (bench/engine.py's .bench-times) to
-    the commit that made the run waiting_user and on to run_claimed_turn's return, with the
-    statements of the worker's `_finish_turn` (the commit's on-commit hooks included). Medians
-    and the spread over the turns."""
+    the commit that made the run waiting_user and on to run_claimed_turn's return, the worker
+    thread's CPU time from `_finish_turn` to that commit (less sensitive to a shared machine's load
+    than the wall clock), and the statements of `_finish_turn` (the commit's on-commit hooks
+    included). Medians and the spread over the turns."""
 
     def __init__(self) -> None:
         import runs.services as services
@@ -62,9 +69,9 @@ class TurnEnds:
         from django.db import connection
 
         row = self._current
-        row["finish"] = time.time()
+        row["finish"], row["finish_cpu"] = time.time(), time.thread_time()
         statements = 0
-        commits: list[float] = []
+        commits: list[tuple[float, float]] = []
 
         def count(execute, sql, params, many, context):
             nonlocal statements
@@ -72,7 +79,7 @@ class TurnEnds:
             return execute(sql, params, many, context)
 
         def committed() -> None:
-            commits.append(time.time())
+            commits.append((time.time(), time.thread_time()))
 
         original_on_commit = connection.on_commit
 
@@ -89,7 +96,7 @@ class TurnEnds:
         finally:
             del connection.on_commit
             row["statements"] = statements
-            row["commit"] = commits[0] if commits else float("nan")
+            row["commit"], row["commit_cpu"] = commits[0] if commits else (float("nan"), float("nan"))
 
     @contextlib.contextmanager
     def timing(self, request_id: str) -> Iterator[None]:
@@ -106,6 +113,7 @@ class TurnEnds:
             {
                 "exit -> _finish_turn": (row["finish"] - exit_stamp) * 1000,
                 "exit -> waiting_user committed": (row["commit"] - exit_stamp) * 1000,
+                "CPU _finish_turn -> committed": (row["commit_cpu"] - row["finish_cpu"]) * 1000,
                 "exit -> turn returned": (returned - exit_stamp) * 1000,
                 "statements from _finish_turn": row["statements"],
             }
@@ -135,8 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--asking", action="store_true", help="interactive turns that ask (trip-planner)")
     args = parser.parse_args(argv)
 
-    from .engine import write_engine
-    from .inprocess import throwaway_service
+    from bench.engine import write_engine
+    from bench.inprocess import throwaway_service
 
     def env(root: Path) -> dict[str, str]:
         return {
@@ -193,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         for (filename, line, name), (_, calls, _, cumulative, _) in stats.stats.items():  # type: ignore[attr-defined]
             relative = (
-                os.path.relpath(filename, Path(__file__).resolve().parents[1]) if filename.startswith("/") else filename
+                os.path.relpath(filename, Path.cwd()) if filename.startswith("/") else filename
             )
             if relative.startswith(PROJECT) or name in (
                 "wait",
