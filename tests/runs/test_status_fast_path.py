@@ -119,6 +119,34 @@ def test_a_result_the_fast_path_cannot_give_is_the_full_paths_answer(owner, expe
     assert got[0] == expected_status
 
 
+def test_a_poll_sees_waiting_user_as_soon_as_the_asking_turns_end_commits(
+    api, manual_dispatch, django_capture_on_commit_callbacks, django_assert_num_queries
+):
+    """Latency (c) of docs/benchmarks.md (issue #43): the status poll after an asking turn's end
+    answers waiting_user from the row that end wrote, in its one statement. Nothing run after the
+    commit (the listeners' wake-up, the dispatch, webhook offers) stands between them, and no
+    answer read while the run was running is served again."""
+    from engines.types import TurnResult
+    from runs.services import claim_turn
+    from runs.turn_end import end_turn
+
+    request_id = create_job(api, runtime_options={"execution_mode": "interactive"})["request_id"]
+    worker = "host:1:w"
+    run = claim_turn(request_id, 1, worker)
+    assert run is not None
+    url = f"/v1/jobs/{request_id}"
+    api.get(url)  # stamps the token's last use: the fast path answers from now on
+    with django_assert_num_queries(1):
+        assert api.get(url).json()["status"] == "running"
+    asked = TurnResult(outcome="ask_user", assistant_text="Which season?", session_handle="thread-1", exit_code=0)
+    with django_capture_on_commit_callbacks(execute=False) as after_commit:
+        end_turn(run, worker, asked, duration_ms=5, can_continue=True, logs_with_keys=[], answer_redacted=False)
+    assert after_commit  # registered, and left unrun
+    with django_assert_num_queries(1):
+        body = api.get(url).json()
+    assert (body["status"], body["pending_interaction_id"]) == ("waiting_user", 1)
+
+
 def _revoke(client) -> None:
     ApiToken.objects.filter(user=client.user).update(revoked_at=timezone.now())
 
