@@ -200,9 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         stats = pstats.Stats(profile)
         rows = []
         for (filename, line, name), (_, calls, _, cumulative, _) in stats.stats.items():  # type: ignore[attr-defined]
-            relative = (
-                os.path.relpath(filename, Path.cwd()) if filename.startswith("/") else filename
-            )
+            relative = os.path.relpath(filename, Path.cwd()) if filename.startswith("/") else filename
             if relative.startswith(PROJECT) or name in (
                 "wait",
                 "communicate",
