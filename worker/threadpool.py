@@ -7,12 +7,18 @@ engine process and parses its output, which threads do as well as processes. Eac
 runs django-q2's own worker loop (django_q.worker.worker) on the sentinel's queues, so tasks are
 taken, run, saved and acknowledged as before; what django-q2 did per process is done per thread:
 
-- stop: the sentinel puts one STOP per pool process; the first thread to take it puts one more
-  for each of the others (_Tasks), so every thread ends once its task has.
+- taking a task: django-q2's processes block in the queue's get(), holding its lock (shared by
+  every process of the cluster) while they wait. A process killed then leaves it held and the
+  cluster takes no task again; django-q2 kills only a busy process, but this one always has a
+  waiting thread while a slot is free. So here one thread at a time waits, on a lock of this
+  process, for the queue to be readable, and takes the task without blocking (_Tasks.get).
+- stop: the sentinel puts one STOP per pool process; once it is taken, every thread of this
+  one takes a STOP, and ends once its task has.
 - timeout: the sentinel times processes, not threads, so this process's main thread times each
-  thread's task (its timer as django-q2 sets it). A thread cannot be killed: a task past its
-  timeout (SKILLRUNNER_MAX_TASK_SECONDS, days) gets the whole process replaced, as django-q2
-  replaces a process: its other turns fail as interrupted (their claims' process is gone).
+  thread's task (its timer as django-q2 sets it). A thread cannot be killed, and replacing the
+  process would end every other turn in it: a task past its timeout (SKILLRUNNER_MAX_TASK_SECONDS,
+  days) is logged and left to its thread, and a new thread takes its slot. A turn stuck so no
+  longer renews its claim, which the supervisor then fails as it would a dead worker's.
 - recycling: a thread that has run Conf.RECYCLE tasks ends and a fresh one takes its place. The
   process itself is not recycled: it would first have to wait for its longest task (a sticky
   run's conversation may hold one for hours), and its memory no longer grows with the slots.
@@ -27,6 +33,7 @@ import contextlib
 import logging
 import threading
 import time
+from multiprocessing.connection import wait
 from multiprocessing.queues import Queue
 from multiprocessing.sharedctypes import Synchronized
 from queue import Empty, SimpleQueue
@@ -44,23 +51,24 @@ class _Tasks:
     """The sentinel's task queue as this process's threads read it (django-q2's worker loop only
     calls get())."""
 
-    def __init__(self, queue: Queue, threads: int) -> None:
+    def __init__(self, queue: Queue) -> None:
         self._queue = queue
-        self._threads = threads
-        self._lock = threading.Lock()
+        self._taking = threading.Lock()  # one thread waits for the next task; this process's own
         self.stopped = False
 
     def get(self) -> object:
         if self._queue.empty():
             connections.close_all()  # idle from now on: this thread's own connections
-        task = self._queue.get()
-        if task == STOP:
-            with self._lock:
-                if not self.stopped:
-                    self.stopped = True
-                    for _ in range(self._threads - 1):
-                        self._queue.put(STOP)
-        return task
+        with self._taking:
+            while not self.stopped:
+                wait([self._queue._reader])  # type: ignore[attr-defined]  # readable, no lock of the queue held
+                try:
+                    task = self._queue.get(block=False)  # the queue's lock only while a task is read
+                except Empty:
+                    continue
+                self.stopped = task == STOP  # the sentinel's one STOP: every thread then gets one
+                return task
+            return STOP
 
 
 class _Timer:
@@ -85,9 +93,8 @@ def _work(tasks: _Tasks, result_queue: Queue, timer: _Timer, timeout: int | None
 
 def thread_pool(task_queue: Queue, result_queue: Queue, timer: Synchronized, timeout: int | None, threads: int) -> None:
     """The pool process's body: `threads` threads taking tasks until the sentinel's STOP, their
-    tasks timed here. `timer` is this process's as the sentinel reads it: 0 asks it to replace
-    the process (a task timed out)."""
-    tasks = _Tasks(task_queue, threads)
+    tasks timed here. `timer` is this process's as the sentinel reads it: -1, never timed out."""
+    tasks = _Tasks(task_queue)
     timers: dict[threading.Thread, _Timer] = {}
     ended: SimpleQueue[threading.Thread] = SimpleQueue()  # threads ending: seen at once, not at the next cycle
 
@@ -106,16 +113,15 @@ def thread_pool(task_queue: Queue, result_queue: Queue, timer: Synchronized, tim
         with contextlib.suppress(Empty):
             finished = ended.get(timeout=Conf.GUARD_CYCLE)
             finished.join()
-            del timers[finished]
-            if not tasks.stopped:  # recycled, or its loop failed: another takes its place
-                start()
+            if timers.pop(finished, None) is not None and not tasks.stopped:
+                start()  # recycled, or its loop failed: another takes its place
         now = time.monotonic()
         elapsed, last = now - last, now
-        for thread_timer in timers.values():
+        for thread, thread_timer in list(timers.items()):
             with thread_timer.get_lock():
                 if thread_timer.value > 0:
                     thread_timer.value -= elapsed
                     if thread_timer.value <= 0:
-                        logger.critical("a task ran past its timeout; the task pool process is replaced")
-                        timer.value = 0
-                        return
+                        logger.critical("a task ran past its timeout; its thread is left to it, another takes its slot")
+                        del timers[thread]
+                        start()

@@ -4,6 +4,7 @@ at once in the one pool process. Before, django-q2 forked a process per slot (ca
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import threading
 import time
@@ -84,21 +85,47 @@ def test_a_thread_that_ran_its_share_of_tasks_is_replaced(monkeypatch):
     assert timer.value == -1  # the process itself goes on
 
 
-def test_a_task_past_its_timeout_has_the_sentinel_replace_the_pool_process(monkeypatch):
-    """A thread cannot be killed: the pool's timer says 0, on which django-q2's sentinel
-    terminates the process and starts another."""
+def test_a_task_past_its_timeout_is_left_to_its_thread_and_another_takes_its_slot(monkeypatch):
+    """A thread cannot be killed, and replacing the process would end every other turn in it."""
     monkeypatch.setattr(Conf, "GUARD_CYCLE", 0.2)
     _released.clear()
+    _ran.clear()
     tasks, results, timer = Queue(), Queue(), Value("f", -1)
     tasks.put(_task(_hang))
+    tasks.put(_task(_note))
+    pool = threading.Thread(target=thread_pool, args=(tasks, results, timer, 1, 1))  # 1 s, and django-q2's 3 s of slack
     started = time.monotonic()
+    pool.start()
     try:
-        thread_pool(tasks, results, timer, 1, 2)  # 1 s, and django-q2's 3 s of slack
+        (noted,) = _results(results, 1)
+        assert noted["func"] is _note and noted["success"]
+        assert 3.5 < time.monotonic() - started < 10
+        assert timer.value == -1  # the process goes on
+        tasks.put("STOP")
+        pool.join(timeout=10)
+        assert not pool.is_alive(), "the pool waited for the task past its timeout"
     finally:
-        tasks.put("STOP")  # the threads left behind end (the sentinel would end their process)
         _released.set()
-    assert timer.value == 0
-    assert 3.5 < time.monotonic() - started < 10
+
+
+def test_a_pool_killed_while_its_threads_wait_leaves_the_queue_to_the_next(monkeypatch):
+    """Its waiting threads hold none of the queue's locks, which every process of the cluster
+    shares: django-q2's worker loop blocks in get() holding one."""
+    tasks, results = Queue(), Queue()
+    context = multiprocessing.get_context("fork")
+    killed = context.Process(target=thread_pool, args=(tasks, results, Value("f", -1), None, 3), daemon=True)
+    killed.start()
+    time.sleep(1)  # its threads wait for a task
+    killed.kill()
+    killed.join()
+    _ran.clear()
+    tasks.put(_task(_note))
+    tasks.put("STOP")
+    pool = threading.Thread(target=thread_pool, args=(tasks, results, Value("f", -1), None, 2))
+    pool.start()
+    pool.join(timeout=10)
+    assert not pool.is_alive(), "the next pool could not take a task"
+    assert [task["success"] for task in _results(results, 1)] == [True]
 
 
 # --- a worker at a cap of 4 -----------------------------------------------------------------
