@@ -1,8 +1,8 @@
 """The cluster's task pool: one process whose threads are its slots, whatever the cap.
 
 django-q2 forks one process per worker, and each grew private memory while it ran turns, so the
-worker's memory grew with SKILLRUNNER_MAX_CONCURRENT_TURNS (idle PSS of the whole service 134 MiB
-at cap 1 and 180 at cap 16, about 500 after a 50-run burst: R-CR2). A turn mostly waits on its
+worker's memory grew with SKILLRUNNER_MAX_CONCURRENT_TURNS (idle PSS of the whole service 141 MiB
+at cap 1 and 183 at cap 16, 568 after a 50-run burst at cap 16: R-CR2, docs/benchmarks.md). A turn mostly waits on its
 engine process and parses its output, which threads do as well as processes. Each thread here
 runs django-q2's own worker loop (django_q.worker.worker) on the sentinel's queues, so tasks are
 taken, run, saved and acknowledged as before; what django-q2 did per process is done per thread:
@@ -113,8 +113,11 @@ def thread_pool(task_queue: Queue, result_queue: Queue, timer: Synchronized, tim
         with contextlib.suppress(Empty):
             finished = ended.get(timeout=Conf.GUARD_CYCLE)
             finished.join()
-            if timers.pop(finished, None) is not None and not tasks.stopped:
-                start()  # recycled, or its loop failed: another takes its place
+            finished_timer = timers.pop(finished, None)
+            if finished_timer is not None and not tasks.stopped:
+                if finished_timer.value != -2:  # not recycled: its loop failed (logged by the thread)
+                    time.sleep(Conf.GUARD_CYCLE)  # as often as django-q2's sentinel replaces a process
+                start()  # another takes its place
         now = time.monotonic()
         elapsed, last = now - last, now
         for thread, thread_timer in list(timers.items()):
