@@ -455,6 +455,8 @@ SPECTACULAR_SETTINGS = {
 SKILLRUNNER_MAX_TASK_SECONDS = _positive_int("SKILLRUNNER_MAX_TASK_SECONDS", 2 * 24 * 3600)
 Q_CLUSTER = {
     "name": SKILLRUNNER_QUEUE_NAME,
+    # Threads of the cluster's one task process (worker.threadpool): one per slot, one more for
+    # the other tasks (webhooks, emails, the hourly schedules).
     "workers": SKILLRUNNER_MAX_CONCURRENT_TURNS + 1,
     "recycle": 500,
     "timeout": SKILLRUNNER_MAX_TASK_SECONDS,

@@ -10,6 +10,7 @@ run only through `runs.services`; `runs` names its task by string only (`runs.ta
 | `turn_activity.py` | a turn's agent activity coalesced and capped, written through `runs.services.append_activity` |
 | `tasks.py` | the django-q2 entry point of a turn |
 | `cluster.py` | the worker's django-q2 cluster, started and stopped by the worker |
+| `threadpool.py` | the cluster's task pool: one process whose threads are the slots, each running django-q2's worker loop |
 | `management/commands/worker.py` | the worker: start-up recovery, the supervisor, the cluster, its stop |
 | `management/commands/serve.py` | `make run`: web and worker under one Django-free parent |
 """

@@ -1,5 +1,7 @@
-"""The worker's django-q2 cluster: its sentinel process (which forks the pool of task processes,
-the pusher and the monitor), started and stopped by the worker's main process.
+"""The worker's django-q2 cluster: its sentinel process (which forks the task pool, the pusher and
+the monitor), started and stopped by the worker's main process. The pool is one process whose
+threads are the slots (worker.threadpool), not django-q2's process per slot: the worker's memory
+does not grow with the cap (R-CR2).
 
 django-q2's own Cluster is not used because of how it stops: it sets a multiprocessing.Event,
 whose set() waits until every process asleep in that event's wait() has woken. The sentinel
@@ -20,11 +22,14 @@ from collections.abc import Callable
 
 from django.conf import settings
 from django.core.management.base import CommandError
-from django_q.cluster import Sentinel
+from django_q.cluster import Sentinel, get_mp_context
+from django_q.conf import Conf
 
 from engines.process import kill_tree
 from processes.forking import Flag
 from processes.queue_broker import wake_pusher
+
+from .threadpool import thread_pool
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +81,24 @@ class TaskCluster:
 
 
 class _StoppingSentinel(Sentinel):
+    def spawn_cluster(self) -> None:
+        self.pool_size = 1  # one process, whose Conf.WORKERS threads take the tasks
+        super().spawn_cluster()
+
+    def spawn_worker(self) -> None:
+        """django-q2's, with the thread pool's process in place of its worker process: the guard
+        watches it (its death, its timer) and reincarnates it as it would a worker."""
+        timer = multiprocessing.Value("f", -1)
+        process = get_mp_context().Process(
+            target=thread_pool,
+            args=(self.task_queue, self.result_queue, timer, self.timeout, Conf.WORKERS),
+            name=f"Process-{uuid.uuid4().hex}",
+        )
+        process.daemon = Conf.DAEMONIZE_WORKERS
+        process.timer = timer
+        self.pool.append(process)
+        process.start()
+
     def stop(self) -> None:
         # The embedded default's pusher may be asleep for up to 5 s (processes.queue_broker):
         # woken, it sees the stop at once.
