@@ -18,6 +18,7 @@ from typing import BinaryIO
 
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection
+from django.utils import timezone
 
 from enginehost.config import configured_secrets
 from enginehost.skill_runtime import dependency_environment, run_engine_config, template_body
@@ -299,7 +300,7 @@ def run_claimed_turn(request_id: str, attempt_number: int) -> None:
         return
     close_old_connections()
     worker = worker_id()
-    run = retry_while_database_away(services.claim_turn, request_id, attempt_number, worker)
+    run = retry_while_database_away(services.claim_turn, request_id, attempt_number, worker, timezone.now())
     if run is None:
         return
     adapter = get_adapter(run.engine)

@@ -4,6 +4,7 @@ noticing a claim ended (cancel, reaping), and recording the turn's decided outco
 from __future__ import annotations
 
 import enum
+from datetime import datetime
 from typing import Any
 
 from django.db import connection, transaction
@@ -23,8 +24,14 @@ from .interactions import open_wait
 from .lifecycle import transition
 
 
-def claim_turn(request_id, attempt_number: int, worker_id: str) -> Run | None:
-    """Atomically take a queued run and a slot for one attempt (R-LC8, R-LC14); None if not ours."""
+def claim_turn(request_id, attempt_number: int, worker_id: str, claimed_at: datetime | None = None) -> Run | None:
+    """Atomically take a queued run and a slot for one attempt (R-LC8, R-LC14); None if not ours.
+
+    `claimed_at` names this claim: called again with the same one after an error (the worker's
+    retry_while_database_away), it finds the claim it made if that was committed after all (the
+    connection dropped at COMMIT, the answer lost), and returns the run. Any other delivery of the
+    same task sees a claim that is not its own."""
+    claimed_at = claimed_at or timezone.now()
     with transaction.atomic():
         if connection.features.has_select_for_update:
             # SQLite has no row locks and needs none here: its transactions begin IMMEDIATE,
@@ -37,18 +44,21 @@ def claim_turn(request_id, attempt_number: int, worker_id: str) -> Run | None:
             .filter(pk=request_id)
             .first()
         )
-        if run is None or run.status != RunStatus.QUEUED or run.attempt_number != attempt_number or run.awaiting_upload:
+        if run is None or run.attempt_number != attempt_number or run.awaiting_upload:
+            return None
+        if run.status == RunStatus.RUNNING and run.claimed_by == worker_id and run.heartbeat_at == claimed_at:
+            return run
+        if run.status != RunStatus.QUEUED:
             return None
         if not run.holds_slot and not may_take_slot(run):
             # It stays queued, and this task is used up: the run is offered again as soon as a
             # slot frees, not only once the offer window has passed (services.dispatching).
             Run.objects.filter(pk=run.pk).update(offered_at=None)
             return None
-        now = timezone.now()
         run.holds_slot = True
         run.claimed_by = worker_id
-        run.heartbeat_at = now
-        run.started_at = run.started_at or now
+        run.heartbeat_at = claimed_at
+        run.started_at = run.started_at or claimed_at
         repair: dict[str, Any] = {"repair_round": run.repair_round} if run.repair_round else {}
         transition(run, RunStatus.RUNNING, attempt_number=attempt_number, **repair)
     return run

@@ -37,6 +37,33 @@ def test_redelivered_task_runs_the_engine_once(api, fake_codex, manual_dispatch)
     assert [e["payload"]["to"] for e in events if e["kind"] == "status"] == ["queued", "running", "succeeded"]
 
 
+def test_a_claim_committed_while_its_answer_was_lost_runs_its_turn(api, fake_codex, manual_dispatch, monkeypatch):
+    """The connection dropped at COMMIT (a database outage, a proxy cut): the claim was written, but
+    the worker saw an error and claimed again. That retry knows its own claim and runs the turn;
+    it used to find the run running, return, and leave it so with its slot held until the reaper."""
+    from django.db import OperationalError
+
+    from runs import services
+
+    claim_turn, claims = services.claim_turn, []
+
+    def answer_lost_once(*args):
+        claims.append(args)
+        run = claim_turn(*args)
+        if len(claims) == 1:
+            raise OperationalError("server closed the connection unexpectedly")
+        return run
+
+    monkeypatch.setattr(services, "claim_turn", answer_lost_once)
+    fake_codex.script(haiku_step())
+    rid = create_job(api)["request_id"]
+    manual_dispatch.run_inline(rid)
+    assert len(claims) == 2 and claims[0] == claims[1]
+    assert (_status(rid), len(fake_codex.invocations())) == ("succeeded", 1)
+    events = api.get(f"/v1/jobs/{rid}/events/history?after_seq=0").json()["events"]
+    assert [e["payload"]["to"] for e in events if e["kind"] == "status"] == ["queued", "running", "succeeded"]
+
+
 def test_concurrent_deliveries_run_the_engine_once(api, fake_codex, manual_dispatch):
     """Two workers get the same task at the same moment: exactly one claims it."""
     fake_codex.script(haiku_step(sleep=0.5))
