@@ -35,9 +35,6 @@ from pathlib import Path
 if __package__ in (None, ""):  # started as a file, from the checkout it measures
     sys.path.insert(0, str(Path.cwd()))
 
-# The project's packages whose functions the profile lists.
-PROJECT = ("runs/", "engines/", "worker/", "kernel/", "processes/", "metrics/", "notifications/", "live/")
-
 
 class TurnEnds:
     """--asking: each turn's end, from the engine's exit stamp (bench/engine.py's .bench-times) to
@@ -145,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from bench.engine import write_engine
     from bench.inprocess import throwaway_service
+    from bench.profiling import REPO_PACKAGES
 
     def env(root: Path) -> dict[str, str]:
         return {
@@ -201,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         for (filename, line, name), (_, calls, _, cumulative, _) in stats.stats.items():  # type: ignore[attr-defined]
             relative = os.path.relpath(filename, Path.cwd()) if filename.startswith("/") else filename
-            if relative.startswith(PROJECT) or name in (
+            if relative.startswith(REPO_PACKAGES) or name in (
                 "wait",
                 "communicate",
                 "_try_wait",

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.scaleout.deployment import TERMINAL, Deployment, wait_until
+from tests.support.processes import parent
 
 
 def settled(deployment: Deployment) -> dict[str, dict] | None:
@@ -107,11 +108,6 @@ def _pid_namespace(pid: int) -> str:
     return os.readlink(f"/proc/{pid}/ns/pid")
 
 
-def _parent(pid: int) -> int:
-    with open(f"/proc/{pid}/stat") as handle:
-        return int(handle.read().rsplit(")", 1)[1].split()[1])
-
-
 def assert_engine_sandboxed(deployment: Deployment, request_id: str) -> int:
     """R-SB3 seen from outside, while the run's turn is running: the pid the worker stored
     (bwrap, started by the worker) is a child of one worker cluster's process, every other process
@@ -122,7 +118,7 @@ def assert_engine_sandboxed(deployment: Deployment, request_id: str) -> int:
         20,
         f"the engine pid of {request_id} to be recorded",
     )
-    spawner = _parent(stored)
+    spawner = parent(stored)
     worker = deployment.worker_index_of_group(os.getpgid(spawner))
     assert worker is not None, (stored, spawner, [w.pid for w in deployment.workers])
     inside = [pid for pid in deployment.engine_processes_of(request_id) if pid != stored]

@@ -20,6 +20,12 @@ def _stat_fields(pid: int | str) -> list[str] | None:
         return None
 
 
+def parent(pid: int) -> int | None:
+    """The parent's pid, or None if there is no such process."""
+    fields = _stat_fields(pid)
+    return int(fields[1]) if fields else None
+
+
 def process_alive(pid: int) -> bool:
     """Whether `pid` is a live process; zombies (exited, not yet reaped) count as gone."""
     fields = _stat_fields(pid)

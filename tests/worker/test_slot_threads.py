@@ -16,7 +16,7 @@ import pytest
 from django.utils import timezone
 from django_q.conf import Conf
 
-from tests.support.processes import children, processes_in
+from tests.support.processes import children, parent, processes_in
 from tests.support.service_processes import with_fake_codex
 from worker.threadpool import thread_pool
 
@@ -154,7 +154,7 @@ def test_a_worker_runs_every_slot_at_once_in_one_task_process(tmp_path):
         below = children(sentinel)
         assert len(below) == 3, f"the cluster should be the task pool, the pusher and the monitor: {below}"
         own = {tree.pid, sentinel, *below}
-        spawners = {_parent(pid) for request_id in runs for pid in _engine(live.data_dir, request_id)} & own
+        spawners = {parent(pid) for request_id in runs for pid in _engine(live.data_dir, request_id)} & own
         assert len(spawners) == 1, f"the {CAP} turns ran in processes {spawners}"
         assert spawners <= set(below)
 
@@ -167,11 +167,3 @@ def test_a_worker_runs_every_slot_at_once_in_one_task_process(tmp_path):
 
 def _engine(data_dir: Path, request_id: str) -> list[int]:
     return processes_in(data_dir / "runs" / request_id)
-
-
-def _parent(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return int(handle.read().rsplit(")", 1)[1].split()[1])
-    except OSError:
-        return 0
