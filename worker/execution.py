@@ -289,6 +289,7 @@ def _finish_turn(
         can_continue=can_continue,
         logs_with_keys=logs_with_keys,
         answer_redacted=scrubbed != turn,
+        resident_pid=control.unrecorded_pid if resident is not None else None,
     )
 
 
@@ -344,12 +345,6 @@ def _drive_resident_session(
             updated = _finish_turn(run, worker, prompt, turn, control, resident=session)
             if updated is None or updated.status not in (RunStatus.RUNNING, RunStatus.WAITING_USER):
                 return
-            if control.unrecorded_pid is not None:
-                # The database was away from the process's start to the turn's end, and the process
-                # lives on into the wait or the repair round: recovery needs its pid (R-LC13).
-                retry_while_database_away(
-                    services.record_engine_pid, run.pk, updated.attempt_number, worker, control.unrecorded_pid
-                )
             if updated.status == RunStatus.WAITING_USER:
                 resumed = _await_sticky_reply(updated, worker, session)
                 if resumed is None:

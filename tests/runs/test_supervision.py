@@ -397,6 +397,24 @@ def test_engine_pid_unrecorded_in_a_database_outage_is_recorded_at_the_next_clai
     control.end_turn()
 
 
+@pytest.mark.parametrize(
+    ("engine", "profile", "kept_pid"), [("claude", "sticky_process", 4242), ("codex", "resumable", None)]
+)
+def test_a_resident_process_pid_unrecorded_until_the_turn_end_is_saved_with_the_wait(alice, engine, profile, kept_pid):
+    """R-LC13: the database away from a sticky process's start to its turn's end: the pid is
+    written in the turn end's own transaction, so no moment has the run waiting without it. A
+    resumable run's process has exited by then, and its run keeps no pid."""
+    run = _running(_create(alice, engine=engine), _live_worker())
+    assert run.interactive_profile == profile
+    turn = TurnResult(outcome="ask_user", assistant_text="Which season?", session_handle="thread-1", exit_code=0)
+    pending, _ = build_pending(turn, 1)
+    waiting = services.complete_turn(
+        run.pk, 1, run.claimed_by, turn, TurnDecision("waiting_user", pending=pending), resident_pid=4242
+    )
+    assert waiting is not None and waiting.status == "waiting_user"
+    assert Run.objects.get(pk=run.pk).engine_pid == kept_pid
+
+
 @pytest.mark.django_db(transaction=True)  # the supervisor thread reads through its own connection
 def test_the_supervisor_ticks_slowly_while_nothing_can_come_due(alice, monkeypatch):
     """#16: idle, a check every idle_interval and nothing supervised; once a run is unfinished,
