@@ -1,14 +1,16 @@
 """HTTP through Django, websockets through Channels (R-UI2)."""
 
+import asyncio
+import collections
 import gc
 import os
 from concurrent.futures import ThreadPoolExecutor
 
 import django
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from django.conf import settings
 from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.base import BaseHandler
-from django.db import connections
 
 from processes.startup import start_process
 
@@ -20,6 +22,45 @@ start_process()
 django.setup(set_prefix=False)  # what get_asgi_application() does before it makes its own handler
 
 
+class RequestThreads:
+    """The threads that run requests' sync code: made as needed up to `size`, then kept for the
+    process's life; a request finding none free waits for one. Touched only on the event loop.
+
+    A burst of requests used to make a thread each (50 at once: 50 threads, 34 of them joined
+    after it), and every new thread opened its own database connection and compiled the dispatch
+    read again (kernel.compiled): some 4 ms of a run's creation. On SQLite the writes queue for
+    one lock anyway, so more threads only added that work and the memory of their connections."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.made = 0
+        self._idle: list[ThreadPoolExecutor] = []  # the last one given back is taken first: its caches are warm
+        self._waiting: collections.deque[asyncio.Future[ThreadPoolExecutor]] = collections.deque()
+
+    async def take(self) -> ThreadPoolExecutor:
+        if self._idle:
+            return self._idle.pop()
+        if self.made < self.size:
+            self.made += 1
+            return ThreadPoolExecutor(max_workers=1, thread_name_prefix="request")
+        turn = asyncio.get_running_loop().create_future()
+        self._waiting.append(turn)
+        try:
+            return await turn
+        except asyncio.CancelledError:
+            if turn.done() and not turn.cancelled():  # given a thread just as the request went away
+                self.give_back(turn.result())
+            raise
+
+    def give_back(self, executor: ThreadPoolExecutor) -> None:
+        while self._waiting:
+            turn = self._waiting.popleft()
+            if not turn.done():
+                turn.set_result(executor)
+                return
+        self._idle.append(executor)
+
+
 class ReusedThreadsASGIHandler(ASGIHandler):
     """Django's ASGI handler with two changes to where a request's sync code runs.
 
@@ -27,17 +68,18 @@ class ReusedThreadsASGIHandler(ASGIHandler):
       own handler builds the chain in async mode: with sync middleware and sync views, that went
       from the thread back to the event loop and out to the thread again in every request. An
       empty request took 0.4 ms less CPU this way (1.1 ms instead of 1.5).
-    - That thread is kept from an earlier request instead of made and joined for this one alone:
-      an empty request took 2.1 ms over HTTP, 1.7 ms this way. One request per thread at a time.
+    - That thread is one of a few kept (RequestThreads) instead of one made and joined for this
+      request alone: an empty request took 2.1 ms over HTTP, 1.7 ms this way. The request has it
+      to itself until its response starts; what little sync work is left then (closing the
+      response, a file's chunks, an event stream's reads) shares it with the next request, so an
+      open stream holds no thread.
 
     Body reading, disconnects and streaming (also of async iterators) stay Django's."""
 
-    max_idle_threads = 16
-
-    def __init__(self) -> None:
+    def __init__(self, threads: int) -> None:
         BaseHandler.__init__(self)  # not ASGIHandler's, which loads the middleware in async mode
         self.load_middleware(is_async=False)
-        self._idle: list[ThreadPoolExecutor] = []  # touched only on the event loop's thread
+        self.threads = RequestThreads(threads)
 
     async def get_response_async(self, request):
         return await sync_to_async(self.get_response)(request)  # thread-sensitive: the request's thread
@@ -45,19 +87,28 @@ class ReusedThreadsASGIHandler(ASGIHandler):
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
-        executor = self._idle.pop() if self._idle else ThreadPoolExecutor(max_workers=1)
+        executor = await self.threads.take()
+        held = True
+
+        def give_back() -> None:
+            nonlocal held
+            if held:
+                held = False
+                self.threads.give_back(executor)
+
+        async def send_then_share(message):
+            if message["type"] == "http.response.start":
+                give_back()
+            await send(message)
+
         try:
             async with ThreadSensitiveContext(executor=executor):
-                await self.handle(scope, receive, send)
+                await self.handle(scope, receive, send_then_share)
         finally:
-            if len(self._idle) < self.max_idle_threads:
-                self._idle.append(executor)
-            else:
-                executor.submit(connections.close_all)  # its thread's, kept on SQLite (settings)
-                executor.shutdown(wait=False)
+            give_back()
 
 
-django_asgi = ReusedThreadsASGIHandler()
+django_asgi = ReusedThreadsASGIHandler(settings.SKILLRUNNER_WEB_THREADS)
 
 from channels.routing import ProtocolTypeRouter  # noqa: E402  (needs Django set up)
 

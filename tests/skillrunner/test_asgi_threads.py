@@ -1,33 +1,50 @@
 """skillrunner.asgi: each HTTP request's sync code (middleware chain and view, as one sync call)
-runs on a thread kept from an earlier request, one request per thread at a time, and only so
-many threads are kept."""
+runs on one of a few kept threads, one request per thread until its response starts; requests
+beyond them wait for one, and an open stream holds none."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 
+import pytest
 from asgiref.sync import sync_to_async
 
-from skillrunner.asgi import ReusedThreadsASGIHandler, django_asgi
+from skillrunner.asgi import RequestThreads, ReusedThreadsASGIHandler, django_asgi
 
 
 class ThreadRecordingHandler(ReusedThreadsASGIHandler):
-    """Stands a request in for Django's own handling: records the thread its sync code ran on."""
+    """Stands a request in for Django's own handling: records the thread its sync code ran on,
+    then (with `stream`) starts its response, and waits for `hold` before it ends."""
 
-    def __init__(self, hold: asyncio.Event | None = None):
-        super().__init__()
-        self.threads: list[int] = []
+    def __init__(self, threads: int = 4, hold: asyncio.Event | None = None, stream: bool = False):
+        super().__init__(threads)
+        self.threads_used: list[int] = []
         self.hold = hold
+        self.stream = stream
 
     async def handle(self, scope, receive, send):
-        self.threads.append(await sync_to_async(threading.get_ident)())
+        self.threads_used.append(await sync_to_async(threading.get_ident)())
+        if self.stream:
+            await send({"type": "http.response.start", "status": 200, "headers": []})
         if self.hold is not None:
             await self.hold.wait()
 
 
+async def _ignore(message):
+    pass
+
+
 def _request(handler):
-    return handler({"type": "http"}, None, None)
+    return asyncio.ensure_future(handler({"type": "http"}, None, _ignore))
+
+
+async def _until(condition, what: str) -> None:
+    for _ in range(500):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_requests_one_after_another_run_on_the_same_thread():
@@ -38,24 +55,79 @@ def test_requests_one_after_another_run_on_the_same_thread():
             await _request(handler)
 
     asyncio.run(three_requests())
-    assert len(handler.threads) == 3 and len(set(handler.threads)) == 1
-    assert handler.threads[0] != threading.get_ident()
+    assert len(handler.threads_used) == 3 and len(set(handler.threads_used)) == 1
+    assert handler.threads_used[0] != threading.get_ident()
 
 
-def test_requests_at_the_same_time_each_have_a_thread_and_only_so_many_are_kept():
-    async def at_once(count):
-        handler = ThreadRecordingHandler(hold=asyncio.Event())
-        handler.max_idle_threads = 2
-        requests = [asyncio.ensure_future(_request(handler)) for _ in range(count)]
-        while len(handler.threads) < count:
-            await asyncio.sleep(0.01)
+def test_requests_beyond_the_threads_wait_for_one_given_back():
+    async def five_at_once():
+        handler = ThreadRecordingHandler(threads=2, hold=asyncio.Event())
+        requests = [_request(handler) for _ in range(5)]
+        await _until(lambda: len(handler.threads_used) == 2, "two requests to run")
+        await asyncio.sleep(0.05)
+        assert len(handler.threads_used) == 2  # the other three wait: no third thread is made
         handler.hold.set()
         await asyncio.gather(*requests)
         return handler
 
-    handler = asyncio.run(asyncio.wait_for(at_once(4), timeout=10))
-    assert len(set(handler.threads)) == 4
-    assert len(handler._idle) == 2
+    handler = asyncio.run(asyncio.wait_for(five_at_once(), timeout=10))
+    assert len(handler.threads_used) == 5 and len(set(handler.threads_used)) == 2
+    assert handler.threads.made == 2
+
+
+def test_a_started_response_gives_its_thread_to_the_next_request():
+    """An event stream runs for as long as its client listens; it must not keep others waiting."""
+
+    async def streams_and_then_a_request():
+        handler = ThreadRecordingHandler(threads=1, hold=asyncio.Event(), stream=True)
+        streams = [_request(handler) for _ in range(3)]
+        await _until(lambda: len(handler.threads_used) == 3, "three streams to start on one thread")
+        handler.stream, handler.hold = False, None
+        await asyncio.wait_for(_request(handler), timeout=5)
+        for stream in streams:
+            assert not stream.done()
+            stream.cancel()
+        await asyncio.gather(*streams, return_exceptions=True)
+        return handler
+
+    handler = asyncio.run(asyncio.wait_for(streams_and_then_a_request(), timeout=10))
+    assert len(handler.threads_used) == 4 and len(set(handler.threads_used)) == 1
+
+
+def test_a_request_gone_while_it_waited_leaves_the_thread_to_the_next():
+    async def one_waits_and_goes():
+        handler = ThreadRecordingHandler(threads=1, hold=asyncio.Event())
+        first = _request(handler)
+        await _until(lambda: len(handler.threads_used) == 1, "the first request to run")
+        gone, next_one = _request(handler), _request(handler)
+        await asyncio.sleep(0.05)
+        gone.cancel()
+        handler.hold.set()
+        await asyncio.wait_for(asyncio.gather(first, next_one), timeout=5)
+        with pytest.raises(asyncio.CancelledError):
+            await gone
+        return handler
+
+    handler = asyncio.run(asyncio.wait_for(one_waits_and_goes(), timeout=10))
+    assert len(handler.threads_used) == 2 and handler.threads.made == 1
+    assert handler.threads._idle and not handler.threads._waiting
+
+
+def test_a_thread_handed_to_a_request_that_just_went_away_is_kept():
+    async def handed_then_cancelled():
+        threads = RequestThreads(1)
+        executor = await threads.take()
+        waiting = asyncio.ensure_future(threads.take())
+        await asyncio.sleep(0)  # it waits for the one thread
+        threads.give_back(executor)  # handed to it ...
+        waiting.cancel()  # ... as its request goes, before it could run
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert threads._idle == [executor]
+        assert await threads.take() is executor
+        executor.shutdown()
+
+    asyncio.run(asyncio.wait_for(handed_then_cancelled(), timeout=10))
 
 
 def test_the_middleware_chain_is_one_sync_call_that_answers_through_asgi():
