@@ -3,9 +3,15 @@ processes at once: one statement that makes the row or adds to it."""
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import Any, NamedTuple
 
 from django.db import connections, models, router
+
+
+class _Upsert(NamedTuple):
+    sql: str
+    fields: tuple[models.Field[Any, Any], ...]  # in the order of the statement's parameters
 
 
 def add_to_row(model: type[models.Model], key: dict[str, Any], **amounts: int) -> None:
@@ -17,24 +23,30 @@ def add_to_row(model: type[models.Model], key: dict[str, Any], **amounts: int) -
     here because Django spent more time building its update (and, for a new row, its insert) than
     the database took to run them."""
     connection = connections[router.db_for_write(model)]
-    quote = connection.ops.quote_name
-    fields, columns = zip(*(_field_and_column(model, name) for name in (*key, *amounts)), strict=True)
-    columns = tuple(quote(column) for column in columns)
+    upsert = _upsert(model, tuple(key), tuple(amounts), connection.alias)
+    values = (*key.values(), *amounts.values())
+    params = [field.get_db_prep_save(value, connection) for field, value in zip(upsert.fields, values, strict=True)]
+    with connection.cursor() as cursor:
+        cursor.execute(upsert.sql, params)
+
+
+@functools.cache
+def _upsert(model: type[models.Model], key: tuple[str, ...], amounts: tuple[str, ...], alias: str) -> _Upsert:
+    """add_to_row's statement for these fields, built once per process (a handful of callers)."""
+    quote = connections[alias].ops.quote_name
+    fields, names = zip(*(_field_and_column(model, name) for name in (*key, *amounts)), strict=True)
+    columns = [quote(name) for name in names]
     table = quote(model._meta.db_table)
     added = ", ".join(f"{column} = {table}.{column} + excluded.{column}" for column in columns[len(key) :])
     sql = (
         f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))}) "
         f"ON CONFLICT ({', '.join(columns[: len(key)])}) DO UPDATE SET {added}"
     )
-    values = (*key.values(), *amounts.values())
-    with connection.cursor() as cursor:
-        cursor.execute(
-            sql, [field.get_db_prep_save(value, connection) for field, value in zip(fields, values, strict=True)]
-        )
+    return _Upsert(sql, fields)
 
 
 def _field_and_column(model: type[models.Model], name: str) -> tuple[models.Field[Any, Any], str]:
     field = model._meta.get_field(name)
-    if not isinstance(field, models.Field) or field.column is None:
+    if not isinstance(field, models.Field) or not field.column:
         raise TypeError(f"{model.__name__}.{name} is not a column")
     return field, field.column

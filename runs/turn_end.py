@@ -35,7 +35,7 @@ def end_turn(
     can_continue: bool,
     logs_with_keys: list[str],
     answer_redacted: bool,
-    resident_pid: int | None = None,
+    unrecorded_pid: int | None = None,
 ) -> Run | None:
     """Decide `turn` (already scrubbed of configured keys) and record it; returns the run as
     recorded, or None when the claim ended meanwhile (a cancel: services recorded why).
@@ -43,7 +43,7 @@ def end_turn(
     `can_continue`: the engine session can take another message (a session id, a resident
     process that lives), which a repair round needs. `logs_with_keys`: the saved logs that held a
     configured key; `answer_redacted`: the turn's answer held one and was scrubbed;
-    `resident_pid`: a sticky run's process not yet recorded (services.complete_turn)."""
+    `unrecorded_pid`: the engine's pid the database was away for (services.complete_turn)."""
     found = [*logs_with_keys, RESULT] if answer_redacted else list(logs_with_keys)
     if turn.failure_reason == FAILURE_ABORTED:
         _record_keys_found(run, found)
@@ -70,7 +70,7 @@ def end_turn(
     )
     _record_keys_found(run, found)  # after collection moved the answer's files into artifacts/
     return retry_while_database_away(
-        services.complete_turn, run.pk, run.attempt_number, worker, turn, decision, duration_ms, resident_pid
+        services.complete_turn, run.pk, run.attempt_number, worker, turn, decision, duration_ms, unrecorded_pid
     )
 
 

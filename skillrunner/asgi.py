@@ -108,7 +108,7 @@ class ReusedThreadsASGIHandler(ASGIHandler):
             give_back()
 
 
-django_asgi = ReusedThreadsASGIHandler(settings.SKILLRUNNER_WEB_THREADS)
+django_asgi = ReusedThreadsASGIHandler(settings.SKILLRUNNER_WEB_DB_CONNECTIONS)
 
 from channels.routing import ProtocolTypeRouter  # noqa: E402  (needs Django set up)
 

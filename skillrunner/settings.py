@@ -144,7 +144,7 @@ TEMPLATES = [
 # How many threads run a web process's requests (skillrunner.asgi.RequestThreads), each with a
 # database connection of its own: on SQLite its own file handle, on PostgreSQL one borrowed from
 # the pool, which is as large.
-SKILLRUNNER_WEB_THREADS = _positive_int("SKILLRUNNER_WEB_DB_CONNECTIONS", 16)
+SKILLRUNNER_WEB_DB_CONNECTIONS = _positive_int("SKILLRUNNER_WEB_DB_CONNECTIONS", 16)
 # Seconds a web request waits for a pooled PostgreSQL connection before answering 503.
 WEB_DB_CONNECTION_WAIT_SECONDS = 3
 # Seconds a database connection is kept by `manage.py worker` (it sets this on its connections),
@@ -178,7 +178,7 @@ if DATABASE_URL:
         # is away, so it is short. The worker keeps its own connections (it forks; pools do not).
         DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
             "min_size": 2,
-            "max_size": SKILLRUNNER_WEB_THREADS,
+            "max_size": SKILLRUNNER_WEB_DB_CONNECTIONS,
             "timeout": WEB_DB_CONNECTION_WAIT_SECONDS,
         }
 else:

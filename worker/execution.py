@@ -289,7 +289,7 @@ def _finish_turn(
         can_continue=can_continue,
         logs_with_keys=logs_with_keys,
         answer_redacted=scrubbed != turn,
-        resident_pid=control.unrecorded_pid if resident is not None else None,
+        unrecorded_pid=control.unrecorded_pid,
     )
 
 

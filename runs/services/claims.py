@@ -113,10 +113,10 @@ def complete_turn(
     turn: TurnResult,
     decision: TurnDecision,
     duration_ms: int | None = None,
-    resident_pid: int | None = None,
+    unrecorded_pid: int | None = None,
 ) -> Run | None:
     """Apply a decided turn; a turn whose claim was lost meanwhile (canceled) changes nothing.
-    `resident_pid`: a sticky run's process whose pid the database was away for until now."""
+    `unrecorded_pid`: the engine's pid, if the database was away from its start until now."""
     with transaction.atomic():
         run = turn_claim(request_id, attempt_number, worker_id).select_for_update().first()
         if run is None:
@@ -126,11 +126,11 @@ def complete_turn(
             run.session_handle = turn.session_handle
         if run.interactive_profile != InteractiveProfile.STICKY_PROCESS:
             run.engine_pid = None
-        elif resident_pid is not None:
+        elif unrecorded_pid is not None:
             # A sticky process lives on into the wait and the next turns: recovery needs its pid
             # to kill it when the worker holding it dies (R-LC13), from the moment the run waits;
             # terminal states clear it.
-            run.engine_pid = resident_pid
+            run.engine_pid = unrecorded_pid
         said: list[tuple[str, dict[str, Any]]] = []  # saved with the run's change below
         if turn.assistant_text:
             said.append(("assistant_message", {"attempt": attempt_number, "text": turn.assistant_text}))

@@ -409,7 +409,7 @@ def test_a_resident_process_pid_unrecorded_until_the_turn_end_is_saved_with_the_
     turn = TurnResult(outcome="ask_user", assistant_text="Which season?", session_handle="thread-1", exit_code=0)
     pending, _ = build_pending(turn, 1)
     waiting = services.complete_turn(
-        run.pk, 1, run.claimed_by, turn, TurnDecision("waiting_user", pending=pending), resident_pid=4242
+        run.pk, 1, run.claimed_by, turn, TurnDecision("waiting_user", pending=pending), unrecorded_pid=4242
     )
     assert waiting is not None and waiting.status == "waiting_user"
     assert Run.objects.get(pk=run.pk).engine_pid == kept_pid

@@ -1,6 +1,6 @@
-"""Who holds PostgreSQL connections (README "SKILLRUNNER_WEB_DB_CONNECTIONS"): the web process
-borrows from a bounded pool, `manage.py worker` keeps its own, `?conn_max_age=` keeps them
-everywhere, and a bad pool size stops the service at start."""
+"""Who holds database connections (README "SKILLRUNNER_WEB_DB_CONNECTIONS"): the web process runs
+requests on that many threads, which on PostgreSQL borrow from a pool as large, `manage.py worker`
+keeps its own, `?conn_max_age=` keeps them everywhere, and a bad size stops the service at start."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ import django
 django.setup()
 from django.db import connections
 from worker.management.commands.worker import keep_database_connections
+from skillrunner.asgi import django_asgi
 default = connections["default"].settings_dict
-web = {"pool": default["OPTIONS"].get("pool"), "conn_max_age": default["CONN_MAX_AGE"]}
+web = {"pool": default["OPTIONS"].get("pool"), "conn_max_age": default["CONN_MAX_AGE"], "threads": django_asgi.threads.size}
 keep_database_connections()
 worker = {"pool": default["OPTIONS"].get("pool"), "conn_max_age": default["CONN_MAX_AGE"]}
 print(json.dumps({"web": web, "worker": worker}))
@@ -31,7 +32,7 @@ def test_the_web_pools_its_connections_and_the_worker_keeps_its_own(tmp_path):
     done = _probe(tmp_path, "postgres://u@127.0.0.1:5432/db", SKILLRUNNER_WEB_DB_CONNECTIONS="7")
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
-    assert seen["web"] == {"pool": {"min_size": 2, "max_size": 7, "timeout": 3}, "conn_max_age": 0}
+    assert seen["web"] == {"pool": {"min_size": 2, "max_size": 7, "timeout": 3}, "conn_max_age": 0, "threads": 7}
     assert seen["worker"] == {"pool": None, "conn_max_age": 60}
 
 
@@ -39,9 +40,15 @@ def test_conn_max_age_in_the_url_keeps_connections_everywhere_without_a_pool(tmp
     done = _probe(tmp_path, "postgres://u@127.0.0.1:5432/db?conn_max_age=30")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {
-        "web": {"pool": None, "conn_max_age": 30},
+        "web": {"pool": None, "conn_max_age": 30, "threads": 16},
         "worker": {"pool": None, "conn_max_age": 30},
     }
+
+
+def test_on_sqlite_the_web_runs_requests_on_as_many_threads_each_keeping_its_connection(tmp_path):
+    done = _probe(tmp_path, "", SKILLRUNNER_WEB_DB_CONNECTIONS="5")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["web"] == {"pool": None, "conn_max_age": 60, "threads": 5}
 
 
 def test_a_pool_of_no_connections_stops_the_service(tmp_path):
