@@ -1,4 +1,5 @@
-"""Querysets run often whose SQL never changes, compiled once per database connection.
+"""Querysets run often whose SQL never changes, compiled once per database connection; and
+`one_or_none`, a unique key's row without the ordering `.first()` compiles in.
 
 For a statement of several subqueries Django's building and compiling costs milliseconds, many
 times what the database takes to run it. A `CompiledQuery` builds and compiles its queryset at
@@ -24,6 +25,15 @@ from django.db.models import QuerySet
 from django.db.models.sql.compiler import SQLCompiler
 
 _ON_CONNECTION = "kernel_compiled_queries"
+
+
+def one_or_none(queryset: QuerySet[Any, Any]) -> Any:
+    """The one row `queryset` (filtered on a unique key) matches, or None.
+
+    `.first()` orders an unordered queryset by its primary key, and Django resolves and compiles
+    that ORDER BY at every call: 0.1-0.4 ms of CPU for a row the key alone decides (the most
+    with select_related), on each turn's claim and end and each run's creation."""
+    return next(iter(queryset[:1]), None)
 
 
 class _Compiled(NamedTuple):

@@ -38,6 +38,7 @@ from django.db.models import Max, Q
 
 from accounts.connections import ENDED, RENEW_SECONDS, credential_group, keep_connections
 from accounts.models import LiveConnection
+from kernel.compiled import one_or_none
 from processes.group_messages import LIVE_TOPIC
 from processes.wakeups import listen_on_host, stop_listening_on_host
 from runs.events import group_name, user_group_name
@@ -106,7 +107,7 @@ def status_and_events(request_id, cursor: int) -> tuple[str | None, list[RunEven
     The status first: a run read as terminal has committed its last event with that status, so
     the events read next include it. Read the other way round, a run ending between the reads
     looked terminal with its last events unread, and a stream ended without them."""
-    status = Run.objects.filter(pk=request_id).values_list("status", flat=True).first()
+    status = one_or_none(Run.objects.filter(pk=request_id).values_list("status", flat=True))
     events = list(RunEvent.objects.filter(run_id=request_id, seq__gt=cursor).order_by("seq")[:EVENT_PAGE_LIMIT])
     return status, events
 

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from accounts.models import SpendLimit
 from engines.relay import BudgetExceeded, RelayLedger, SpendLimits
+from kernel.compiled import one_or_none
 
 from .models import Run, TokenSpend
 
@@ -25,7 +26,9 @@ def _or_none(limit: int | None) -> int | None:
 
 def user_daily_limit(user_id: int) -> int | None:
     """The user's own daily budget set in admin, else the operator's; None: no limit."""
-    return daily_limit(SpendLimit.objects.filter(user_id=user_id).values_list("max_tokens_per_day", flat=True).first())
+    return daily_limit(
+        one_or_none(SpendLimit.objects.filter(user_id=user_id).values_list("max_tokens_per_day", flat=True))
+    )
 
 
 def daily_limit(own: int | None) -> int | None:
@@ -35,7 +38,7 @@ def daily_limit(own: int | None) -> int | None:
 
 def spent_today(user_id: int) -> int:
     row = TokenSpend.objects.filter(owner_id=user_id, day=timezone.localdate()).values_list("tokens", flat=True)
-    return row.first() or 0
+    return one_or_none(row) or 0
 
 
 def run_limit(run: Run) -> int | None:

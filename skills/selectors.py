@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
+from kernel.compiled import one_or_none
+
 from .models import Skill, SkillVersion
 
 
@@ -14,7 +16,7 @@ def installed_skills() -> QuerySet[Skill]:
 def installed_skill(skill_id: str) -> Skill | None:
     if "\x00" in skill_id:  # never a valid id, and PostgreSQL refuses to even compare it
         return None
-    return installed_skills().filter(skill_id=skill_id).first()
+    return one_or_none(installed_skills().filter(skill_id=skill_id))
 
 
 def current_version(skill_id: str) -> SkillVersion | None:

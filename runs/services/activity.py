@@ -7,6 +7,8 @@ from typing import Any
 
 from django.db import transaction
 
+from kernel.compiled import one_or_none
+
 from ..events import append_events
 from .claims import turn_claim
 
@@ -16,7 +18,7 @@ def append_activity(
 ) -> bool:
     """Append activity events while the turn is still this worker's; False once it is not."""
     with transaction.atomic():
-        run = turn_claim(request_id, attempt_number, worker_id).select_for_update().first()
+        run = one_or_none(turn_claim(request_id, attempt_number, worker_id).select_for_update())
         if run is None:
             return False
         append_events(run, payloads)

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from engines.prompt import REPAIR_PROBLEMS_LISTED
 from engines.types import TurnResult
+from kernel.compiled import one_or_none
 
 from ..events import Events, insert_events, number_events
 from ..models import DispatchLock, InteractiveProfile, Run, RunStatus
@@ -38,11 +39,8 @@ def claim_turn(request_id, attempt_number: int, worker_id: str, claimed_at: date
             # holding the database's write lock from the start.
             DispatchLock.objects.select_for_update().get_or_create(pk=1)  # the row is migrated; tests may flush it
         # The turn needs the skill and its version next: fetched here, but only the run row is locked.
-        run = (
-            Run.objects.select_for_update(of=("self",))
-            .select_related("skill", "skill_version")
-            .filter(pk=request_id)
-            .first()
+        run = one_or_none(
+            Run.objects.select_for_update(of=("self",)).select_related("skill", "skill_version").filter(pk=request_id)
         )
         if run is None or run.attempt_number != attempt_number or run.awaiting_upload:
             return None
@@ -96,7 +94,7 @@ class StickyWait(enum.Enum):
 def sticky_wait_state(request_id, attempt_number: int, worker_id: str, *, beat: bool) -> StickyWait:
     """R-LC7: the wait after `attempt_number`, seen by the worker holding the resident process; with
     `beat`, also renews the heartbeat, so the held process is not reaped as orphaned."""
-    run = Run.objects.filter(pk=request_id).only("status", "attempt_number", "claimed_by").first()
+    run = one_or_none(Run.objects.filter(pk=request_id).only("status", "attempt_number", "claimed_by"))
     if run is None or run.claimed_by != worker_id or run.is_terminal:
         return StickyWait.LOST
     if run.status == RunStatus.RUNNING and run.attempt_number > attempt_number:
@@ -118,7 +116,7 @@ def complete_turn(
     """Apply a decided turn; a turn whose claim was lost meanwhile (canceled) changes nothing.
     `unrecorded_pid`: the engine's pid, if the database was away from its start until now."""
     with transaction.atomic():
-        run = turn_claim(request_id, attempt_number, worker_id).select_for_update().first()
+        run = one_or_none(turn_claim(request_id, attempt_number, worker_id).select_for_update())
         if run is None:
             return None
         record_turn_usage(run, attempt_number, turn.usage, duration_ms)

@@ -7,6 +7,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from engines.relay import RelayRefusal
+from kernel.compiled import one_or_none
 from kernel.counters import add_to_row
 
 from .. import hooks
@@ -22,7 +23,11 @@ def record_relay_activity(
     returns what the run and its owner have spent today, as recorded (None: the run is gone)."""
     day = timezone.localdate()
     with transaction.atomic():
-        run = locked(request_id) if refusals else Run.objects.filter(pk=request_id).only("owner_id", "engine").first()
+        run = (
+            locked(request_id)
+            if refusals
+            else one_or_none(Run.objects.filter(pk=request_id).only("owner_id", "engine"))
+        )
         if run is None:
             return None
         if tokens:
@@ -34,7 +39,9 @@ def record_relay_activity(
             reasons = [refusal.reason for refusal in refusals]
             hooks.relay_recorded.send(sender=Run, run=run, tokens=tokens, reasons=reasons)  # the metrics' counters
         run_spent = Run.objects.filter(pk=request_id).values_list("model_tokens", flat=True).get()
-        day_spent = TokenSpend.objects.filter(owner_id=run.owner_id, day=day).values_list("tokens", flat=True).first()
+        day_spent = one_or_none(
+            TokenSpend.objects.filter(owner_id=run.owner_id, day=day).values_list("tokens", flat=True)
+        )
     return run_spent, day_spent or 0
 
 
