@@ -2,9 +2,10 @@
 waits on stop signals and its children's pidfds, then stops both children together.
 
 The exec drops the Django process's memory: every page of it the children had already copied was
-the parent's alone (24 MiB); this process is 6. Nothing here may import Django.
+the parent's alone (24 MiB); this process is 4.5. Nothing here may import more than the standard
+library: it runs without site-packages.
 
-    python -m processes.serve_parent <grace seconds> <pid> [<pid> ...]   (children of this
+    python -I -S processes/serve_parent.py <grace seconds> <pid> [<pid> ...]   (children of this
     process, each leading its process group, with SIGINT and SIGTERM blocked until the handlers
     are set; the grace period covers the worker's drain and its stop, R-OP10)
 """

@@ -197,7 +197,7 @@ def test_serve_stops_everything_when_one_of_its_children_dies(tmp_path):
         serve = live.start_serve()
         live.wait_until(lambda: live._ping() == 204, 60, "the service to answer")
         cmdline = Path(f"/proc/{serve.pid}/cmdline")
-        live.wait_until(lambda: b"processes.serve_parent" in cmdline.read_bytes(), 10, "serve to exec its parent")
+        live.wait_until(lambda: b"processes/serve_parent.py" in cmdline.read_bytes(), 10, "serve to exec its parent")
         web, worker = children(serve.pid)  # forked in this order
         _wait_until_serving(live, "serve")
         service = [web, worker, *children(worker)]

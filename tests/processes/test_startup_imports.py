@@ -2,7 +2,8 @@
 every app's `ready()`; the API's libraries (DRF's serializers, and through them
 django.contrib.postgres and requests) and redis-py on the embedded default cost each process that
 serves no HTTP a third of its start-up, for nothing it uses, and the worker's system checks would
-load every view and middleware again. A web on the embedded default has no use for redis-py."""
+load every view and middleware again. A web on the embedded default has no use for redis-py, and
+no `manage.py` process on it for psycopg."""
 
 from __future__ import annotations
 
@@ -59,3 +60,27 @@ def test_a_web_on_the_embedded_default_imports_no_redis(tmp_path):
     modules = imported_after(start, embedded_default(tmp_path))
     assert "kernel.api_errors" in modules and "rest_framework.views" in modules  # the API is loaded
     assert "redis" not in modules
+
+
+def psycopg_imported_by_manage_py(env: dict[str, str]) -> bool:
+    """Whether psycopg is loaded in a `manage.py` command once it has DRF's serializers, which
+    import django.contrib.postgres, and with it psycopg, where psycopg can be imported."""
+    probe = "import sys, rest_framework.serializers; print(sys.modules.get('psycopg') is not None)"
+    done = subprocess.run(
+        [sys.executable, "manage.py", "shell", "--no-imports", "-c", probe],
+        cwd=REPO,
+        env={**env, "SECRET_KEY": "startup-imports"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return done.stdout.strip() == "True"
+
+
+def test_manage_py_keeps_psycopg_out_on_the_embedded_default_only(tmp_path):
+    """processes.startup.keep_postgresql_driver_out: 9 MiB of the heap `serve` shares with all
+    its processes. No connection is made here: importing the driver is what is looked at."""
+    assert not psycopg_imported_by_manage_py(embedded_default(tmp_path))
+    on_postgresql = {**embedded_default(tmp_path), "DATABASE_URL": "postgres://skillrunner@127.0.0.1:9/absent"}
+    assert psycopg_imported_by_manage_py(on_postgresql)

@@ -28,6 +28,7 @@ from processes.forking import (
     forks_end_with_their_parent,
     run_in_child,
 )
+from processes import serve_parent
 from processes.serve_parent import STOP_SIGNALS
 from processes.startup import prepare_installation
 from worker.cluster import stop_grace_seconds
@@ -71,8 +72,10 @@ class Command(BaseCommand):
         self.stdout.flush()
         # The worker's drain, then its stop, then a margin: the children are killed after that.
         grace = settings.SKILLRUNNER_DRAIN_SECONDS + stop_grace_seconds() + STOP_MARGIN_SECONDS
-        python = sys.executable  # the same process (pid, children, blocked signals) goes on without Django
-        os.execv(python, [python, "-m", "processes.serve_parent", str(grace), *map(str, children)])
+        # The same process (pid, children, blocked signals) goes on without Django, in an interpreter
+        # without site's imports (-S: 1.3 MiB less); isolated (-I), it finds the module by its path.
+        python = sys.executable
+        os.execv(python, [python, "-I", "-S", serve_parent.__file__, str(grace), *map(str, children)])
 
 
 def _migrate() -> None:
