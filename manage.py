@@ -8,13 +8,13 @@ def main() -> None:
     from django.core.exceptions import ImproperlyConfigured
     from django.core.management import execute_from_command_line
 
-    from processes.startup import keep_postgresql_driver_out, start_process
+    from processes.startup import keep_unused_libraries_out, start_process
 
     try:
         # Everything the service creates is private to its user (R-FS3), and every command finds
         # the installation prepared, its secret key made, or ends with one line saying why (R-OP12).
+        keep_unused_libraries_out()  # first: the settings import httpx
         start_process()
-        keep_postgresql_driver_out()
         execute_from_command_line(sys.argv)
     except ImproperlyConfigured as exc:
         # A setting refused (local mode without the relay, a bad number): what to change, on one

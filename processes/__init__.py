@@ -2,7 +2,7 @@
 
 | module | role |
 |---|---|
-| `startup.py` | the explicit start-up step of every entry point (`manage.py`, `asgi.py`, the suite): a private data dir and the secret key, or one line saying why not (R-OP12); `manage.py` on SQLite keeps the PostgreSQL driver out |
+| `startup.py` | the explicit start-up step of every entry point (`manage.py`, `asgi.py`, the suite): a private data dir and the secret key, or one line saying why not (R-OP12); `manage.py` keeps out libraries imported only because they are installed |
 | `serve_parent.py`, `forking.py` | what `manage.py serve` becomes after forking web and worker; children that end with their parent |
 | `queue_broker.py`, `wakeups.py`, `group_messages.py` | the embedded default's woken task broker; waking a waiter in another process; channel-layer messages from sync code (datagrams to this host's watchers without a cross-process layer) |
 """

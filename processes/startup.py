@@ -81,14 +81,23 @@ def limit_malloc_arenas() -> None:
         pass
 
 
-def keep_postgresql_driver_out() -> None:
-    """On SQLite nothing talks to PostgreSQL, yet DRF imports django.contrib.postgres whenever
-    psycopg is installed (rest_framework.compat), and that imports psycopg: 9 MiB of the heap all
-    the service's processes share. Marked missing, it is never imported; DRF then leaves out the
-    serializer fields of PostgreSQL's own types, which no model here has. For `manage.py` only:
-    the test suite reaches PostgreSQL servers beside its own SQLite database."""
+# Imported by libraries whenever they are installed, for what the service never does: DRF imports
+# requests for its test client and pygments to highlight its browsable API's docs, httpx its
+# command line (click, rich, pygments). `make test` installs them beside the service, `make run`
+# alone does not.
+UNUSED_WHEN_INSTALLED = ("requests", "pygments", "httpx._main")
+
+
+def keep_unused_libraries_out() -> None:
+    """Mark as missing what the service imports only because it is installed, so it never is: about
+    8 MiB of the heap all the service's processes share for the test tools' libraries, and on SQLite
+    9 MiB for psycopg, which DRF imports through django.contrib.postgres (rest_framework.compat)
+    though nothing talks to PostgreSQL; DRF then leaves out the serializer fields of PostgreSQL's
+    own types, which no model here has. For `manage.py` only: the test suite uses them."""
+    for name in UNUSED_WHEN_INSTALLED:  # before the settings, which import httpx (the relay)
+        sys.modules.setdefault(name, None)  # type: ignore[arg-type]  # None: an import raises ImportError
     if settings.DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-        sys.modules.setdefault("psycopg", None)  # None in sys.modules: an import raises ImportError
+        sys.modules.setdefault("psycopg", None)  # type: ignore[arg-type]
 
 
 def start_process() -> None:
