@@ -14,6 +14,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from kernel.compiled import PreparedQuery
+
 TOKEN_PREFIX = "sr_"
 LOOKUP_LENGTH = 8
 NAME_MAX_LENGTH = 100
@@ -47,9 +49,9 @@ def expired(now: datetime, via: str = "") -> Q:
 
 
 class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
-    def active(self) -> ApiTokenQuerySet:
-        """Tokens that still open the API: neither revoked nor expired."""
-        return self.filter(~expired(timezone.now()), revoked_at__isnull=True)
+    def active(self, now: datetime | None = None) -> ApiTokenQuerySet:
+        """Tokens that still open the API (`now`, by default the present): neither revoked nor expired."""
+        return self.filter(~expired(now or timezone.now()), revoked_at__isnull=True)
 
     def for_key(self, key: str) -> ApiToken | None:
         """The active token whose key this is, compared in constant time. Expiry is a condition
@@ -58,7 +60,7 @@ class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
         if parts is None:
             return None
         lookup, digest = parts
-        for token in self.active().filter(lookup=lookup).select_related("user").order_by():
+        for token in _ACTIVE_BY_LOOKUP.instances(lookup, timezone.now()):
             if is_key_hash(token.key_hash, digest):
                 return token
         return None
@@ -115,6 +117,14 @@ class ApiToken(models.Model):
         name = name or cls.default_name(user)
         token = cls.objects.create(user=user, name=name, lookup=lookup, key_hash=_digest(key), expires_at=expires_at)
         return token, key
+
+
+# Every request with an API key reads its token: compiled once per connection (kernel.compiled).
+_ACTIVE_BY_LOOKUP = PreparedQuery(
+    lambda lookup, now: ApiToken.objects.active(now).filter(lookup=lookup).select_related("user").order_by(),
+    ApiToken._meta.get_field("lookup"),
+    ApiToken._meta.get_field("expires_at"),
+)
 
 
 class NotificationSettings(models.Model):

@@ -18,6 +18,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from accounts.models import lock_user
+from kernel.compiled import PreparedQuery
 from kernel.errors import NotFound, OverUserLimit
 from kernel.links import run_page_url
 from kernel.lookups import with_id
@@ -158,8 +159,17 @@ def record_status_change(run: Run) -> list[WebhookDelivery]:
     it. They are handed to the cluster once (and only if) that transaction commits."""
     if run.status not in EVENT_FOR_STATUS:
         return []
-    owners = Q(owner_id=run.owner_id, run__isnull=True, deleted_at__isnull=True)
-    return _record(run, WebhookEndpoint.objects.filter(owners | Q(run=run)))
+    return _record(run, _ENDPOINTS_OF_RUN.instances(run.owner_id, run.pk))
+
+
+# Read at every run's end: compiled once per connection (kernel.compiled).
+_ENDPOINTS_OF_RUN = PreparedQuery(
+    lambda owner_id, run_id: WebhookEndpoint.objects.filter(
+        Q(owner_id=owner_id, run__isnull=True, deleted_at__isnull=True) | Q(run_id=run_id)
+    ),
+    WebhookEndpoint._meta.get_field("owner"),
+    WebhookEndpoint._meta.get_field("run"),
+)
 
 
 def _record(run: Run, endpoints) -> list[WebhookDelivery]:

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from accounts.models import SpendLimit
 from engines.relay import BudgetExceeded, RelayLedger, SpendLimits
-from kernel.compiled import one_or_none
+from kernel.compiled import PreparedQuery, one_or_none
 
 from .models import Run, TokenSpend
 
@@ -24,11 +24,17 @@ def _or_none(limit: int | None) -> int | None:
     return limit or None  # 0 is no limit
 
 
+# Read at every turn's start: compiled once per connection (kernel.compiled).
+_OWN_DAILY_LIMIT = PreparedQuery(
+    lambda user_id: SpendLimit.objects.filter(user_id=user_id).values_list("max_tokens_per_day")[:1],
+    SpendLimit._meta.get_field("user"),
+)
+
+
 def user_daily_limit(user_id: int) -> int | None:
     """The user's own daily budget set in admin, else the operator's; None: no limit."""
-    return daily_limit(
-        one_or_none(SpendLimit.objects.filter(user_id=user_id).values_list("max_tokens_per_day", flat=True))
-    )
+    own = _OWN_DAILY_LIMIT.rows(user_id)
+    return daily_limit(own[0][0] if own else None)
 
 
 def daily_limit(own: int | None) -> int | None:

@@ -7,10 +7,8 @@ from typing import Any
 
 from django.db import transaction
 
-from kernel.compiled import one_or_none
-
 from ..events import append_events
-from .claims import turn_claim
+from .claims import locked_turn_claim
 
 
 def append_activity(
@@ -18,7 +16,7 @@ def append_activity(
 ) -> bool:
     """Append activity events while the turn is still this worker's; False once it is not."""
     with transaction.atomic():
-        run = one_or_none(turn_claim(request_id, attempt_number, worker_id).select_for_update())
+        run = locked_turn_claim(request_id, attempt_number, worker_id)
         if run is None:
             return False
         append_events(run, payloads)

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from engines.prompt import REPAIR_PROBLEMS_LISTED
 from engines.types import TurnResult
-from kernel.compiled import one_or_none
+from kernel.compiled import PreparedQuery, one_or_none
 
 from ..events import Events, insert_events, number_events
 from ..models import DispatchLock, InteractiveProfile, Run, RunStatus
@@ -38,10 +38,7 @@ def claim_turn(request_id, attempt_number: int, worker_id: str, claimed_at: date
             # SQLite has no row locks and needs none here: its transactions begin IMMEDIATE,
             # holding the database's write lock from the start.
             DispatchLock.objects.select_for_update().get_or_create(pk=1)  # the row is migrated; tests may flush it
-        # The turn needs the skill and its version next: fetched here, but only the run row is locked.
-        run = one_or_none(
-            Run.objects.select_for_update(of=("self",)).select_related("skill", "skill_version").filter(pk=request_id)
-        )
+        run = _RUN_TO_CLAIM.one(request_id)
         if run is None or run.attempt_number != attempt_number or run.awaiting_upload:
             return None
         if run.status == RunStatus.RUNNING and run.claimed_by == worker_id and run.heartbeat_at == claimed_at:
@@ -62,6 +59,13 @@ def claim_turn(request_id, attempt_number: int, worker_id: str, claimed_at: date
     return run
 
 
+# The turn needs the skill and its version next: fetched with the run, but only the run row is locked.
+_RUN_TO_CLAIM = PreparedQuery(
+    lambda pk: Run.objects.select_for_update(of=("self",)).select_related("skill", "skill_version").filter(pk=pk)[:1],
+    Run._meta.pk,
+)
+
+
 def record_engine_pid(request_id, attempt_number: int, worker_id: str, pid: int) -> None:
     Run.objects.filter(pk=request_id, attempt_number=attempt_number, claimed_by=worker_id).update(engine_pid=pid)
 
@@ -72,6 +76,20 @@ def turn_claim(request_id, attempt_number: int, worker_id: str) -> QuerySet[Run]
     return Run.objects.filter(
         pk=request_id, attempt_number=attempt_number, claimed_by=worker_id, status=RunStatus.RUNNING
     )
+
+
+_LOCKED_TURN_CLAIM = PreparedQuery(
+    lambda pk, attempt_number, worker_id: turn_claim(pk, attempt_number, worker_id).select_for_update()[:1],
+    Run._meta.pk,
+    Run._meta.get_field("attempt_number"),
+    Run._meta.get_field("claimed_by"),
+)
+
+
+def locked_turn_claim(request_id, attempt_number: int, worker_id: str) -> Run | None:
+    """turn_claim's run, locked (in a transaction), or None once the claim is gone."""
+    run: Run | None = _LOCKED_TURN_CLAIM.one(request_id, attempt_number, worker_id)
+    return run
 
 
 def turn_still_ours(request_id, attempt_number: int, worker_id: str, *, beat: bool) -> bool:
@@ -116,7 +134,7 @@ def complete_turn(
     """Apply a decided turn; a turn whose claim was lost meanwhile (canceled) changes nothing.
     `unrecorded_pid`: the engine's pid, if the database was away from its start until now."""
     with transaction.atomic():
-        run = one_or_none(turn_claim(request_id, attempt_number, worker_id).select_for_update())
+        run = locked_turn_claim(request_id, attempt_number, worker_id)
         if run is None:
             return None
         record_turn_usage(run, attempt_number, turn.usage, duration_ms)

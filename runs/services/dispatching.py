@@ -20,7 +20,7 @@ from django.db.models import Count, Min, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from kernel.compiled import CompiledQuery
+from kernel.compiled import CompiledQuery, PreparedQuery
 
 from .. import task_queue
 from ..models import OwnerQueue, Run, RunStatus
@@ -254,8 +254,19 @@ def _in_order(state: DispatchState) -> Iterator[Turn]:
 
 
 def _oldest_ready_runs(owner: int, limit: int) -> list[Turn]:
-    runs = ready_runs().filter(owner_id=owner).order_by("created_at")
-    return [Turn(*row) for row in runs.values_list("request_id", "attempt_number", "offered_at")[:limit]]
+    return [Turn(*row) for row in _OLDEST_READY_RUNS.rows(owner, key=(limit,))]
+
+
+# Read at most dispatches, for an owner given a slot: compiled once per connection and limit.
+_OLDEST_READY_RUNS = PreparedQuery(
+    lambda limit, owner: (
+        ready_runs()
+        .filter(owner_id=owner)
+        .order_by("created_at")
+        .values_list("request_id", "attempt_number", "offered_at")[:limit]
+    ),
+    Run._meta.get_field("owner"),
+)
 
 
 def dispatch_queued_runs() -> int:

@@ -1,6 +1,8 @@
 """kernel.compiled.CompiledQuery: a queryset compiled once per connection and key, its rows as
 the queryset gives them, and no connection kept alive once its thread is done with it;
-kernel.compiled.one_or_none: a unique key's row, read without an ORDER BY."""
+kernel.compiled.PreparedQuery: compiled once per connection, each call's values in place, and a
+builder refused whose statement holds more than its values; kernel.compiled.one_or_none: a
+unique key's row, read without an ORDER BY."""
 
 from __future__ import annotations
 
@@ -12,8 +14,10 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
-from kernel.compiled import CompiledQuery, one_or_none
+from accounts.models import ApiToken
+from kernel.compiled import CompiledQuery, PreparedQuery, one_or_none
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -65,3 +69,56 @@ def test_one_or_none_reads_a_unique_keys_row_without_ordering_it():
     reads = [statement["sql"] for statement in statements.captured_queries]
     assert ["ORDER BY" in sql for sql in reads] == [False, False, False, True]
     assert all(sql.endswith("LIMIT 1") for sql in reads)
+
+
+def tokens_named(name, user_id):
+    return ApiToken.objects.filter(name=name, user_id=user_id, revoked_at__isnull=True).select_related("user")
+
+
+def test_a_prepared_query_runs_each_calls_values_in_the_statement_compiled_once_per_connection():
+    alice, bob = (get_user_model().objects.create(username=name) for name in ("alice", "bob"))
+    for user in (alice, bob):
+        ApiToken.issue(user, "nightly")
+    built: list[bool] = []
+    prepared = PreparedQuery(
+        lambda name, user_id: built.append(True) or tokens_named(name, user_id),
+        ApiToken._meta.get_field("name"),
+        ApiToken._meta.get_field("user"),
+    )
+    for user in (alice, bob, alice):
+        tokens = prepared.instances("nightly", user.pk)
+        assert tokens == list(tokens_named("nightly", user.pk)) and len(tokens) == 1
+        with CaptureQueriesContext(connection) as statements:
+            assert tokens[0].user == user  # select_related's row in place: no query
+        assert not statements.captured_queries
+    assert prepared.instances("daily", alice.pk) == [] and prepared.one("daily", alice.pk) is None
+    assert len(built) == 2  # once per connection, with two sets of markers
+    names = PreparedQuery(
+        lambda pk: get_user_model().objects.filter(pk=pk).values_list("username"), get_user_model()._meta.pk
+    )
+    assert names.rows(bob.pk) == [["bob"]]
+    after = PreparedQuery(
+        lambda limit, pk: get_user_model().objects.filter(pk__gt=pk).order_by("pk").values_list("username")[:limit],
+        get_user_model()._meta.pk,
+    )
+    assert after.rows(0, key=(1,)) == [["alice"]] and after.rows(0, key=(2,)) == [["alice"], ["bob"]]
+    assert after.rows(alice.pk, key=(1,)) == [["bob"]]  # a key's statement, with this call's value
+    read_there: list[list[list[str]]] = []
+    in_a_thread(lambda: read_there.append(names.rows(alice.pk)))  # another connection, compiled there
+    assert read_there == [[["alice"]]]
+
+
+def test_a_prepared_query_refuses_what_would_change_its_statement():
+    user = get_user_model().objects.create(username="alice")
+    by_name = PreparedQuery(
+        lambda name: get_user_model().objects.filter(username=name), get_user_model()._meta.get_field("username")
+    )
+    with pytest.raises(ValueError, match="None"):
+        by_name.instances(None)  # IS NULL, another statement
+    timed = PreparedQuery(
+        lambda name: get_user_model().objects.filter(username=name, date_joined__lte=timezone.now()),
+        get_user_model()._meta.get_field("username"),
+    )
+    with pytest.raises(ValueError, match="more than the markers"):
+        timed.instances("alice")  # the clock compiled in: each run's statement would be the first one's
+    assert by_name.one("alice") == user
