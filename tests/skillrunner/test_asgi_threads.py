@@ -1,6 +1,7 @@
 """skillrunner.asgi: each HTTP request's sync code (middleware chain and view, as one sync call)
-runs on one of a few kept threads, one request per thread until its response starts; requests
-beyond them wait for one, and an open stream holds none."""
+runs on one of a few kept threads, one request per thread from its body's arrival until its
+response starts; requests beyond them wait for one, and an upload still arriving or an open
+stream holds none."""
 
 from __future__ import annotations
 
@@ -35,8 +36,12 @@ async def _ignore(message):
     pass
 
 
-def _request(handler):
-    return asyncio.ensure_future(handler({"type": "http"}, None, _ignore))
+async def _empty_body():
+    return {"type": "http.request", "body": b"", "more_body": False}
+
+
+def _request(handler, receive=_empty_body):
+    return asyncio.ensure_future(handler({"type": "http"}, receive, _ignore))
 
 
 async def _until(condition, what: str) -> None:
@@ -92,6 +97,31 @@ def test_a_started_response_gives_its_thread_to_the_next_request():
 
     handler = asyncio.run(asyncio.wait_for(streams_and_then_a_request(), timeout=10))
     assert len(handler.threads_used) == 4 and len(set(handler.threads_used)) == 1
+
+
+def test_a_request_whose_body_is_still_arriving_holds_no_thread():
+    """A slow upload would otherwise keep every other request waiting for as long as it takes."""
+
+    async def an_upload_and_a_request():
+        handler = ThreadRecordingHandler(threads=1)
+        rest_sent = asyncio.Event()
+        parts = [{"type": "http.request", "body": b"first part", "more_body": True}]
+
+        async def slow_upload():
+            if parts:
+                return parts.pop()
+            await rest_sent.wait()
+            return {"type": "http.request", "body": b" and the rest", "more_body": False}
+
+        upload = _request(handler, slow_upload)
+        await asyncio.wait_for(_request(handler), timeout=5)  # runs on the one thread meanwhile
+        assert not upload.done() and handler.threads._idle
+        rest_sent.set()
+        await asyncio.wait_for(upload, timeout=5)
+        return handler
+
+    handler = asyncio.run(asyncio.wait_for(an_upload_and_a_request(), timeout=10))
+    assert len(handler.threads_used) == 2 and handler.threads.made == 1
 
 
 def test_a_request_gone_while_it_waited_leaves_the_thread_to_the_next():

@@ -40,7 +40,7 @@ def test_conn_max_age_in_the_url_keeps_connections_everywhere_without_a_pool(tmp
     done = _probe(tmp_path, "postgres://u@127.0.0.1:5432/db?conn_max_age=30")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {
-        "web": {"pool": None, "conn_max_age": 30, "threads": 16},
+        "web": {"pool": None, "conn_max_age": 30, "threads": 4},
         "worker": {"pool": None, "conn_max_age": 30},
     }
 
