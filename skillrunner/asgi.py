@@ -15,6 +15,7 @@ from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.base import BaseHandler
 
+from processes.memory import TrimWhenIdle
 from processes.startup import start_process
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "skillrunner.settings")
@@ -39,6 +40,7 @@ class RequestThreads:
         self.made = 0
         self._idle: list[ThreadPoolExecutor] = []  # the last one given back is taken first: its caches are warm
         self._waiting: collections.deque[asyncio.Future[ThreadPoolExecutor]] = collections.deque()
+        self._trim = TrimWhenIdle(lambda: len(self._idle) == self.made)
 
     async def take(self) -> ThreadPoolExecutor:
         if self._idle:
@@ -62,6 +64,8 @@ class RequestThreads:
                 turn.set_result(executor)
                 return
         self._idle.append(executor)
+        if len(self._idle) == self.made:
+            self._trim.soon()  # no request runs: a burst's freed memory goes back if none does a second later
 
 
 # A request's body, read before it takes a thread (ReusedThreadsASGIHandler).

@@ -42,6 +42,8 @@ from django.db import connections
 from django_q.conf import Conf
 from django_q.worker import worker
 
+from processes.memory import TrimWhenIdle
+
 logger = logging.getLogger(__name__)
 
 STOP = "STOP"  # django-q2's poison pill
@@ -55,10 +57,19 @@ class _Tasks:
         self._queue = queue
         self._taking = threading.Lock()  # one thread waits for the next task; this process's own
         self.stopped = False
+        self.running = 0  # tasks taken and not yet done
+        self._counting = threading.Lock()
+        self._thread = threading.local()  # whether this thread's last task is still counted
+        self._trim = TrimWhenIdle(lambda: self.running == 0)
 
     def get(self) -> object:
+        with self._counting:
+            if getattr(self._thread, "running", False):  # django-q2's loop asks again: that task is done
+                self._thread.running = False
+                self.running -= 1
         if self._queue.empty():
             connections.close_all()  # idle from now on: this thread's own connections
+            self._trim.soon()  # a burst's freed memory goes back, if nothing runs a second later
         with self._taking:
             while not self.stopped:
                 wait([self._queue._reader])  # type: ignore[attr-defined]  # readable, no lock of the queue held
@@ -67,6 +78,9 @@ class _Tasks:
                 except Empty:
                     continue
                 self.stopped = task == STOP  # the sentinel's one STOP: every thread then gets one
+                with self._counting:
+                    self._thread.running = True
+                    self.running += 1
                 return task
             return STOP
 

@@ -21,6 +21,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from accounts.local_mode import is_loopback_host, local_user
 from kernel.links import use_served_url
+from processes import serve_parent
 from processes.forking import (
     close_database_connections,
     exit_with,
@@ -28,7 +29,6 @@ from processes.forking import (
     forks_end_with_their_parent,
     run_in_child,
 )
-from processes import serve_parent
 from processes.serve_parent import STOP_SIGNALS
 from processes.startup import prepare_installation
 from worker.cluster import stop_grace_seconds
