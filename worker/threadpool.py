@@ -62,11 +62,15 @@ class _Tasks:
         self._thread = threading.local()  # whether this thread's last task is still counted
         self._trim = TrimWhenIdle(lambda: self.running == 0)
 
-    def get(self) -> object:
+    def this_threads_task_done(self) -> None:
+        """Its last task is done: django-q2's loop asks for the next one, or ends (a recycled thread)."""
         with self._counting:
-            if getattr(self._thread, "running", False):  # django-q2's loop asks again: that task is done
+            if getattr(self._thread, "running", False):
                 self._thread.running = False
                 self.running -= 1
+
+    def get(self) -> object:
+        self.this_threads_task_done()
         if self._queue.empty():
             connections.close_all()  # idle from now on: this thread's own connections
             self._trim.soon()  # a burst's freed memory goes back, if nothing runs a second later
@@ -101,6 +105,7 @@ def _work(tasks: _Tasks, result_queue: Queue, timer: _Timer, timeout: int | None
     try:
         worker(tasks, result_queue, timer, timeout)  # django-q2's loop, as in one of its processes
     finally:
+        tasks.this_threads_task_done()
         connections.close_all()
         ended.put(threading.current_thread())
 

@@ -16,6 +16,7 @@ import pytest
 from django.utils import timezone
 from django_q.conf import Conf
 
+from processes import memory
 from tests.support.processes import children, parent, processes_in
 from tests.support.service_processes import with_fake_codex
 from worker.threadpool import thread_pool
@@ -83,6 +84,24 @@ def test_a_thread_that_ran_its_share_of_tasks_is_replaced(monkeypatch):
     assert not done.is_alive()
     assert len(set(_ran)) == 6  # a fresh thread for each task
     assert timer.value == -1  # the process itself goes on
+
+
+def test_the_pool_gives_memory_back_once_its_tasks_are_done_recycled_threads_too(monkeypatch):
+    """processes.memory.TrimWhenIdle: a thread recycled after its last task asks for no other, and
+    its task must not count as running for ever, or the pool would never be idle again."""
+    monkeypatch.setattr(Conf, "RECYCLE", 1)
+    trimmed = threading.Event()
+    monkeypatch.setattr(memory, "_malloc_trim", trimmed.set)
+    tasks, results, timer = Queue(), Queue(), Value("f", -1)
+    for _ in range(4):
+        tasks.put(_task(_note))
+    done = threading.Thread(target=thread_pool, args=(tasks, results, timer, None, 2))
+    done.start()
+    assert all(task["success"] for task in _results(results, 4))
+    assert trimmed.wait(timeout=10)
+    tasks.put("STOP")
+    done.join(timeout=20)
+    assert not done.is_alive()
 
 
 def test_a_task_past_its_timeout_is_left_to_its_thread_and_another_takes_its_slot(monkeypatch):
