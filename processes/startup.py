@@ -89,11 +89,12 @@ UNUSED_WHEN_INSTALLED = ("requests", "pygments", "httpx._main")
 
 
 def keep_unused_libraries_out() -> None:
-    """Mark as missing what the service imports only because it is installed, so it never is: about
-    8 MiB of the heap all the service's processes share for the test tools' libraries, and on SQLite
-    9 MiB for psycopg, which DRF imports through django.contrib.postgres (rest_framework.compat)
-    though nothing talks to PostgreSQL; DRF then leaves out the serializer fields of PostgreSQL's
-    own types, which no model here has. For `manage.py` only: the test suite uses them."""
+    """Mark as missing what the service imports only because it is installed, so it never is: of
+    the heap all the service's processes share (the idle tree's PSS), 5 MiB for the test tools'
+    libraries, and on SQLite 6 MiB for psycopg, which DRF imports through django.contrib.postgres
+    (rest_framework.compat) though nothing talks to PostgreSQL; DRF then leaves out the serializer
+    fields of PostgreSQL's own types, which no model here has. For `manage.py` only: the test suite
+    uses them."""
     for name in UNUSED_WHEN_INSTALLED:  # before the settings, which import httpx (the relay)
         sys.modules.setdefault(name, None)  # type: ignore[arg-type]  # None: an import raises ImportError
     if settings.DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":

@@ -87,7 +87,7 @@ def loaded_by_manage_py(env: dict[str, str]) -> set[str]:
 
 
 def test_manage_py_leaves_out_what_is_imported_only_because_it_is_installed(tmp_path):
-    """processes.startup.keep_unused_libraries_out: some 17 MiB of the heap `serve` shares with
+    """processes.startup.keep_unused_libraries_out: some 11 MiB of the heap `serve` shares with
     all its processes. No connection is made: the driver's import is what is looked at."""
     for name in LEFT_OUT:  # `make test` installs them all: what is left out is there to be imported
         assert importlib.util.find_spec(name) is not None, name
