@@ -143,17 +143,18 @@ TEMPLATES = [
 
 # How many threads run a web process's requests (skillrunner.asgi.RequestThreads), each with a
 # database connection of its own: on SQLite its own file handle, on PostgreSQL one borrowed from
-# the pool, which is as large. Requests are mostly CPU under one GIL, and on SQLite every write
-# waits for one lock: a 50-run burst at cap 16 went through faster with 4 than with 16 (runs/s
-# 29.5 against 21.5 embedded, 18.9 against 15.2 on PostgreSQL; docs/benchmarks.md), and each
-# thread's connection and caches kept about 0.8 MiB after it.
-SKILLRUNNER_WEB_DB_CONNECTIONS = _positive_int("SKILLRUNNER_WEB_DB_CONNECTIONS", 4)
+# the pool, which is as large. On SQLite, 4: requests are mostly CPU under one GIL and every write
+# waits for one lock, and a 50-run burst at cap 16 went through at 29.5 runs/s with 4 threads
+# against 21.5 with 16 (docs/benchmarks.md), each thread's connection and caches keeping about
+# 0.8 MiB after it. On PostgreSQL the pool also serves the process's other threads (websocket
+# consumers, the watcher): 16 leaves them room.
+DATABASE_URL = env.str("DATABASE_URL", default="")
+SKILLRUNNER_WEB_DB_CONNECTIONS = _positive_int("SKILLRUNNER_WEB_DB_CONNECTIONS", 16 if DATABASE_URL else 4)
 # Seconds a web request waits for a pooled PostgreSQL connection before answering 503.
 WEB_DB_CONNECTION_WAIT_SECONDS = 3
 # Seconds a database connection is kept by `manage.py worker` (it sets this on its connections),
 # and on SQLite by the web process too.
 SKILLRUNNER_WORKER_CONN_MAX_AGE = 60
-DATABASE_URL = env.str("DATABASE_URL", default="")
 if DATABASE_URL:
     DATABASES = {"default": env.db_url_config(DATABASE_URL)}
     if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":

@@ -40,7 +40,7 @@ def test_conn_max_age_in_the_url_keeps_connections_everywhere_without_a_pool(tmp
     done = _probe(tmp_path, "postgres://u@127.0.0.1:5432/db?conn_max_age=30")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {
-        "web": {"pool": None, "conn_max_age": 30, "threads": 4},
+        "web": {"pool": None, "conn_max_age": 30, "threads": 16},
         "worker": {"pool": None, "conn_max_age": 30},
     }
 
@@ -49,6 +49,9 @@ def test_on_sqlite_the_web_runs_requests_on_as_many_threads_each_keeping_its_con
     done = _probe(tmp_path, "", SKILLRUNNER_WEB_DB_CONNECTIONS="5")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["web"] == {"pool": None, "conn_max_age": 60, "threads": 5}
+    by_default = _probe(tmp_path, "")
+    assert by_default.returncode == 0, by_default.stderr
+    assert json.loads(by_default.stdout)["web"]["threads"] == 4  # 16 with PostgreSQL's pool (above)
 
 
 def test_a_pool_of_no_connections_stops_the_service(tmp_path):
