@@ -71,7 +71,11 @@ def test_the_pool_runs_a_task_on_each_of_its_threads_at_once_and_stops_them_all_
 
 
 def test_a_thread_that_ran_its_share_of_tasks_is_replaced(monkeypatch):
+    """Its last task counts as done, though it asks for no other: the pool is idle again once all
+    are, and gives its memory back (processes.memory.TrimWhenIdle)."""
     monkeypatch.setattr(Conf, "RECYCLE", 1)
+    trimmed = threading.Event()
+    monkeypatch.setattr(memory, "_malloc_trim", trimmed.set)
     _ran.clear()
     tasks, results, timer = Queue(), Queue(), Value("f", -1)
     for _ in range(6):
@@ -79,29 +83,12 @@ def test_a_thread_that_ran_its_share_of_tasks_is_replaced(monkeypatch):
     done = threading.Thread(target=thread_pool, args=(tasks, results, timer, None, 2))
     done.start()
     assert all(task["success"] for task in _results(results, 6))
+    assert trimmed.wait(timeout=10)
     tasks.put("STOP")
     done.join(timeout=20)
     assert not done.is_alive()
     assert len(set(_ran)) == 6  # a fresh thread for each task
     assert timer.value == -1  # the process itself goes on
-
-
-def test_the_pool_gives_memory_back_once_its_tasks_are_done_recycled_threads_too(monkeypatch):
-    """processes.memory.TrimWhenIdle: a thread recycled after its last task asks for no other, and
-    its task must not count as running for ever, or the pool would never be idle again."""
-    monkeypatch.setattr(Conf, "RECYCLE", 1)
-    trimmed = threading.Event()
-    monkeypatch.setattr(memory, "_malloc_trim", trimmed.set)
-    tasks, results, timer = Queue(), Queue(), Value("f", -1)
-    for _ in range(4):
-        tasks.put(_task(_note))
-    done = threading.Thread(target=thread_pool, args=(tasks, results, timer, None, 2))
-    done.start()
-    assert all(task["success"] for task in _results(results, 4))
-    assert trimmed.wait(timeout=10)
-    tasks.put("STOP")
-    done.join(timeout=20)
-    assert not done.is_alive()
 
 
 def test_a_task_past_its_timeout_is_left_to_its_thread_and_another_takes_its_slot(monkeypatch):
