@@ -104,16 +104,13 @@ class PreparedQuery:
         """Its rows as the queryset gives them: model instances, with those of its select_related
         in place."""
         prepared, rows = self._run(values, key)
-        compiler, alias = prepared.compiled.compiler, connections[DEFAULT_DB_ALIAS].alias
-        klass_info = compiler.klass_info
-        start, end = klass_info["select_fields"][0], klass_info["select_fields"][-1] + 1
-        names = [column.target.attname for column, _, _ in compiler.select[start:end]]
-        # The stubs are Django 6's, where it also takes a fetch mode.
-        related = get_related_populators(klass_info, compiler.select, alias)  # type: ignore[call-arg]
+        layout = prepared.layout
+        if layout is None:
+            raise TypeError(f"{self.build!r}: its rows are values, not model instances (use rows())")
         instances = []
         for row in rows:
-            instance = klass_info["model"].from_db(alias, names, row[start:end])
-            for populator in related:
+            instance = layout.model.from_db(DEFAULT_DB_ALIAS, layout.names, row[layout.start : layout.end])
+            for populator in layout.related:
                 populator.populate(row, instance)
             instances.append(instance)
         return instances
@@ -156,12 +153,34 @@ class PreparedQuery:
         varying = {index for index, (one, other) in pairs if one != other}
         if not all(positions) or varying != {index for found in positions for index in found}:
             raise ValueError(f"{self.build!r}: its statement holds more than the markers' values, or not each")
-        return _Prepared(first, positions)
+        return _Prepared(first, positions, _layout(first.compiler))
+
+
+class _Layout(NamedTuple):
+    """Where a row's model and its select_related models are, as Django's ModelIterable reads them."""
+
+    model: Any
+    start: int
+    end: int
+    names: list[str]
+    related: list[Any]  # RelatedPopulators, which keep no state between rows
 
 
 class _Prepared(NamedTuple):
     compiled: _Compiled
     positions: list[list[int]]  # per field, where its value goes among the parameters
+    layout: _Layout | None  # None: a values() or values_list() queryset
+
+
+def _layout(compiler: SQLCompiler) -> _Layout | None:
+    klass_info = compiler.klass_info
+    if klass_info is None:
+        return None
+    start, end = klass_info["select_fields"][0], klass_info["select_fields"][-1] + 1
+    names = [column.target.attname for column, _, _ in compiler.select[start:end]]
+    # The stubs are Django 6's, where it also takes a fetch mode.
+    related = get_related_populators(klass_info, compiler.select, DEFAULT_DB_ALIAS)  # type: ignore[call-arg]
+    return _Layout(klass_info["model"], start, end, names, related)
 
 
 def _known(database: BaseDatabaseWrapper) -> dict[Any, Any]:
