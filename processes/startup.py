@@ -83,22 +83,27 @@ def limit_malloc_arenas() -> None:
 
 # Imported by libraries whenever they are installed, for what the service never does: DRF imports
 # requests for its test client and pygments to highlight its browsable API's docs, httpx its
-# command line (click, rich, pygments). `make test` installs them beside the service, `make run`
-# alone does not.
-UNUSED_WHEN_INSTALLED = ("requests", "pygments", "httpx._main")
+# command line (click, rich, pygments) and autobahn click to colour its log lines. `make test`
+# installs them beside the service, `make run` alone does not. pyOpenSSL comes with daphne's
+# Twisted for TLS, which `serve` never speaks: it listens on plain TCP, behind
+# whatever terminates TLS, and Twisted and autobahn import it only where they can.
+UNUSED_WHEN_INSTALLED = ("requests", "pygments", "httpx._main", "click", "OpenSSL")
 
 
 def keep_unused_libraries_out() -> None:
     """Mark as missing what the service imports only because it is installed, so it never is: of
     the heap all the service's processes share (the idle tree's PSS), 5 MiB for the test tools'
-    libraries, and on SQLite 6 MiB for psycopg, which DRF imports through django.contrib.postgres
-    (rest_framework.compat) though nothing talks to PostgreSQL; DRF then leaves out the serializer
-    fields of PostgreSQL's own types, which no model here has. For `manage.py` only: the test suite
-    uses them."""
+    libraries, 1.5 for OpenSSL, and on SQLite 6 MiB for psycopg, which DRF imports through
+    django.contrib.postgres (rest_framework.compat) though nothing talks to PostgreSQL; DRF then
+    leaves out the serializer fields of PostgreSQL's own types, which no model here has. Autobahn's
+    native WebSocket helpers (NVX) are turned off too: they load cffi and its C parser (1.5 MiB)
+    to check and unmask the frames a browser sends, a reply of a few hundred bytes. For
+    `manage.py` only: the test suite uses them."""
     for name in UNUSED_WHEN_INSTALLED:  # before the settings, which import httpx (the relay)
         sys.modules.setdefault(name, None)  # type: ignore[arg-type]  # None: an import raises ImportError
     if settings.DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         sys.modules.setdefault("psycopg", None)  # type: ignore[arg-type]
+    os.environ.setdefault("AUTOBAHN_USE_NVX", "0")
 
 
 def start_process() -> None:

@@ -63,15 +63,16 @@ def test_a_web_on_the_embedded_default_imports_no_redis(tmp_path):
     assert "redis" not in modules
 
 
-LEFT_OUT = ("psycopg", "requests", "click", "rich", "pygments")  # the last three: httpx's command line
+LEFT_OUT = ("psycopg", "requests", "click", "rich", "pygments", "OpenSSL", "cffi")
 
 
 def loaded_by_manage_py(env: dict[str, str]) -> set[str]:
-    """Which of LEFT_OUT a `manage.py` command has loaded once it has the web application and the
-    worker's modules: DRF's serializers import django.contrib.postgres (so psycopg) and requests
-    wherever they can be imported, and httpx its command line."""
+    """Which of LEFT_OUT a `manage.py` command has loaded once it has what `serve` imports before
+    it forks: DRF's serializers import django.contrib.postgres (so psycopg) and requests wherever
+    they can be imported, httpx its command line (click, rich, pygments), Twisted OpenSSL, autobahn
+    click and its native helpers (cffi)."""
     probe = (
-        "import sys, skillrunner.asgi, worker.management.commands.worker\n"
+        "import sys, daphne.server, skillrunner.asgi, worker.management.commands.worker\n"
         f"print(' '.join(name for name in {LEFT_OUT!r} if sys.modules.get(name) is not None))"
     )
     done = subprocess.run(
@@ -87,7 +88,7 @@ def loaded_by_manage_py(env: dict[str, str]) -> set[str]:
 
 
 def test_manage_py_leaves_out_what_is_imported_only_because_it_is_installed(tmp_path):
-    """processes.startup.keep_unused_libraries_out: some 11 MiB of the heap `serve` shares with
+    """processes.startup.keep_unused_libraries_out: some 15 MiB of the heap `serve` shares with
     all its processes. No connection is made: the driver's import is what is looked at."""
     for name in LEFT_OUT:  # `make test` installs them all: what is left out is there to be imported
         assert importlib.util.find_spec(name) is not None, name
