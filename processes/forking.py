@@ -142,3 +142,8 @@ class Flag:
         poller = select.poll()
         poller.register(self._read, select.POLLIN)
         return bool(poller.poll(None if timeout is None else timeout * 1000))
+
+    def close(self) -> None:
+        """Once this process no longer sets or reads it (the processes it forked keep their own)."""
+        os.close(self._read)
+        os.close(self._write)

@@ -1,15 +1,13 @@
-"""The worker's django-q2 cluster: its sentinel process (which forks the task pool, the pusher and
-the monitor), started and stopped by the worker's main process. The pool is one process whose
-threads are the slots (worker.threadpool), not django-q2's process per slot: the worker's memory
-does not grow with the cap (R-CR2).
+"""The worker's django-q2 cluster: its task process (worker.threadpool.task_process), whose threads
+push, run and save the tasks, started, started again and stopped by the worker's main process.
 
-django-q2's own Cluster is not used because of how it stops: it sets a multiprocessing.Event,
-whose set() waits until every process asleep in that event's wait() has woken. The sentinel
-sleeps there almost all the time, and SIGTERM sent to the whole process group or to every
-process (systemd's default KillMode) kills it in its sleep; when the worker got to set() before
-the sentinel was gone, it waited forever for it to wake (after a 200-run backlog, a group SIGTERM
-left the worker's main process running 40 s later). Here the stop and start flags are
-processes.forking.Flag: setting one never waits.
+Not django-q2's own Cluster and Sentinel: a process per slot grew the worker's memory with the
+cap, and the sentinel, pusher and monitor processes each kept their own copy of the pages they
+touched (worker.threadpool). And django-q2 stops its cluster by setting a multiprocessing.Event,
+whose set() waits until every process asleep in that event's wait() has woken: SIGTERM sent to the
+whole process group (systemd's default KillMode) killed its sentinel in that sleep, and the
+worker's set() then waited forever. Here the stop and start flags are processes.forking.Flag:
+setting one never waits.
 """
 
 from __future__ import annotations
@@ -17,19 +15,16 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import time
-import uuid
 from collections.abc import Callable
 
 from django.conf import settings
 from django.core.management.base import CommandError
-from django_q.cluster import Sentinel, get_mp_context
-from django_q.conf import Conf
 
 from engines.process import kill_tree
 from processes.forking import Flag
 from processes.queue_broker import wake_pusher
 
-from .threadpool import thread_pool
+from .threadpool import task_process
 
 logger = logging.getLogger(__name__)
 
@@ -44,65 +39,57 @@ def stop_grace_seconds() -> float:
 
 class TaskCluster:
     def __init__(self, stop: Flag) -> None:
-        """`stop` ends the cluster once set (ask_to_stop); its processes may read it too."""
+        """`stop` ends the cluster once set (ask_to_stop); its process reads it too."""
         self._stop = stop
-        self._started = Flag()
-        self._sentinel = multiprocessing.get_context("fork").Process(
-            target=_StoppingSentinel, args=(self._stop, self._started, uuid.uuid4()), name="sentinel"
-        )
+        self._process: multiprocessing.process.BaseProcess | None = None
 
     def start(self, stopping: Callable[[], bool]) -> None:
-        """Until the pool takes tasks, or the worker is told to stop meanwhile."""
-        self._sentinel.start()
-        while not self._started.wait(0.1) and not stopping():
-            if not self._sentinel.is_alive():
-                raise CommandError(f"the task cluster did not start (exit status {self._sentinel.exitcode})")
+        """Until the task process takes tasks, or the worker is told to stop meanwhile; again
+        after it died (killed for memory, say): a worker without one serves nothing."""
+        started = Flag()
+        process = multiprocessing.get_context("fork").Process(
+            target=task_process, args=(self._stop, started), name="tasks"
+        )
+        self._process = process
+        process.start()
+        try:
+            while not started.wait(0.1) and not stopping():
+                if not process.is_alive():
+                    raise CommandError(f"the task process did not start (exit status {process.exitcode})")
+        finally:
+            started.close()
+
+    @property
+    def _started(self) -> multiprocessing.process.BaseProcess:
+        if self._process is None:
+            raise RuntimeError("the task cluster was never started")
+        return self._process
 
     @property
     def sentinel_fd(self) -> int:
-        """Readable once the sentinel has ended."""
-        return self._sentinel.sentinel
+        """Readable once the task process has ended."""
+        return self._started.sentinel
 
     def is_alive(self) -> bool:
-        return self._sentinel.is_alive()
+        return self._started.is_alive()
+
+    @property
+    def exitcode(self) -> int | None:
+        return self._started.exitcode
 
     def ask_to_stop(self) -> None:
-        """No task is taken any more; the pool ends once its tasks have."""
+        """No task is taken any more; the process ends once its tasks have. The embedded default's
+        pusher may be asleep for up to 5 s (processes.queue_broker): woken, it sees the stop at once."""
         self._stop.set()
+        if self._process is not None and self._process.pid is not None:
+            wake_pusher(self._process.pid)
 
     def wait_stopped(self, deadline: float) -> None:
-        """Until the sentinel has ended, or at `deadline` (monotonic) kill it and everything
-        below it: a task process stuck in a turn, its engine, a dependency build."""
-        self._sentinel.join(max(0.0, deadline - time.monotonic()))
-        if self._sentinel.exitcode is None and self._sentinel.pid is not None:  # started, still running
+        """Until the task process has ended, or at `deadline` (monotonic) kill it and everything
+        below it: a turn stuck, its engine, a dependency build."""
+        process = self._started
+        process.join(max(0.0, deadline - time.monotonic()))
+        if process.exitcode is None and process.pid is not None:  # started, still running
             logger.warning("the task cluster did not stop in time; killing it")
-            kill_tree(self._sentinel.pid)
-            self._sentinel.join()
-
-
-class _StoppingSentinel(Sentinel):
-    def spawn_cluster(self) -> None:
-        self.pool_size = 1  # one process, whose Conf.WORKERS threads take the tasks
-        super().spawn_cluster()
-
-    def spawn_worker(self) -> None:
-        """django-q2's, with the thread pool's process in place of its worker process: the guard
-        watches it (its death, its timer) and reincarnates it as it would a worker."""
-        timer = multiprocessing.Value("f", -1)
-        process = get_mp_context().Process(
-            target=thread_pool,
-            args=(self.task_queue, self.result_queue, timer, self.timeout, Conf.WORKERS),
-            name=f"Process-{uuid.uuid4().hex}",
-        )
-        process.daemon = Conf.DAEMONIZE_WORKERS
-        process.timer = timer
-        self.pool.append(process)
-        process.start()
-
-    def stop(self) -> None:
-        # The embedded default's pusher may be asleep for up to 5 s (processes.queue_broker):
-        # woken, it sees the stop at once.
-        self.event_out.set()
-        if self.pusher is not None:
-            wake_pusher(self.pusher.pid)
-        super().stop()
+            kill_tree(process.pid)
+            process.join()

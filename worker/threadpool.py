@@ -1,29 +1,35 @@
-"""The cluster's task pool: one process whose threads are its slots, whatever the cap.
+"""The worker's task process: django-q2's cluster as threads of one process, whatever the cap.
 
-django-q2 forks one process per worker, and each grew private memory while it ran turns, so the
-worker's memory grew with SKILLRUNNER_MAX_CONCURRENT_TURNS (idle PSS of the whole service 141 MiB
-at cap 1 and 183 at cap 16, 568 after a 50-run burst at cap 16: R-CR2, docs/benchmarks.md). A turn mostly waits on its
-engine process and parses its output, which threads do as well as processes. Each thread here
-runs django-q2's own worker loop (django_q.worker.worker) on the sentinel's queues, so tasks are
-taken, run, saved and acknowledged as before; what django-q2 did per process is done per thread:
+django-q2's cluster is a sentinel process that forks a process per slot, a pusher (broker -> task
+queue) and a monitor (result queue -> database), and guards them. Each grew private memory: the
+processes per slot with the cap (idle PSS of the whole service 141 MiB at cap 1 and 183 at cap
+16, 568 after a 50-run burst at cap 16: R-CR2, docs/benchmarks.md), and the sentinel, pusher and
+monitor, three copies of the heap pages they touched, another 14 MiB idle and 25 after a burst.
+A turn mostly waits on its engine process and parses its output, the pusher and the monitor
+wait on the broker and the queues: threads do that as well as processes. So here the threads of
+one process run django-q2's own loops (django_q.pusher.pusher, django_q.worker.worker,
+django_q.monitor.monitor) on queues of this process, and tasks are taken, run, saved and
+acknowledged as before; the worker's main process starts this one, and starts another if it dies
+(worker.cluster). What django-q2 did per process is done per thread:
 
-- taking a task: django-q2's processes block in the queue's get(), holding its lock (shared by
-  every process of the cluster) while they wait. A process killed then leaves it held and the
-  cluster takes no task again; django-q2 kills only a busy process, but this one always has a
-  waiting thread while a slot is free. So here one thread at a time waits, on a lock of this
-  process, for the queue to be readable, and takes the task without blocking (_Tasks.get).
-- stop: the sentinel puts one STOP per pool process; once it is taken, every thread of this
-  one takes a STOP, and ends once its task has.
-- timeout: the sentinel times processes, not threads, so this process's main thread times each
-  thread's task (its timer as django-q2 sets it). A thread cannot be killed, and replacing the
-  process would end every other turn in it: a task past its timeout (SKILLRUNNER_MAX_TASK_SECONDS,
-  days) is logged and left to its thread, and a new thread takes its slot. A turn stuck so no
-  longer renews its claim, which the supervisor then fails as it would a dead worker's.
+- taking a task: the pusher fills the task queue (bounded by Conf.QUEUE_LIMIT) and the slots'
+  threads take from it.
+- stop: once the worker's stop flag is set, the pusher ends at its next wait (worker.cluster wakes
+  it) and queues one STOP after the tasks it pushed; the thread that takes it puts it back for the
+  next, and each ends once its task has. Then the monitor saves the last results and ends.
+- timeout: this process's main thread times each thread's task (its timer as django-q2 sets it).
+  A thread cannot be killed, and killing the process would end every other turn in it: a task
+  past its timeout (SKILLRUNNER_MAX_TASK_SECONDS, days) is logged and left to its thread, and a
+  new thread takes its slot. A turn stuck so no longer renews its claim, which the supervisor then
+  fails as it would a dead worker's.
 - recycling: a thread that has run Conf.RECYCLE tasks ends and a fresh one takes its place. The
   process itself is not recycled: it would first have to wait for its longest task (a sticky
-  run's conversation may hold one for hours), and its memory no longer grows with the slots.
-- database connections: Django's are per thread. A thread closes its own when it finds the queue
-  empty: kept through a burst (a connection compiles its statements once, kernel.compiled),
+  run's conversation may hold one for hours), and its memory does not grow with the slots.
+- a pusher or monitor whose loop fails (the broker or the database away) is started again, as
+  the sentinel reincarnated their processes; and the schedules (the hourly sweeps) are run from
+  here, as the sentinel ran them.
+- database connections: Django's are per thread. A slot's thread closes its own when it finds the
+  queue empty: kept through a burst (a connection compiles its statements once, kernel.compiled),
   never held by an idle slot.
 """
 
@@ -31,31 +37,93 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import signal
 import threading
 import time
-from multiprocessing.connection import wait
-from multiprocessing.queues import Queue
-from multiprocessing.sharedctypes import Synchronized
-from queue import Empty, SimpleQueue
+from collections.abc import Callable
+from queue import Empty, Queue, SimpleQueue
 
 from django.db import connections
+from django_q.brokers import Broker, get_broker
 from django_q.conf import Conf
+from django_q.monitor import monitor
+from django_q.pusher import pusher
+from django_q.scheduler import scheduler
 from django_q.worker import worker
 
+from processes.forking import Flag
 from processes.memory import TrimWhenIdle
 
 logger = logging.getLogger(__name__)
 
 STOP = "STOP"  # django-q2's poison pill
+SCHEDULER_SECONDS = 30  # as often as django-q2's sentinel looks for schedules that are due
+
+
+def task_process(stop: Flag, started: Flag) -> None:
+    """The task process's body, until `stop` is set and its tasks have ended: the pusher, the
+    monitor and the schedules in threads of their own, the slots' threads timed in this one.
+    `started` is set once it takes tasks."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C reaches the worker, which stops this in order
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    broker = get_broker()
+    broker.ping()
+    tasks: Queue[object] = Queue(maxsize=Conf.QUEUE_LIMIT or 0)
+    results: SimpleQueue[object] = SimpleQueue()
+    saving = _thread("monitor", _save_results, results, broker)
+    _thread("pusher", _push, tasks, stop, broker)
+    if Conf.SCHEDULER:
+        _thread("scheduler", _schedule, stop, broker)
+    started.set()
+    thread_pool(tasks, results, Conf.TIMEOUT, Conf.WORKERS)
+    results.put(STOP)  # after the last result: the monitor saves it, then ends
+    saving.join()
+
+
+def _thread(name: str, target: Callable[..., None], *args: object) -> threading.Thread:
+    thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+    thread.start()
+    return thread
+
+
+def _push(tasks: Queue[object], stop: Flag, broker: Broker) -> None:
+    """django-q2's pusher until `stop` is set, then one STOP after the tasks it pushed: each of
+    them is taken before the slots end. Started again when it fails, as the sentinel did."""
+    while not stop.is_set():
+        try:
+            pusher(tasks, stop, broker)  # returns once `stop` is set, or 10 s after a broker failure
+        except Exception:
+            logger.exception("the task process's pusher failed; it starts again")
+            stop.wait(Conf.GUARD_CYCLE)
+    tasks.put(STOP)
+
+
+def _save_results(results: SimpleQueue[object], broker: Broker) -> None:
+    """django-q2's monitor until the STOP after the last result; started again when it fails (the
+    database away), as the sentinel did."""
+    while True:
+        try:
+            monitor(results, broker)
+            return
+        except Exception:
+            logger.exception("the task process's monitor failed; it starts again")
+            time.sleep(Conf.GUARD_CYCLE)
+
+
+def _schedule(stop: Flag, broker: Broker) -> None:
+    """Queues the schedules that are due (the hourly sweeps), as django-q2's sentinel did."""
+    while not stop.wait(SCHEDULER_SECONDS):
+        try:
+            scheduler(broker=broker)
+        except Exception:
+            logger.exception("the schedules could not be read; trying again in %d s", SCHEDULER_SECONDS)
 
 
 class _Tasks:
-    """The sentinel's task queue as this process's threads read it (django-q2's worker loop only
-    calls get())."""
+    """The task queue as the slots' threads read it (django-q2's worker loop only calls get())."""
 
-    def __init__(self, queue: Queue) -> None:
+    def __init__(self, queue: Queue[object]) -> None:
         self._queue = queue
-        self._taking = threading.Lock()  # one thread waits for the next task; this process's own
         self.stopped = False
         self.running = 0  # tasks taken and not yet done
         self._counting = threading.Lock()
@@ -74,19 +142,15 @@ class _Tasks:
         if self._queue.empty():
             connections.close_all()  # idle from now on: this thread's own connections
             self._trim.soon()  # a burst's freed memory goes back, if nothing runs a second later
-        with self._taking:
-            while not self.stopped:
-                wait([self._queue._reader])  # type: ignore[attr-defined]  # readable, no lock of the queue held
-                try:
-                    task = self._queue.get(block=False)  # the queue's lock only while a task is read
-                except Empty:
-                    continue
-                self.stopped = task == STOP  # the sentinel's one STOP: every thread then gets one
-                with self._counting:
-                    self._thread.running = True
-                    self.running += 1
-                return task
+        task = self._queue.get()
+        if task == STOP:
+            self.stopped = True
+            self._queue.put(STOP)  # for the next thread: one STOP ends them all
             return STOP
+        with self._counting:
+            self._thread.running = True
+            self.running += 1
+        return task
 
 
 class _Timer:
@@ -101,7 +165,13 @@ class _Timer:
         return self._lock
 
 
-def _work(tasks: _Tasks, result_queue: Queue, timer: _Timer, timeout: int | None, ended: SimpleQueue) -> None:
+def _work(
+    tasks: _Tasks,
+    result_queue: SimpleQueue[object],
+    timer: _Timer,
+    timeout: int | None,
+    ended: SimpleQueue[threading.Thread],
+) -> None:
     try:
         worker(tasks, result_queue, timer, timeout)  # django-q2's loop, as in one of its processes
     finally:
@@ -110,9 +180,11 @@ def _work(tasks: _Tasks, result_queue: Queue, timer: _Timer, timeout: int | None
         ended.put(threading.current_thread())
 
 
-def thread_pool(task_queue: Queue, result_queue: Queue, timer: Synchronized, timeout: int | None, threads: int) -> None:
-    """The pool process's body: `threads` threads taking tasks until the sentinel's STOP, their
-    tasks timed here. `timer` is this process's as the sentinel reads it: -1, never timed out."""
+def thread_pool(
+    task_queue: Queue[object], result_queue: SimpleQueue[object], timeout: int | None, threads: int
+) -> None:
+    """`threads` threads taking tasks until the STOP, their tasks timed here; returns once all have
+    ended."""
     tasks = _Tasks(task_queue)
     timers: dict[threading.Thread, _Timer] = {}
     ended: SimpleQueue[threading.Thread] = SimpleQueue()  # threads ending: seen at once, not at the next cycle
@@ -135,7 +207,7 @@ def thread_pool(task_queue: Queue, result_queue: Queue, timer: Synchronized, tim
             finished_timer = timers.pop(finished, None)
             if finished_timer is not None and not tasks.stopped:
                 if finished_timer.value != -2:  # not recycled: its loop failed (logged by the thread)
-                    time.sleep(Conf.GUARD_CYCLE)  # as often as django-q2's sentinel replaces a process
+                    time.sleep(Conf.GUARD_CYCLE)  # as often as django-q2's sentinel replaced a process
                 start()  # another takes its place
         now = time.monotonic()
         elapsed, last = now - last, now

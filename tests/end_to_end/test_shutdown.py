@@ -22,7 +22,7 @@ import pytest
 
 from tests.support.fake_codex import FakeCodex
 from tests.support.processes import children, describe, process_alive, processes_in
-from tests.support.service_processes import ServiceProcesses
+from tests.support.service_processes import ServiceProcesses, with_fake_codex
 from tests.support.wsclient import WebSocket
 
 pytestmark = [pytest.mark.timeout(150)]
@@ -150,36 +150,38 @@ def test_every_stop_leaves_no_process_and_every_run_in_place(tmp_path, kind, sto
         live.stop()
 
 
-def test_the_worker_ends_when_its_cluster_dies(tmp_path):
-    """A worker whose django-q2 cluster died serves nothing: its main process notices at once (it
-    sleeps on the sentinel's process fd, not on a timer) and ends with a failure status, so a
-    process manager restarts it."""
-    live = ServiceProcesses(tmp_path / "data")
+def test_a_worker_replaces_its_task_process_when_it_dies(tmp_path):
+    """The worker's main process notices at once (it sleeps on the task process's fd, not on a
+    timer) and starts another, as django-q2's sentinel replaced a worker process killed for
+    memory: the worker goes on serving runs."""
+    live = with_fake_codex(tmp_path, {})
+    live.fake.script({"message": "Where to?"})
     try:
         live.start()
         worker = live.workers[0]
         _wait_until_serving(live, "worker-0")
-        (sentinel,) = children(worker.pid)
-        os.kill(sentinel, signal.SIGKILL)
-        try:
-            assert worker.wait(timeout=20) == 1
-        except subprocess.TimeoutExpired:
-            pytest.fail("the worker outlived its cluster:\n" + live.log("worker-0")[-3000:])
+        (killed,) = children(worker.pid)
+        os.kill(killed, signal.SIGKILL)
+        live.wait_until(lambda: children(worker.pid) not in ([], [killed]), 20, "another task process")
+        assert worker.poll() is None, live.log("worker-0")[-3000:]
+        token = live.token("alice")
+        request_id = live.start_trip(token)
+        live.wait_for_status(token, request_id, {"waiting_user"})
+        assert "the task process ended on its own (exit status -9); starting another" in live.log("worker-0")
     finally:
         live.stop()
 
 
 def test_a_worker_whose_cluster_hangs_still_stops_in_time(tmp_path):
-    """A cluster that does not wind down (here every process below the sentinel is frozen, so it
-    waits for them forever) is killed with everything below it once the worker's grace period
-    (SKILLRUNNER_KILL_GRACE_SECONDS + 3 s) is over."""
+    """A cluster that does not wind down (here its task process is frozen) is killed with
+    everything below it once the worker's grace period (SKILLRUNNER_KILL_GRACE_SECONDS + 3 s) is
+    over."""
     live = ServiceProcesses(tmp_path / "data", env={"SKILLRUNNER_KILL_GRACE_SECONDS": "1"})
     try:
         tree = live.start_tree("worker")
         _wait_until_serving(live, "worker")
-        (sentinel,) = children(tree.pid)
-        for pid in children(sentinel):
-            os.kill(pid, signal.SIGSTOP)
+        (task_process,) = children(tree.pid)
+        os.kill(task_process, signal.SIGSTOP)
         tree.signal(signal.SIGTERM, "parent")
         left = tree.wait(LEFT_AFTER_SECONDS)
         assert not left, f"{len(left)} processes left {LEFT_AFTER_SECONDS} s after the stop:\n{describe(left)}"

@@ -4,21 +4,24 @@ at once in the one pool process. Before, django-q2 forked a process per slot (ca
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import threading
 import time
 import uuid
-from multiprocessing import Queue, Value
 from pathlib import Path
+from queue import Queue, SimpleQueue
 
+import django_q.pusher as pusher_module
 import pytest
 from django.utils import timezone
 from django_q.conf import Conf
+from django_q.signing import SignedPackage
 
 from processes import memory
+from processes.forking import Flag
 from tests.support.processes import children, parent, processes_in
 from tests.support.service_processes import with_fake_codex
+from worker import threadpool
 from worker.threadpool import thread_pool
 
 # --- the pool itself, in this process -------------------------------------------------------
@@ -48,7 +51,7 @@ def _task(func) -> dict:
     return {"id": uuid.uuid4().hex, "name": "t", "func": func, "args": (), "kwargs": {}, "started": timezone.now()}
 
 
-def _results(queue: Queue, count: int) -> list[dict]:
+def _results(queue: SimpleQueue, count: int) -> list[dict]:
     return [queue.get(timeout=10) for _ in range(count)]
 
 
@@ -56,11 +59,11 @@ def test_the_pool_runs_a_task_on_each_of_its_threads_at_once_and_stops_them_all_
     global _together
     _ran.clear()
     _together = threading.Barrier(4)
-    tasks, results, timer = Queue(), Queue(), Value("f", -1)
+    tasks, results = Queue(), SimpleQueue()
     for _ in range(4):
         tasks.put(_task(_meet))
-    tasks.put("STOP")  # the sentinel puts one per pool process
-    done = threading.Thread(target=thread_pool, args=(tasks, results, timer, None, 4))
+    tasks.put("STOP")  # the pusher puts one once stopped
+    done = threading.Thread(target=thread_pool, args=(tasks, results, None, 4))
     done.start()
     done.join(timeout=20)
     assert not done.is_alive(), "one STOP did not end every thread of the pool"
@@ -77,10 +80,10 @@ def test_a_thread_that_ran_its_share_of_tasks_is_replaced(monkeypatch):
     trimmed = threading.Event()
     monkeypatch.setattr(memory, "_malloc_trim", trimmed.set)
     _ran.clear()
-    tasks, results, timer = Queue(), Queue(), Value("f", -1)
+    tasks, results = Queue(), SimpleQueue()
     for _ in range(6):
         tasks.put(_task(_note))
-    done = threading.Thread(target=thread_pool, args=(tasks, results, timer, None, 2))
+    done = threading.Thread(target=thread_pool, args=(tasks, results, None, 2))
     done.start()
     assert all(task["success"] for task in _results(results, 6))
     assert trimmed.wait(timeout=10)
@@ -88,7 +91,6 @@ def test_a_thread_that_ran_its_share_of_tasks_is_replaced(monkeypatch):
     done.join(timeout=20)
     assert not done.is_alive()
     assert len(set(_ran)) == 6  # a fresh thread for each task
-    assert timer.value == -1  # the process itself goes on
 
 
 def test_a_task_past_its_timeout_is_left_to_its_thread_and_another_takes_its_slot(monkeypatch):
@@ -96,17 +98,16 @@ def test_a_task_past_its_timeout_is_left_to_its_thread_and_another_takes_its_slo
     monkeypatch.setattr(Conf, "GUARD_CYCLE", 0.2)
     _released.clear()
     _ran.clear()
-    tasks, results, timer = Queue(), Queue(), Value("f", -1)
+    tasks, results = Queue(), SimpleQueue()
     tasks.put(_task(_hang))
     tasks.put(_task(_note))
-    pool = threading.Thread(target=thread_pool, args=(tasks, results, timer, 1, 1))  # 1 s, and django-q2's 3 s of slack
+    pool = threading.Thread(target=thread_pool, args=(tasks, results, 1, 1))  # 1 s, and django-q2's 3 s of slack
     started = time.monotonic()
     pool.start()
     try:
         (noted,) = _results(results, 1)
         assert noted["func"] is _note and noted["success"]
         assert 3.5 < time.monotonic() - started < 10
-        assert timer.value == -1  # the process goes on
         tasks.put("STOP")
         pool.join(timeout=10)
         assert not pool.is_alive(), "the pool waited for the task past its timeout"
@@ -114,24 +115,77 @@ def test_a_task_past_its_timeout_is_left_to_its_thread_and_another_takes_its_slo
         _released.set()
 
 
-def test_a_pool_killed_while_its_threads_wait_leaves_the_queue_to_the_next(monkeypatch):
-    """Its waiting threads hold none of the queue's locks, which every process of the cluster
-    shares: django-q2's worker loop blocks in get() holding one."""
-    tasks, results = Queue(), Queue()
-    context = multiprocessing.get_context("fork")
-    killed = context.Process(target=thread_pool, args=(tasks, results, Value("f", -1), None, 3), daemon=True)
-    killed.start()
-    time.sleep(1)  # its threads wait for a task
-    killed.kill()
-    killed.join()
-    _ran.clear()
-    tasks.put(_task(_note))
-    tasks.put("STOP")
-    pool = threading.Thread(target=thread_pool, args=(tasks, results, Value("f", -1), None, 2))
-    pool.start()
-    pool.join(timeout=10)
-    assert not pool.is_alive(), "the next pool could not take a task"
-    assert [task["success"] for task in _results(results, 1)] == [True]
+# --- the pusher and the monitor, threads of the same process ---------------------------------
+
+
+class _Broker:
+    """What django-q2's pusher calls, in memory: each dequeue() hands out the next of `batches` (an
+    exception is raised instead); once they are all out, the worker stops."""
+
+    def __init__(self, batches: list, stop: Flag) -> None:
+        self.batches, self.stop, self.failed = list(batches), stop, []
+        self.list_key = "test"
+
+    def dequeue(self):
+        if not self.batches:
+            self.stop.set()
+            return None
+        batch = self.batches.pop(0)
+        if isinstance(batch, Exception):
+            raise batch
+        return [(ack_id, SignedPackage.dumps(task)) for ack_id, task in batch]
+
+    def fail(self, ack_id) -> None:
+        self.failed.append(ack_id)
+
+
+def _pushed(batches: list) -> list:
+    stop = Flag()
+    tasks: Queue = Queue()
+    pushing = threading.Thread(target=threadpool._push, args=(tasks, stop, _Broker(batches, stop)))
+    pushing.start()
+    pushing.join(timeout=10)
+    assert not pushing.is_alive(), "the pusher did not end once the worker stopped"
+    return [tasks.get_nowait() for _ in range(tasks.qsize())]
+
+
+def test_a_stopped_pusher_queues_one_stop_after_the_tasks_it_pushed():
+    first, second = _task("tasks.first"), _task("tasks.second")
+    pushed = _pushed([[(1, first)], [(2, second)]])
+    assert [task if task == "STOP" else (task["id"], task["ack_id"]) for task in pushed] == [
+        (first["id"], 1),
+        (second["id"], 2),
+        "STOP",
+    ]
+
+
+def test_a_pusher_whose_broker_failed_starts_again(monkeypatch):
+    """django-q2's pusher ends 10 s after a broker failure; the sentinel then started another."""
+    monkeypatch.setattr(pusher_module, "sleep", lambda seconds: None)
+    task = _task("tasks.after")
+    pushed = _pushed([ConnectionError("the broker is away"), [(7, task)]])
+    assert [item if item == "STOP" else item["id"] for item in pushed] == [task["id"], "STOP"]
+
+
+def test_a_monitor_that_failed_starts_again_and_saves_the_rest(monkeypatch):
+    monkeypatch.setattr(Conf, "GUARD_CYCLE", 0.01)
+    saved: list = []
+
+    def monitor(results, broker):
+        for task in iter(results.get, "STOP"):
+            if task == "fails":
+                raise RuntimeError("the database is away")
+            saved.append(task)
+
+    monkeypatch.setattr(threadpool, "monitor", monitor)
+    results: SimpleQueue = SimpleQueue()
+    for item in ("before", "fails", "after", "STOP"):
+        results.put(item)
+    saving = threading.Thread(target=threadpool._save_results, args=(results, None))
+    saving.start()
+    saving.join(timeout=10)
+    assert not saving.is_alive()
+    assert saved == ["before", "after"]
 
 
 # --- a worker at a cap of 4 -----------------------------------------------------------------
@@ -156,13 +210,10 @@ def test_a_worker_runs_every_slot_at_once_in_one_task_process(tmp_path):
             live.wait_for_status(token, request_id, {"running"})
         live.wait_until(lambda: len(live.fake.invocations()) == CAP, 30, "every turn's engine to start")
 
-        (sentinel,) = children(tree.pid)
-        below = children(sentinel)
-        assert len(below) == 3, f"the cluster should be the task pool, the pusher and the monitor: {below}"
-        own = {tree.pid, sentinel, *below}
-        spawners = {parent(pid) for request_id in runs for pid in _engine(live.data_dir, request_id)} & own
-        assert len(spawners) == 1, f"the {CAP} turns ran in processes {spawners}"
-        assert spawners <= set(below)
+        (task_process,) = children(tree.pid)  # no sentinel, pusher or monitor process: threads of this one
+        engines = {pid for request_id in runs for pid in _engine(live.data_dir, request_id)}
+        spawners = {parent(pid) for pid in engines} - engines  # not what the engines started in turn
+        assert spawners == {task_process}, f"the {CAP} turns ran in processes {spawners}"
 
         release.touch()
         for request_id in runs:

@@ -9,7 +9,7 @@ import uuid
 from django.conf import settings
 from django.core.checks import Tags
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 from django.db import close_old_connections, connections
 
 from enginehost.config import sandbox_check
@@ -85,7 +85,7 @@ class Command(BaseCommand):
         connections.close_all()
         cluster.start(stopping=lambda: bool(signalled))
         supervisor = start_supervisor(stop)
-        # Idle, this process sleeps until a signal arrives (the wake-up fd), the cluster's sentinel
+        # Idle, this process sleeps until a signal arrives (the wake-up fd), the task process
         # ends (its process sentinel fd) or the next heartbeat is due: no polling in between.
         wake_read, wake_write = os.pipe()
         os.set_blocking(wake_write, False)
@@ -99,8 +99,8 @@ class Command(BaseCommand):
             ready, _, _ = select.select([wake_read, cluster.sentinel_fd], [], [], max(0.0, due))
             if wake_read in ready:
                 os.read(wake_read, 512)
-            if not cluster.is_alive():
-                break
+            if not cluster.is_alive() and not signalled:
+                supervisor = self._start_cluster_again(cluster, stop, supervisor, signalled)
             if time.monotonic() - last_beat >= WORKER_HEARTBEAT_SECONDS:
                 last_beat = time.monotonic()
                 self._beat(token)
@@ -108,8 +108,21 @@ class Command(BaseCommand):
         signal.set_wakeup_fd(-1)
         os.close(wake_read)
         os.close(wake_write)
-        if not signalled:  # a worker without its cluster serves nothing: a process manager restarts it
-            raise CommandError("the task cluster ended on its own; the worker stopped")
+
+    def _start_cluster_again(
+        self, cluster: TaskCluster, stop: threading.Event, supervisor: threading.Thread, signalled: list[int]
+    ) -> threading.Thread:
+        """A task process that died (killed for memory, say) is replaced, as django-q2's sentinel
+        replaced its workers; its turns' claims name its pid, so the supervisor fails or recovers
+        them. The supervisor pauses meanwhile: no thread of this process may hold a database
+        connection across the fork. A process that cannot start ends the worker (CommandError)."""
+        logger.critical("the task process ended on its own (exit status %s); starting another", cluster.exitcode)
+        stop.set()
+        supervisor.join()  # it closes its connections as it ends
+        stop.clear()
+        connections.close_all()
+        cluster.start(stopping=lambda: bool(signalled))
+        return start_supervisor(stop)
 
     def _stop(
         self,
