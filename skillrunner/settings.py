@@ -246,9 +246,10 @@ else:
             }
         }
 
-# django-q2 saves its cluster's status to its cache every guard cycle, for `qmonitor`/`qinfo`,
-# which nothing here reads: 1.5 ms of CPU every 2 s on the database cache, a fifth of the idle
-# service's CPU (issue #16). It gets a cache that keeps nothing.
+# django-q2's sentinel saved its cluster's status to its cache every guard cycle, for
+# `qmonitor`/`qinfo`, which nothing here reads: 1.5 ms of CPU every 2 s on the database cache, a
+# fifth of the idle service's CPU (issue #16). The task process (worker.threadpool) saves none,
+# and whatever else would gets a cache that keeps nothing.
 CACHES["cluster_status"] = {"BACKEND": "django.core.cache.backends.dummy.DummyCache"}
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -476,8 +477,9 @@ Q_CLUSTER = {
     # The embedded default's broker waits for a wake-up instead of polling (processes/queue_broker.py);
     # 0 turns off django-q2's own fixed sleep between empty queries. The Redis broker blocks.
     "poll": 0,
-    # The sentinel's guard loop (worker respawn, timeouts, status) wakes this often even when
-    # idle; task timeouts here are days, so 2 s instead of django-q2's 0.5 s costs nothing.
+    # The task process's main thread (worker.threadpool: its slots' timeouts and threads replaced)
+    # wakes this often even when idle; task timeouts here are days, so 2 s instead of django-q2's
+    # 0.5 s costs nothing.
     "guard_cycle": 2,
     "catch_up": False,
     "cache": "cluster_status",

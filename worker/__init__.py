@@ -9,8 +9,8 @@ run only through `runs.services`; `runs` names its task by string only (`runs.ta
 | `execution.py` | one turn: claim, build the request, drive the adapter (a resident process for sticky runs), save its logs and scrub configured keys from its answer (R-SB10), then hand it to `runs.turn_end.end_turn`; every service call through `runs.supervision.retry_while_database_away` |
 | `turn_activity.py` | a turn's agent activity coalesced and capped, written through `runs.services.append_activity` |
 | `tasks.py` | the django-q2 entry point of a turn |
-| `cluster.py` | the worker's django-q2 cluster, started and stopped by the worker |
-| `threadpool.py` | the cluster's task pool: one process whose threads are the slots, each running django-q2's worker loop |
+| `cluster.py` | the worker's django-q2 cluster, one task process, started (again, if it dies) and stopped by the worker |
+| `threadpool.py` | the task process: threads running django-q2's pusher, monitor and schedules, and one per slot running its worker loop |
 | `management/commands/worker.py` | the worker: start-up recovery, the supervisor, the cluster, its stop |
 | `management/commands/serve.py` | `make run`: web and worker under one Django-free parent |
 """

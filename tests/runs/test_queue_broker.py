@@ -74,7 +74,7 @@ def test_a_connection_inside_a_transaction_is_never_closed_under_it():
 
 
 def test_the_cluster_status_is_kept_nowhere():
-    """django-q2's sentinel saves its status every guard cycle for `qmonitor`, which nothing here
+    """django-q2's sentinel saved its status every guard cycle for `qmonitor`, which nothing here
     reads; on the embedded default that was a write to the database cache every 2 s (#16)."""
     from django_q.brokers import get_broker
 
