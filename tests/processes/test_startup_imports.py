@@ -39,7 +39,7 @@ def test_a_worker_on_the_embedded_default_imports_neither_the_api_nor_redis(tmp_
     modules = imported_after(
         f"for name in {WORKER_MODULES!r}: importlib.import_module(name)", embedded_default(tmp_path)
     )
-    assert "runs.services" in modules and "django_q.cluster" in modules  # the probe ran what a worker runs
+    assert "runs.services" in modules and "django_q.pusher" in modules  # the probe ran what a worker runs
     assert not modules & set(NOT_FOR_A_WORKER), sorted(modules & set(NOT_FOR_A_WORKER))
 
 
