@@ -9,7 +9,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from queue import Queue, SimpleQueue
+from queue import SimpleQueue
 
 import django_q.pusher as pusher_module
 import pytest
@@ -22,7 +22,7 @@ from processes.forking import Flag
 from tests.support.processes import children, parent, processes_in
 from tests.support.service_processes import with_fake_codex
 from worker import threadpool
-from worker.threadpool import thread_pool
+from worker.threadpool import TaskQueue, thread_pool
 
 # --- the pool itself, in this process -------------------------------------------------------
 
@@ -59,7 +59,7 @@ def test_the_pool_runs_a_task_on_each_of_its_threads_at_once_and_stops_them_all_
     global _together
     _ran.clear()
     _together = threading.Barrier(4)
-    tasks, results = Queue(), SimpleQueue()
+    tasks, results = TaskQueue(), SimpleQueue()
     for _ in range(4):
         tasks.put(_task(_meet))
     tasks.put("STOP")  # the pusher puts one once stopped
@@ -80,7 +80,7 @@ def test_a_thread_that_ran_its_share_of_tasks_is_replaced(monkeypatch):
     trimmed = threading.Event()
     monkeypatch.setattr(memory, "_malloc_trim", trimmed.set)
     _ran.clear()
-    tasks, results = Queue(), SimpleQueue()
+    tasks, results = TaskQueue(), SimpleQueue()
     for _ in range(6):
         tasks.put(_task(_note))
     done = threading.Thread(target=thread_pool, args=(tasks, results, None, 2))
@@ -98,7 +98,7 @@ def test_a_task_past_its_timeout_is_left_to_its_thread_and_another_takes_its_slo
     monkeypatch.setattr(Conf, "GUARD_CYCLE", 0.2)
     _released.clear()
     _ran.clear()
-    tasks, results = Queue(), SimpleQueue()
+    tasks, results = TaskQueue(), SimpleQueue()
     tasks.put(_task(_hang))
     tasks.put(_task(_note))
     pool = threading.Thread(target=thread_pool, args=(tasks, results, 1, 1))  # 1 s, and django-q2's 3 s of slack
@@ -113,6 +113,44 @@ def test_a_task_past_its_timeout_is_left_to_its_thread_and_another_takes_its_slo
         assert not pool.is_alive(), "the pool waited for the task past its timeout"
     finally:
         _released.set()
+
+
+def _taking(tasks: TaskQueue, taken: dict) -> threading.Thread:
+    """A thread that waits for one task (noted under its name), once it waits."""
+    waiting = len(tasks._idle)
+    thread = threading.Thread(target=lambda: taken.setdefault(threading.current_thread().name, tasks.get()))
+    thread.start()
+    deadline = time.monotonic() + 10
+    while len(tasks._idle) == waiting and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return thread
+
+
+def test_a_task_goes_to_the_thread_that_went_idle_last():
+    """So in a burst the same few threads take the tasks, their connections open, and the others
+    build none."""
+    tasks, taken = TaskQueue(), {}
+    first, last = _taking(tasks, taken), _taking(tasks, taken)
+    tasks.put("a task")
+    last.join(timeout=10)
+    assert taken == {last.name: "a task"}
+    tasks.put("STOP")
+    first.join(timeout=10)
+    assert taken == {last.name: "a task", first.name: "STOP"}
+
+
+def test_the_pusher_waits_while_the_queue_is_full():
+    """Bounded as django-q2's (Conf.QUEUE_LIMIT): the broker keeps what no slot can take soon."""
+    tasks = TaskQueue(limit=1)
+    tasks.put("first")
+    pushing = threading.Thread(target=tasks.put, args=("second",))
+    pushing.start()
+    pushing.join(timeout=0.3)
+    assert pushing.is_alive(), "the pusher put a task into a full queue"
+    assert tasks.get() == "first"
+    pushing.join(timeout=10)
+    assert not pushing.is_alive()
+    assert tasks.get() == "second"
 
 
 # --- the pusher and the monitor, threads of the same process ---------------------------------
@@ -141,12 +179,12 @@ class _Broker:
 
 def _pushed(batches: list) -> list:
     stop = Flag()
-    tasks: Queue = Queue()
+    tasks = TaskQueue()
     pushing = threading.Thread(target=threadpool._push, args=(tasks, stop, _Broker(batches, stop)))
     pushing.start()
     pushing.join(timeout=10)
     assert not pushing.is_alive(), "the pusher did not end once the worker stopped"
-    return [tasks.get_nowait() for _ in range(tasks.qsize())]
+    return [*iter(tasks.get, "STOP"), "STOP"]
 
 
 def test_a_stopped_pusher_queues_one_stop_after_the_tasks_it_pushed():
