@@ -226,6 +226,28 @@ def test_a_monitor_that_failed_starts_again_and_saves_the_rest(monkeypatch):
     assert saved == ["before", "after"]
 
 
+def test_the_schedules_are_queued_from_the_task_process_until_it_stops(monkeypatch, caplog):
+    """As django-q2's sentinel did every 30 s: the hourly sweeps are django-q2 schedules. A
+    failure (the database away) is logged and the next look comes as usual."""
+    monkeypatch.setattr(threadpool, "SCHEDULER_SECONDS", 0.01)
+    stop, broker, looks = Flag(), object(), []
+
+    def scheduler(broker):
+        looks.append(broker)
+        if len(looks) == 1:
+            raise ConnectionError("the database is away")
+        if len(looks) == 3:
+            stop.set()
+
+    monkeypatch.setattr(threadpool, "scheduler", scheduler)
+    scheduling = threading.Thread(target=threadpool._schedule, args=(stop, broker))
+    scheduling.start()
+    scheduling.join(timeout=10)
+    assert not scheduling.is_alive()
+    assert looks == [broker] * 3
+    assert "the schedules could not be read" in caplog.text
+
+
 # --- a worker at a cap of 4 -----------------------------------------------------------------
 
 CAP = 4
