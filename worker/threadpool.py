@@ -67,6 +67,7 @@ def task_process(stop: Flag, started: Flag) -> None:
     `started` is set once it takes tasks."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C reaches the worker, which stops this in order
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.set_wakeup_fd(-1)  # the worker's wake-up pipe, inherited when it started this one again
     broker = get_broker()
     broker.ping()
     tasks = TaskQueue(Conf.QUEUE_LIMIT or 0)

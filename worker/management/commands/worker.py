@@ -9,7 +9,7 @@ import uuid
 from django.conf import settings
 from django.core.checks import Tags
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections, connections
 
 from enginehost.config import sandbox_check
@@ -94,13 +94,18 @@ class Command(BaseCommand):
             self._beat(token)  # recovered and serving: only now does /readyz count this worker (R-OP7)
             self.stdout.write(f"worker {token} started")
         last_beat = time.monotonic()
+        failed: CommandError | None = None
         while not signalled:
             due = last_beat + WORKER_HEARTBEAT_SECONDS - time.monotonic()
             ready, _, _ = select.select([wake_read, cluster.sentinel_fd], [], [], max(0.0, due))
             if wake_read in ready:
                 os.read(wake_read, 512)
             if not cluster.is_alive() and not signalled:
-                supervisor = self._start_cluster_again(cluster, stop, supervisor, signalled)
+                try:
+                    supervisor = self._start_cluster_again(cluster, stop, supervisor, signalled)
+                except CommandError as error:  # stopped as on a signal, then the worker ends with it
+                    failed = error
+                    break
             if time.monotonic() - last_beat >= WORKER_HEARTBEAT_SECONDS:
                 last_beat = time.monotonic()
                 self._beat(token)
@@ -108,6 +113,8 @@ class Command(BaseCommand):
         signal.set_wakeup_fd(-1)
         os.close(wake_read)
         os.close(wake_write)
+        if failed is not None:  # a worker without its cluster serves nothing: a process manager restarts it
+            raise failed
 
     def _start_cluster_again(
         self, cluster: TaskCluster, stop: threading.Event, supervisor: threading.Thread, signalled: list[int]
@@ -115,7 +122,7 @@ class Command(BaseCommand):
         """A task process that died (killed for memory, say) is replaced, as django-q2's sentinel
         replaced its workers; its turns' claims name its pid, so the supervisor fails or recovers
         them. The supervisor pauses meanwhile: no thread of this process may hold a database
-        connection across the fork. A process that cannot start ends the worker (CommandError)."""
+        connection across the fork. A process that cannot start raises CommandError."""
         logger.critical("the task process ended on its own (exit status %s); starting another", cluster.exitcode)
         stop.set()
         supervisor.join()  # it closes its connections as it ends
