@@ -8,6 +8,7 @@ created in a background thread (`background_runs`) while the test talks to the A
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -228,7 +229,8 @@ def test_sticky_process_that_dies_while_waiting_fails_interaction_process_lost(a
     sticky = background_runs(engine="claude")
     assert sticky.wait_for(api, {"waiting_user", "failed", "succeeded"})["status"] == "waiting_user"
     for pid in _engine_processes(sticky.request_id):
-        os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # gone with one killed before it (bwrap's --die-with-parent)
+            os.kill(pid, signal.SIGKILL)
     status = sticky.wait_for(api, {"failed", "succeeded", "canceled"}, timeout=15)
     assert status["status"] == "failed" and status["error"]["code"] == "INTERACTION_PROCESS_LOST", status
     sticky.join()
