@@ -143,13 +143,15 @@ TEMPLATES = [
 
 # How many threads run a web process's requests (skillrunner.asgi.RequestThreads), each with a
 # database connection of its own: on SQLite its own file handle, on PostgreSQL one borrowed from
-# the pool, which is as large. On SQLite, 4: requests are mostly CPU under one GIL and every write
-# waits for one lock, and a 50-run burst at cap 16 went through at 29.5 runs/s with 4 threads
-# against 21.5 with 16 (docs/benchmarks.md), each thread's connection and caches keeping about
-# 0.8 MiB after it. On PostgreSQL the pool also serves the process's other threads (websocket
-# consumers, the watcher): 16 leaves them room.
+# the pool. 4: requests are mostly CPU under one GIL, and a 50-run burst at cap 16 went through at
+# 29.5 runs/s with 4 threads against 21.5 with 16 on SQLite, where every write also waits for one
+# lock, and with 9 MiB less held after it on PostgreSQL (docs/benchmarks.md).
 DATABASE_URL = env.str("DATABASE_URL", default="")
-SKILLRUNNER_WEB_DB_CONNECTIONS = _positive_int("SKILLRUNNER_WEB_DB_CONNECTIONS", 16 if DATABASE_URL else 4)
+SKILLRUNNER_WEB_DB_CONNECTIONS = _positive_int("SKILLRUNNER_WEB_DB_CONNECTIONS", 4)
+# The PostgreSQL pool's room beyond the request threads, for the process's other threads that
+# query: the one of the websockets and event streams (channels' database_sync_to_async), the
+# watcher's (live.watcher), and tests' own threads.
+WEB_DB_POOL_ROOM = 4
 # Seconds a web request waits for a pooled PostgreSQL connection before answering 503.
 WEB_DB_CONNECTION_WAIT_SECONDS = 3
 # Seconds a database connection is kept by `manage.py worker` (it sets this on its connections),
@@ -182,7 +184,7 @@ if DATABASE_URL:
         # is away, so it is short. The worker keeps its own connections (it forks; pools do not).
         DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
             "min_size": 2,
-            "max_size": SKILLRUNNER_WEB_DB_CONNECTIONS,
+            "max_size": SKILLRUNNER_WEB_DB_CONNECTIONS + WEB_DB_POOL_ROOM,
             "timeout": WEB_DB_CONNECTION_WAIT_SECONDS,
         }
 else:
