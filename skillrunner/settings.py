@@ -145,7 +145,7 @@ TEMPLATES = [
 # database connection of its own: on SQLite its own file handle, on PostgreSQL one borrowed from
 # the pool. 4: requests are mostly CPU under one GIL, and a 50-run burst at cap 16 went through at
 # 29.5 runs/s with 4 threads against 21.5 with 16 on SQLite, where every write also waits for one
-# lock, and with 9 MiB less held after it on PostgreSQL (docs/benchmarks.md).
+# lock, and with about 5 MiB less held after it on PostgreSQL (docs/benchmarks.md).
 DATABASE_URL = env.str("DATABASE_URL", default="")
 SKILLRUNNER_WEB_DB_CONNECTIONS = _positive_int("SKILLRUNNER_WEB_DB_CONNECTIONS", 4)
 # The PostgreSQL pool's room beyond the request threads, for the process's other threads that

@@ -60,7 +60,7 @@ class TaskCluster:
             started.close()
 
     @property
-    def _started(self) -> multiprocessing.process.BaseProcess:
+    def _task_process(self) -> multiprocessing.process.BaseProcess:
         if self._process is None:
             raise RuntimeError("the task cluster was never started")
         return self._process
@@ -68,14 +68,14 @@ class TaskCluster:
     @property
     def sentinel_fd(self) -> int:
         """Readable once the task process has ended."""
-        return self._started.sentinel
+        return self._task_process.sentinel
 
     def is_alive(self) -> bool:
-        return self._started.is_alive()
+        return self._task_process.is_alive()
 
     @property
     def exitcode(self) -> int | None:
-        return self._started.exitcode
+        return self._task_process.exitcode
 
     def ask_to_stop(self) -> None:
         """No task is taken any more; the process ends once its tasks have. The embedded default's
@@ -87,7 +87,7 @@ class TaskCluster:
     def wait_stopped(self, deadline: float) -> None:
         """Until the task process has ended, or at `deadline` (monotonic) kill it and everything
         below it: a turn stuck, its engine, a dependency build."""
-        process = self._started
+        process = self._task_process
         process.join(max(0.0, deadline - time.monotonic()))
         if process.exitcode is None and process.pid is not None:  # started, still running
             logger.warning("the task cluster did not stop in time; killing it")

@@ -55,7 +55,7 @@ PROCESS_CHECK_SECONDS = 1.0
 # Set by `manage.py worker` before the cluster forks, so a stopping worker knows its own claims.
 CLUSTER_TOKEN_ENV = "SKILLRUNNER_CLUSTER_TOKEN"
 
-# Shared by a worker with the cluster processes it forks: once set, the cluster is stopping and a
+# Shared by a worker with the task process it forks: once set, the cluster is stopping and a
 # turn it still takes from the queue stays queued for another worker or the next start (R-LC13),
 # so a stop never waits for a turn that began after it, nor for a sticky run's reply (R-OP10).
 _stopping: Flag | None = None

@@ -68,8 +68,8 @@ class Command(BaseCommand):
         # as a running worker would, instead of ending the worker (and with it `serve`). In a child
         # of its own, so the cluster forked below does not start from its memory (processes.forking).
         run_in_child("the worker's start-up recovery", retry_while_database_away, self._recover, load_skills)
-        # Checked here, the sandbox's availability is known to every cluster process forked below:
-        # each would otherwise check it (a bwrap start, 8 ms) in its first turn.
+        # Checked here, the sandbox's availability is known to the task process forked below:
+        # it would otherwise check it (a bwrap start, 8 ms) in its first turn, and again each time it is replaced.
         sandbox_check()
         # A stop signal only notes itself, here and while the cluster starts: the stop below
         # never runs in the middle of a query or while a lock is held.
@@ -79,8 +79,8 @@ class Command(BaseCommand):
         stop = threading.Event()
         # One flag: the cluster stops taking tasks, and its turns see the worker stopping.
         cluster = TaskCluster(stop=share_stop_flag())
-        # The cluster forks, and its processes close the connections they inherit: no connection
-        # of this process (any thread's) may be shared with them, or closing it there would close
+        # The task process is forked, and closes the connections it inherits: no connection
+        # of this process (any thread's) may be shared with it, or closing it there would close
         # it under this process too. So the supervisor thread starts only after the fork.
         connections.close_all()
         cluster.start(stopping=lambda: bool(signalled))
