@@ -119,7 +119,7 @@ class ApiToken(models.Model):
         return token, key
 
 
-# Every request with an API key reads its token: compiled once per connection (kernel.compiled).
+# Every request with an API key reads its token: compiled once per process (kernel.compiled).
 _ACTIVE_BY_LOOKUP = PreparedQuery(
     lambda lookup, now: ApiToken.objects.active(now).filter(lookup=lookup).select_related("user").order_by(),
     ApiToken._meta.get_field("lookup"),

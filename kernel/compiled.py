@@ -1,19 +1,24 @@
-"""Querysets run often, compiled once per database connection: `CompiledQuery` for a statement
-whose SQL never changes, `PreparedQuery` for one whose values do (a run's id, a skill's name);
-and `one_or_none`, a unique key's row without the ordering `.first()` compiles in.
+"""Querysets run often, compiled once per process: `CompiledQuery` for a statement whose SQL never
+changes, `PreparedQuery` for one whose values do (a run's id, a skill's name); and `one_or_none`, a
+unique key's row without the ordering `.first()` compiles in.
 
 For a statement of several subqueries Django's building and compiling costs milliseconds, many
 times what the database takes to run it; for a run's row with its skill, half a millisecond, on
-every turn. A `CompiledQuery` builds and compiles its queryset at the first run on a connection
-(for each set of arguments of its builder) and after that only executes the SQL, converting the
-rows as the queryset would. Its parameters are compiled in, so the builder's queryset must take
-nothing from the clock or the request: what varies is an argument, which is part of the key.
-A `PreparedQuery` leaves the values of the fields it names to each call instead.
+every turn. A `CompiledQuery` builds and compiles its queryset at its first run (for each set of
+arguments of its builder) and after that only executes the SQL, converting the rows as the
+queryset would. Its parameters are compiled in, so the builder's queryset must take nothing from
+the clock or the request: what varies is an argument, which is part of the key. A `PreparedQuery`
+leaves the values of the fields it names to each call instead.
 
-Each thread's connection has its own compilers (a compiler converts with the connection it was
-made for), kept on the connection object itself: they and the backend's converters refer back to
-it, so a cache beside it (a WeakKeyDictionary) would keep every thread's connection alive. On the
-connection, they go with it.
+What a queryset compiles to (its SQL, its columns, where a row's models are) is the same on every
+connection of the process and refers to none, so it is kept on the query object: compiled once,
+not once per thread. Each slot's and request's thread used to compile its own: after a 50-run
+burst at cap 16 the task process held 2.3 MiB of Django's query objects for its 16 connections
+and the web 0.9 MiB for its threads (tracemalloc), and the CPU of every compile. Converting a
+row is the one thing a connection does its own way (the backend's converters are its methods): a
+compiler made for it and its converters are kept on the connection object itself, which they
+refer back to, so a cache beside it (a WeakKeyDictionary) would keep every thread's connection
+alive. On the connection, they go with it.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field, ForeignObject, QuerySet
 from django.db.models.query import get_related_populators
+from django.db.models.sql import Query
 from django.db.models.sql.compiler import SQLCompiler
 
 _ON_CONNECTION = "kernel_compiled_queries"
@@ -42,19 +48,40 @@ def one_or_none(queryset: QuerySet[Any, Any]) -> Any:
     return next(iter(queryset[:1]), None)
 
 
-class _Compiled(NamedTuple):
-    compiler: SQLCompiler
+class _Layout(NamedTuple):
+    """Where a row's model and its select_related models are, as Django's ModelIterable reads them."""
+
+    model: Any
+    start: int
+    end: int
+    names: list[str]
+    related: list[Any]  # RelatedPopulators, which keep no state between rows
+
+
+class _Shape(NamedTuple):
+    """A queryset compiled, the same on every connection of the process."""
+
+    query: Query
+    columns: list[Any]  # the selected expressions, converted as each connection converts them
     sql: str
     params: tuple[Any, ...]
-    converters: dict[int, Any]  # {column: (converters, expression)}, as SQLCompiler.get_converters
     names: list[str]  # the columns' names
 
 
+class _Converting(NamedTuple):
+    """How one connection converts a shape's rows (SQLCompiler.apply_converters, with the
+    converters SQLCompiler.get_converters finds: {column: (converters, expression)})."""
+
+    compiler: SQLCompiler
+    converters: dict[int, Any]
+
+
 class CompiledQuery:
-    """The queryset `build(*key)` returns, compiled once per connection and `key`."""
+    """The queryset `build(*key)` returns, compiled once per process and `key`."""
 
     def __init__(self, build: Callable[..., QuerySet[Any, Any]]) -> None:
         self.build = build
+        self._shapes: dict[tuple[Hashable, ...], _Shape] = {}
 
     def rows(self, *key: Hashable) -> list[list[Any]]:
         """Its rows, each a list of its columns' values converted as the queryset would."""
@@ -63,23 +90,19 @@ class CompiledQuery:
 
     def named_rows(self, *key: Hashable) -> list[dict[str, Any]]:
         """Its rows, each by its columns' names."""
-        compiled, rows = self._run(key)
-        return [dict(zip(compiled.names, row, strict=True)) for row in rows]
+        shape, rows = self._run(key)
+        return [dict(zip(shape.names, row, strict=True)) for row in rows]
 
-    def _run(self, key: tuple[Hashable, ...]) -> tuple[_Compiled, list[list[Any]]]:
+    def _run(self, key: tuple[Hashable, ...]) -> tuple[_Shape, list[list[Any]]]:
         database = connections[DEFAULT_DB_ALIAS]  # this thread's own, not the proxy
-        compiled = self._compiled(database, key)
-        return compiled, _fetch(database, compiled, compiled.params)
-
-    def _compiled(self, database: BaseDatabaseWrapper, key: tuple[Hashable, ...]) -> _Compiled:
-        known = _known(database)
-        if (self, key) not in known:
-            known[self, key] = _compile(self.build(*key), database)
-        return known[self, key]
+        shape = self._shapes.get(key)
+        if shape is None:
+            shape = self._shapes.setdefault(key, _compile(self.build(*key), database)[0])
+        return shape, _fetch(database, (self, key), shape, shape.params)
 
 
 class PreparedQuery:
-    """The queryset `build(*key, *markers)` returns, compiled once per connection and `key`, run
+    """The queryset `build(*key, *markers)` returns, compiled once per process and `key`, run
     with each call's values where the markers were: one value per field of `fields`, the field
     whose column a marker is compared with (=, <, >; not a pattern), as in
     `build=lambda pk: Run.objects.filter(pk=pk)` with `fields=(Run._meta.pk,)`. The key, as
@@ -94,6 +117,7 @@ class PreparedQuery:
     def __init__(self, build: Callable[..., QuerySet[Any, Any]], *fields: Field[Any, Any]) -> None:
         self.build = build
         self.fields = fields
+        self._prepared: dict[tuple[Hashable, ...], _Prepared] = {}
 
     def rows(self, *values: Any, key: tuple[Hashable, ...] = ()) -> list[list[Any]]:
         """Its rows, each a list of its columns' values converted as the queryset would."""
@@ -121,21 +145,21 @@ class PreparedQuery:
 
     def _run(self, values: Sequence[Any], key: tuple[Hashable, ...]) -> tuple[_Prepared, list[list[Any]]]:
         database = connections[DEFAULT_DB_ALIAS]  # this thread's own, not the proxy
-        known = _known(database)
-        if (self, key) not in known:
-            known[self, key] = self._prepare(database, key)
-        prepared: _Prepared = known[self, key]
-        params = list(prepared.compiled.params)
+        prepared = self._prepared.get(key)
+        if prepared is None:
+            prepared = self._prepared.setdefault(key, self._prepare(database, key))
+        shape = prepared.shape
+        params = list(shape.params)
         for field, value, positions in zip(self.fields, values, prepared.positions, strict=True):
             if value is None:  # the queryset would compare with IS NULL, a statement of its own
                 raise ValueError(f"{self.build!r}: None for {field}")
             for position in positions:
                 params[position] = field.get_db_prep_value(value, database, prepared=False)
-        return prepared, _fetch(database, prepared.compiled, params)
+        return prepared, _fetch(database, (self, key), shape, params)
 
     def _prepare(self, database: BaseDatabaseWrapper, key: tuple[Hashable, ...]) -> _Prepared:
         markers = [[_marker(field) for field in self.fields] for _ in range(2)]
-        first, second = (_compile(self.build(*key, *values), database) for values in markers)
+        (first, compiler), (second, _) = (_compile(self.build(*key, *values), database) for values in markers)
         if first.sql != second.sql or len(first.params) != len(second.params):
             raise ValueError(f"{self.build!r}: its statement's shape depends on the values")
         as_params = [
@@ -153,21 +177,11 @@ class PreparedQuery:
         varying = {index for index, (one, other) in pairs if one != other}
         if not all(positions) or varying != {index for found in positions for index in found}:
             raise ValueError(f"{self.build!r}: its statement holds more than the markers' values, or not each")
-        return _Prepared(first, positions, _layout(first.compiler))
-
-
-class _Layout(NamedTuple):
-    """Where a row's model and its select_related models are, as Django's ModelIterable reads them."""
-
-    model: Any
-    start: int
-    end: int
-    names: list[str]
-    related: list[Any]  # RelatedPopulators, which keep no state between rows
+        return _Prepared(first, positions, _layout(compiler))
 
 
 class _Prepared(NamedTuple):
-    compiled: _Compiled
+    shape: _Shape  # compiled with the first markers, which each call's values replace
     positions: list[list[int]]  # per field, where its value goes among the parameters
     layout: _Layout | None  # None: a values() or values_list() queryset
 
@@ -183,25 +197,33 @@ def _layout(compiler: SQLCompiler) -> _Layout | None:
     return _Layout(klass_info["model"], start, end, names, related)
 
 
-def _known(database: BaseDatabaseWrapper) -> dict[Any, Any]:
-    known: dict[Any, Any] = vars(database).setdefault(_ON_CONNECTION, {})
-    return known
-
-
-def _compile(queryset: QuerySet[Any, Any], database: BaseDatabaseWrapper) -> _Compiled:
+def _compile(queryset: QuerySet[Any, Any], database: BaseDatabaseWrapper) -> tuple[_Shape, SQLCompiler]:
+    """The queryset's shape, and the compiler that made it (which refers to the connection)."""
     compiler = queryset.query.get_compiler(connection=database)
     sql, params = compiler.as_sql()
     columns = compiler.select[: compiler.col_count]
-    converters = compiler.get_converters([expression for expression, _, _ in columns])
+    expressions = [expression for expression, _, _ in columns]
     names = [name for _, _, name in columns]
-    return _Compiled(compiler, sql, tuple(params), converters, names)
+    return _Shape(queryset.query, expressions, sql, tuple(params), names), compiler
 
 
-def _fetch(database: BaseDatabaseWrapper, compiled: _Compiled, params: Sequence[Any]) -> list[list[Any]]:
+def _converting(database: BaseDatabaseWrapper, owner: Hashable, shape: _Shape) -> _Converting:
+    known: dict[Any, _Converting] = vars(database).setdefault(_ON_CONNECTION, {})
+    converting = known.get(owner)
+    if converting is None:
+        compiler = shape.query.get_compiler(connection=database)
+        converting = known[owner] = _Converting(compiler, compiler.get_converters(shape.columns))
+    return converting
+
+
+def _fetch(database: BaseDatabaseWrapper, owner: Hashable, shape: _Shape, params: Sequence[Any]) -> list[list[Any]]:
+    """`shape`'s rows with `params`, converted as this connection converts them (`owner`: the
+    query and key it was compiled for)."""
+    converting = _converting(database, owner, shape)
     with database.cursor() as cursor:
-        cursor.execute(compiled.sql, params)
+        cursor.execute(shape.sql, params)
         fetched = cursor.fetchall()
-    return list(compiled.compiler.apply_converters(fetched, compiled.converters))
+    return list(converting.compiler.apply_converters(fetched, converting.converters))
 
 
 # Markers by the type of the column they go in; integers within every backend's 32-bit range.

@@ -9,7 +9,7 @@ whole, however many worker processes forked them and on however many machines: a
 same, nothing is lost when a process restarts, and no scrape directory is shared.
 
 A scrape is two statements (beside its request's own: the token), one round trip each, compiled
-once per database connection (`kernel.compiled.CompiledQuery`: for these statements Django's
+once per process (`kernel.compiled.CompiledQuery`: for these statements Django's
 building and compiling costs several times the database's own work); neither reads more rows as
 runs, turns, events or deliveries are stored (bench/metrics.py: the scrape's cost beside 10,000
 runs; tests/metrics/test_counters.py pins the statements):

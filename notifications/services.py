@@ -162,7 +162,7 @@ def record_status_change(run: Run) -> list[WebhookDelivery]:
     return _record(run, _ENDPOINTS_OF_RUN.instances(run.owner_id, run.pk))
 
 
-# Read at every run's end: compiled once per connection (kernel.compiled).
+# Read at every run's end: compiled once per process (kernel.compiled).
 _ENDPOINTS_OF_RUN = PreparedQuery(
     lambda owner_id, run_id: WebhookEndpoint.objects.filter(
         Q(owner_id=owner_id, run__isnull=True, deleted_at__isnull=True) | Q(run_id=run_id)

@@ -24,7 +24,7 @@ def _or_none(limit: int | None) -> int | None:
     return limit or None  # 0 is no limit
 
 
-# Read at every turn's start: compiled once per connection (kernel.compiled).
+# Read at every turn's start: compiled once per process (kernel.compiled).
 _OWN_DAILY_LIMIT = PreparedQuery(
     lambda user_id: SpendLimit.objects.filter(user_id=user_id).values_list("max_tokens_per_day")[:1],
     SpendLimit._meta.get_field("user"),

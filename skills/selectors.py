@@ -13,7 +13,7 @@ def installed_skills() -> QuerySet[Skill]:
     return Skill.objects.filter(current__isnull=False).select_related("current")
 
 
-# Each run's creation reads its skill: compiled once per connection (kernel.compiled).
+# Each run's creation reads its skill: compiled once per process (kernel.compiled).
 _INSTALLED = PreparedQuery(
     lambda skill_id: installed_skills().filter(skill_id=skill_id)[:1], Skill._meta.get_field("skill_id")
 )

@@ -257,7 +257,7 @@ def _oldest_ready_runs(owner: int, limit: int) -> list[Turn]:
     return [Turn(*row) for row in _OLDEST_READY_RUNS.rows(owner, key=(limit,))]
 
 
-# Read at most dispatches, for an owner given a slot: compiled once per connection and limit.
+# Read at most dispatches, for an owner given a slot: compiled once per process and limit.
 _OLDEST_READY_RUNS = PreparedQuery(
     lambda limit, owner: (
         ready_runs()

@@ -1,6 +1,6 @@
-"""kernel.compiled.CompiledQuery: a queryset compiled once per connection and key, its rows as
-the queryset gives them, and no connection kept alive once its thread is done with it;
-kernel.compiled.PreparedQuery: compiled once per connection, each call's values in place, and a
+"""kernel.compiled.CompiledQuery: a queryset compiled once per process and key, its rows as the
+queryset gives them on every thread's connection, and no connection kept alive once its thread is
+done with it; kernel.compiled.PreparedQuery: compiled once per process, each call's values in place, and a
 builder refused whose statement holds more than its values; kernel.compiled.one_or_none: a
 unique key's row, read without an ORDER BY."""
 
@@ -38,7 +38,7 @@ def in_a_thread(work) -> None:
     thread.join()
 
 
-def test_its_rows_are_the_querysets_compiled_once_per_connection_and_key():
+def test_its_rows_are_the_querysets_compiled_once_per_process_and_key():
     get_user_model().objects.create(username="alice")
     built: list[bool] = []
     read = CompiledQuery(lambda active: built.append(active) or users(active))
@@ -46,16 +46,26 @@ def test_its_rows_are_the_querysets_compiled_once_per_connection_and_key():
     assert read.named_rows(True) == list(users(True).values("username", "date_joined"))
     assert read.rows(False) == []
     assert built == [True, False]
-    in_a_thread(lambda: read.rows(True))
-    assert built == [True, False, True]  # the thread's connection compiled its own
+    read_there: list[list[list[object]]] = []
+    in_a_thread(lambda: read_there.append(read.rows(True)))
+    assert read_there == [read.rows(True)]  # converted on the thread's connection
+    assert built == [True, False]  # not compiled again for it
 
 
 def test_a_threads_connection_is_not_kept_alive():
     read = CompiledQuery(users)
+    prepared = PreparedQuery(lambda pk: get_user_model().objects.filter(pk=pk), get_user_model()._meta.pk)
     used: list[weakref.ref] = []
-    in_a_thread(lambda: used.append(weakref.ref(connections[DEFAULT_DB_ALIAS])) or read.rows(True))
-    gc.collect()  # the connection and its compilers refer to each other
+
+    def compile_there() -> None:
+        used.append(weakref.ref(connections[DEFAULT_DB_ALIAS]))
+        read.rows(True)
+        prepared.instances(1)
+
+    in_a_thread(compile_there)  # compiled on the thread's connection, kept after it
+    gc.collect()  # the connection and its converters refer to each other
     assert used[0]() is None
+    assert read.rows(True) == [] and prepared.instances(1) == []
 
 
 def test_one_or_none_reads_a_unique_keys_row_without_ordering_it():
@@ -75,7 +85,7 @@ def tokens_named(name, user_id):
     return ApiToken.objects.filter(name=name, user_id=user_id, revoked_at__isnull=True).select_related("user")
 
 
-def test_a_prepared_query_runs_each_calls_values_in_the_statement_compiled_once_per_connection():
+def test_a_prepared_query_runs_each_calls_values_in_the_statement_compiled_once_per_process():
     alice, bob = (get_user_model().objects.create(username=name) for name in ("alice", "bob"))
     for user in (alice, bob):
         ApiToken.issue(user, "nightly")
@@ -92,9 +102,10 @@ def test_a_prepared_query_runs_each_calls_values_in_the_statement_compiled_once_
             assert tokens[0].user == user  # select_related's row in place: no query
         assert not statements.captured_queries
     assert prepared.instances("daily", alice.pk) == [] and prepared.one("daily", alice.pk) is None
-    assert len(built) == 2  # once per connection, with two sets of markers
+    assert len(built) == 2  # once, with two sets of markers
     names = PreparedQuery(
-        lambda pk: get_user_model().objects.filter(pk=pk).values_list("username"), get_user_model()._meta.pk
+        lambda pk: built.append(True) or get_user_model().objects.filter(pk=pk).values_list("username"),
+        get_user_model()._meta.pk,
     )
     assert names.rows(bob.pk) == [["bob"]]
     after = PreparedQuery(
@@ -104,8 +115,9 @@ def test_a_prepared_query_runs_each_calls_values_in_the_statement_compiled_once_
     assert after.rows(0, key=(1,)) == [["alice"]] and after.rows(0, key=(2,)) == [["alice"], ["bob"]]
     assert after.rows(alice.pk, key=(1,)) == [["bob"]]  # a key's statement, with this call's value
     read_there: list[list[list[str]]] = []
-    in_a_thread(lambda: read_there.append(names.rows(alice.pk)))  # another connection, compiled there
+    in_a_thread(lambda: read_there.append(names.rows(alice.pk)))  # another connection
     assert read_there == [[["alice"]]]
+    assert len(built) == 4  # names' two, none more for the thread's connection
 
 
 def test_a_prepared_query_refuses_what_would_change_its_statement():
