@@ -6,7 +6,6 @@ import codecs
 import os
 import re
 import uuid
-import weakref
 from collections.abc import Iterable
 from datetime import timedelta
 from functools import cache
@@ -172,13 +171,12 @@ def _model_order(with_result: bool) -> tuple[frozenset[str], list[int]]:
     return frozenset(fields), [fields.index(name) for name in in_model_order]
 
 
-_CONVERTERS: weakref.WeakKeyDictionary[Any, dict[bool, dict[int, Any]]] = weakref.WeakKeyDictionary()
-
-
 def _run_converters(database, with_result: bool) -> dict[int, Any]:
     """What the database's values of the status read's run fields go through (JSON, times), as
-    Django's compiler gives them: {position: (converters, column)}; worked out once per connection."""
-    known = _CONVERTERS.setdefault(database, {})
+    Django's compiler gives them: {position: (converters, column)}; worked out once per connection
+    and kept on it. The backend's converters are its methods: kept beside it, in a
+    WeakKeyDictionary, they kept every thread's connection alive (kernel.compiled)."""
+    known: dict[bool, dict[int, Any]] = vars(database).setdefault("runs_status_converters", {})
     if with_result not in known:
         table, fields = Run._meta.db_table, _status_run_fields(with_result)
         columns = [field.get_col(table) for field in Run._meta.concrete_fields if field.attname in fields]

@@ -5,12 +5,15 @@ full path's, byte for byte, and whatever it cannot answer must reach the full pa
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import secrets
+import threading
+import weakref
 from datetime import timedelta
 
 import pytest
-from django.db import OperationalError
+from django.db import DEFAULT_DB_ALIAS, OperationalError, connections
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -257,3 +260,20 @@ def test_on_postgresql_the_statement_is_prepared_once_per_connection(api, manual
         for _ in range(6):
             assert selectors.status_read_by_token(api.token_key, request_id) is not None
         assert prepared() == after  # planned once: later reads use the prepared statement
+
+
+def test_the_status_reads_converters_keep_no_threads_connection_alive():
+    """They are the backend's methods: kept beside the connection, they kept every thread's alive."""
+    used: list[weakref.ref] = []
+
+    def read_there() -> None:
+        database = connections[DEFAULT_DB_ALIAS]
+        used.append(weakref.ref(database))
+        assert selectors._run_converters(database, True)  # the run's JSON and times are converted
+        database.close()
+
+    thread = threading.Thread(target=read_there)
+    thread.start()
+    thread.join()
+    gc.collect()  # the connection and its converters refer to each other
+    assert used[0]() is None
