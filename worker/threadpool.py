@@ -29,14 +29,16 @@ acknowledged as before; the worker's main process starts this one, and starts an
   the sentinel reincarnated their processes; and the schedules (the hourly sweeps) are run from
   here, as the sentinel ran them.
 - database connections: Django's are per thread. A slot's thread closes its own when it finds the
-  queue empty: kept through a burst (a connection compiles its statements once, kernel.compiled),
-  never held by an idle slot.
+  queue empty: kept through a burst, never held by an idle slot.
+- a task's function is looked up once per process by its name (`_look_up_function`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
+import pydoc
 import signal
 import threading
 import time
@@ -50,6 +52,7 @@ from django_q.conf import Conf
 from django_q.monitor import monitor
 from django_q.pusher import pusher
 from django_q.scheduler import scheduler
+from django_q.utils import get_func_repr
 from django_q.worker import worker
 
 from processes.forking import Flag
@@ -125,7 +128,7 @@ class TaskQueue:
     """The queue between the pusher and the slots' threads, bounded as django-q2's
     (Conf.QUEUE_LIMIT; the pusher calls put(), django-q2's worker loop get()). A task goes to the
     thread that went idle last: in a burst the same few threads take the tasks, their connections
-    open and their statements compiled, and the threads that stay idle keep none of it. In order
+    open, and the threads that stay idle keep none of it. In order
     of waiting, every slot's thread took its turn and each built its own: the tree held 5 MiB more
     after a 50-run burst at cap 16 than at cap 6, where as many turns ran at once."""
 
@@ -141,6 +144,7 @@ class TaskQueue:
         self._trim = TrimWhenIdle(lambda: self.running == 0)
 
     def put(self, task: object) -> None:
+        _look_up_function(task)
         with self._room:
             while self._limit and len(self._tasks) >= self._limit:
                 self._room.wait()
@@ -180,6 +184,21 @@ class TaskQueue:
     def _wake_last_idle(self) -> None:
         if self._idle:
             self._idle.pop().set()
+
+
+def _look_up_function(task: object) -> None:
+    """The task's function in place of its dotted name, looked up once per process. django-q2's
+    worker loop looks a name up (pydoc.locate) on every task, which first tries it as a module:
+    each turn left an ImportError and an AttributeError, their tracebacks and frames in cycles for
+    the collector. A name it cannot find stays, for the loop to fail the task as it would."""
+    if isinstance(task, dict) and isinstance(task.get("func"), str):
+        task["func"] = _function(task["func"])
+
+
+@functools.cache
+def _function(name: str) -> Callable[..., object] | str:
+    found = pydoc.locate(name)
+    return found if callable(found) and get_func_repr(found) == name else name  # saved under the same name
 
 
 class _Timer:

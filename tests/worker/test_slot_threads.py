@@ -5,6 +5,7 @@ at once in the one pool process. Before, django-q2 forked a process per slot (ca
 from __future__ import annotations
 
 import os
+import pydoc
 import threading
 import time
 import uuid
@@ -16,6 +17,7 @@ import pytest
 from django.utils import timezone
 from django_q.conf import Conf
 from django_q.signing import SignedPackage
+from django_q.utils import get_func_repr
 
 from processes import memory
 from processes.forking import Flag
@@ -71,6 +73,27 @@ def test_the_pool_runs_a_task_on_each_of_its_threads_at_once_and_stops_them_all_
     assert [task["success"] for task in finished] == [True] * 4, [task["result"] for task in finished]
     assert {task["result"] for task in finished} == {os.getpid()}
     assert len(set(_ran)) == 4
+
+
+def test_a_tasks_function_is_looked_up_once_by_its_name(monkeypatch):
+    """django-q2's loop looked the name up on every task, leaving two exceptions in cycles each time."""
+    _ran.clear()
+    threadpool._function.cache_clear()
+    looked_up: list[str] = []
+    locate = pydoc.locate
+    monkeypatch.setattr(pydoc, "locate", lambda name: looked_up.append(name) or locate(name))
+    name = f"{__name__}._note"
+    tasks, results = TaskQueue(), SimpleQueue()
+    for func in (name, name, name, f"{__name__}._nowhere"):
+        tasks.put(_task(func))
+    tasks.put("STOP")
+    thread_pool(tasks, results, None, 1)
+    finished = _results(results, 4)
+    assert [task["success"] for task in finished] == [True, True, True, False]
+    assert len(_ran) == 3
+    assert [get_func_repr(task["func"]) for task in finished[:3]] == [name] * 3  # saved under its name
+    assert "is not defined" in finished[3]["result"]  # as django-q2 fails a name it cannot find
+    assert looked_up.count(name) == 1
 
 
 def test_a_thread_that_ran_its_share_of_tasks_is_replaced(monkeypatch):
