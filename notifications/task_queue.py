@@ -8,6 +8,8 @@ import time
 
 from django_q.tasks import async_task
 
+from processes.queue_broker import this_process_broker
+
 DELIVERY_TASK = "notifications.tasks.send_webhook"
 QUESTION_EMAIL_TASK = "notifications.tasks.email_question"
 
@@ -37,7 +39,7 @@ def _enqueue_once(task: str, pk: int, task_name: str) -> None:
     if recently_offered(task, pk):
         return
     try:
-        async_task(task, pk, task_name=task_name)
+        async_task(task, pk, task_name=task_name, broker=this_process_broker())
     except Exception:
         with _offered_lock:
             _offered.pop((task, pk), None)  # not enqueued: the next offer must try again

@@ -1,4 +1,5 @@
-"""The embedded default's task broker: django-q2's ORM broker, woken instead of polled.
+"""The embedded default's task broker: django-q2's ORM broker, woken instead of polled; and the
+one broker each process enqueues its tasks through, whichever it is.
 
 django-q2's ORM broker sleeps a fixed `poll` between empty queries, which costs CPU all day
 while idle (issue #16). Here the waiting pusher sleeps on a Unix datagram socket of its own,
@@ -16,6 +17,7 @@ import socket
 import time
 
 from django.db import close_old_connections, connections
+from django_q.brokers import Broker, get_broker
 from django_q.brokers.orm import ORM
 from django_q.conf import Conf
 from django_q.models import OrmQ
@@ -34,6 +36,20 @@ LONGEST_BLIND_WAIT_SECONDS = 1.0
 
 
 QUEUE_TOPIC = "queue"
+
+_this_process: tuple[int, Broker] | None = None  # (pid, its broker): a forked child makes its own
+
+
+def this_process_broker() -> Broker:
+    """The broker this process enqueues tasks through (django_q.tasks.async_task's `broker`).
+    Without one, django-q2 builds a broker for every task: on Redis a client with a pool of its
+    own, so every enqueued turn opened a TCP connection, left for the cyclic collector to close.
+    Both brokers are safe to share between threads: redis-py's pool gives each command a
+    connection, the ORM broker's rows are written on the calling thread's database connection."""
+    global _this_process
+    if _this_process is None or _this_process[0] != os.getpid():
+        _this_process = (os.getpid(), get_broker())
+    return _this_process[1]
 
 
 class WakeableORM(ORM):

@@ -3,15 +3,23 @@ waiting pusher's socket, and a socket whose pusher is gone is cleared away."""
 
 from __future__ import annotations
 
+import os
+import uuid
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from django.conf import settings
 from django.db import connection
+from django_q.brokers import Broker, get_broker
+from django_q.conf import Conf
+from django_q.models import OrmQ
 
+from notifications.task_queue import enqueue_delivery
+from processes import queue_broker
 from processes.queue_broker import QUEUE_TOPIC, WakeableORM
 from processes.wakeups import listen_on_host
+from runs.task_queue import enqueue_turn
 
 pytestmark = pytest.mark.django_db
 
@@ -71,6 +79,22 @@ def test_a_connection_inside_a_transaction_is_never_closed_under_it():
         connection.close_at = 0  # stale: close_old_connections() would close it outside a transaction
         WakeableORM(list_key="in-transaction").enqueue("payload")
         assert connection.connection is before
+
+
+def test_a_process_enqueues_every_task_through_one_broker(monkeypatch):
+    """Unless given one, django-q2 builds a broker for each task: on Redis a client of its own, and
+    a TCP connection for every turn enqueued."""
+    monkeypatch.setattr(Conf, "SYNC", False)  # through the broker, as outside the suite
+    monkeypatch.setattr(queue_broker, "_this_process", None)
+    built: list[Broker] = []
+    monkeypatch.setattr(queue_broker, "get_broker", lambda: built.append(get_broker()) or built[-1])
+    enqueue_turn(uuid.uuid4(), 1)
+    enqueue_turn(uuid.uuid4(), 2)
+    enqueue_delivery(1)
+    assert len(built) == 1
+    assert sorted(OrmQ.objects.values_list("key", flat=True)) == [Conf.CLUSTER_NAME] * 3
+    monkeypatch.setattr(os, "getpid", lambda: -1)  # as a child forked since: its own
+    assert queue_broker.this_process_broker() is built[1]
 
 
 def test_the_cluster_status_is_kept_nowhere():
