@@ -66,17 +66,14 @@ def test_a_web_on_the_embedded_default_imports_no_redis(tmp_path):
 LEFT_OUT = ("psycopg", "requests", "click", "rich", "pygments", "OpenSSL", "cffi")
 
 
-def loaded_by_manage_py(env: dict[str, str]) -> set[str]:
-    """Which of LEFT_OUT a `manage.py` command has loaded once it has what `serve` imports before
-    it forks: DRF's serializers import django.contrib.postgres (so psycopg) and requests wherever
-    they can be imported, httpx its command line (click, rich, pygments), Twisted OpenSSL, autobahn
-    click and its native helpers (cffi)."""
-    probe = (
-        "import sys, daphne.server, skillrunner.asgi, worker.management.commands.worker\n"
-        f"print(' '.join(name for name in {LEFT_OUT!r} if sys.modules.get(name) is not None))"
+def printed_by_manage_py(probe: str, env: dict[str, str]) -> set[str]:
+    """The words `probe` prints, run by `manage.py shell` once it has what `serve` imports before it
+    forks."""
+    prepare = (
+        "from worker.management.commands.serve import import_what_the_service_runs\nimport_what_the_service_runs()\n"
     )
     done = subprocess.run(
-        [sys.executable, "manage.py", "shell", "--no-imports", "-c", probe],
+        [sys.executable, "manage.py", "shell", "--no-imports", "-c", prepare + probe],
         cwd=REPO,
         env={**env, "SECRET_KEY": "startup-imports"},
         capture_output=True,
@@ -87,6 +84,16 @@ def loaded_by_manage_py(env: dict[str, str]) -> set[str]:
     return set(done.stdout.split())
 
 
+def loaded_by_manage_py(env: dict[str, str]) -> set[str]:
+    """Which of LEFT_OUT a `manage.py` command has loaded: DRF's serializers import
+    django.contrib.postgres (so psycopg) and requests wherever they can be imported, httpx its
+    command line (click, rich, pygments), Twisted OpenSSL, autobahn click and its native helpers
+    (cffi)."""
+    return printed_by_manage_py(
+        f"import sys\nprint(' '.join(name for name in {LEFT_OUT!r} if sys.modules.get(name) is not None))", env
+    )
+
+
 def test_manage_py_leaves_out_what_is_imported_only_because_it_is_installed(tmp_path):
     """processes.startup.keep_unused_libraries_out: some 15 MiB of the heap `serve` shares with
     all its processes. No connection is made: the driver's import is what is looked at."""
@@ -95,3 +102,26 @@ def test_manage_py_leaves_out_what_is_imported_only_because_it_is_installed(tmp_
     assert loaded_by_manage_py(embedded_default(tmp_path)) == set()
     on_postgresql = {**embedded_default(tmp_path), "DATABASE_URL": "postgres://skillrunner@127.0.0.1:9/absent"}
     assert loaded_by_manage_py(on_postgresql) == {"psycopg"}
+
+
+def test_serve_imports_before_it_forks_what_its_processes_use_first(tmp_path):
+    """The channel layer, the task broker and the task functions, which the web and the task
+    process used to import at their first use, each into memory of its own: with Redis, 88 modules
+    (channels_redis, redis-py, msgpack, cryptography's ciphers). No connection is made."""
+    on_redis = {**embedded_default(tmp_path), "REDIS_URL": "redis://127.0.0.1:9/0"}
+    first_use = (
+        "import pydoc, sys\n"
+        "before = set(sys.modules)\n"
+        "from channels.layers import get_channel_layer\n"
+        "from notifications.task_queue import DELIVERY_TASK, QUESTION_EMAIL_TASK\n"
+        "from processes.queue_broker import this_process_broker\n"
+        "from runs.task_queue import TURN_TASK\n"
+        "layer, broker = get_channel_layer(), this_process_broker()\n"
+        "functions = [pydoc.locate(name) for name in (TURN_TASK, DELIVERY_TASK, QUESTION_EMAIL_TASK)]\n"
+        "print(type(layer).__name__, type(broker).__name__, *[f.__name__ for f in functions])\n"
+        "print(*sorted(set(sys.modules) - before))\n"
+    )
+    used = {"RedisChannelLayer", "Redis", "execute_turn", "send_webhook", "email_question"}
+    assert printed_by_manage_py(first_use, on_redis) == used  # and nothing imported since the fork
+    used = {"InMemoryChannelLayer", "WakeableORM", "execute_turn", "send_webhook", "email_question"}
+    assert printed_by_manage_py(first_use, embedded_default(tmp_path)) == used

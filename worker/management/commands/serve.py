@@ -18,6 +18,8 @@ from collections.abc import Callable
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
+from django.utils.module_loading import import_string
+from django_q.brokers import get_broker
 
 from accounts.local_mode import is_loopback_host, local_user
 from kernel.links import use_served_url
@@ -54,13 +56,7 @@ class Command(BaseCommand):
         prepare_installation()  # before the children start: they read the key it creates
         use_served_url(host, port)  # the links in emails and webhooks, for both children
         run_in_child("preparing the database", _migrate)
-        # The web application and the worker with all they import, before the fork: imported in the
-        # worker's process instead, django-q2's cluster and the engines were its private memory.
-        import daphne.server  # noqa: F401  (Twisted, and the asyncio reactor daphne installs on import)
-
-        import skillrunner.asgi  # noqa: F401
-        import worker.management.commands.worker  # noqa: F401
-
+        import_what_the_service_runs()
         close_database_connections()
         gc.collect()
         gc.freeze()
@@ -76,6 +72,23 @@ class Command(BaseCommand):
         # without site's imports (-S: 1.3 MiB less); isolated (-I), it finds the module by its path.
         python = sys.executable
         os.execv(python, [python, "-I", "-S", serve_parent.__file__, str(grace), *map(str, children)])
+
+
+def import_what_the_service_runs() -> None:
+    """The web application and the worker with all they import, before the fork: imported in the
+    worker's process instead, django-q2's cluster and the engines were its private memory."""
+    import daphne.server  # noqa: F401  (Twisted, and the asyncio reactor daphne installs on import)
+
+    import notifications.tasks  # noqa: F401  (the task process's functions)
+    import skillrunner.asgi  # noqa: F401
+    import worker.management.commands.worker  # noqa: F401
+    import worker.tasks  # noqa: F401
+
+    # With REDIS_URL the channel layer's and the broker's modules (channels_redis, redis-py,
+    # msgpack, cryptography's ciphers: 88 modules) were imported by each process at its first use,
+    # into memory of its own. Building a broker imports its module and connects nowhere.
+    import_string(str(settings.CHANNEL_LAYERS["default"]["BACKEND"]))
+    get_broker()
 
 
 def _migrate() -> None:
