@@ -99,6 +99,20 @@ class ReusedThreadsASGIHandler(ASGIHandler):
         """The body __call__ has read: handle() reads it first thing, before any sync call."""
         return _request_body.get()
 
+    async def listen_for_disconnect(self, receive):
+        """Ends when the client has gone, as Django's does, but without raising RequestAborted.
+
+        daphne sends the disconnect once a response is complete, so Django's raised it on every
+        request. handle() ignores it (it cancels the view if the client went first, either way),
+        but its traceback held handle()'s frame, whose task list held the exception: the request,
+        its response and session stayed as cyclic garbage until the next collection, some 150
+        objects a request, which the web's young-generation threshold (below) lets pile up. With
+        the other cycles a request leaves, a 50-run burst left the web 7 MiB of allocator arenas,
+        mostly empty, for as long as it ran."""
+        message = await receive()
+        if message["type"] != "http.disconnect":  # as Django's: handle() closes the body, re-raises
+            raise AssertionError(f"Invalid ASGI message after request body: {message['type']}")
+
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
@@ -143,11 +157,15 @@ from live.shutdown import install_in_daphne  # noqa: E402
 application = ProtocolTypeRouter({"http": django_asgi, "websocket": websocket_application})
 install_in_daphne()  # a stopping web process closes its websockets with 1001 (R-OP10)
 
-# The cyclic collector's youngest generation is collected after 50,000 new objects instead of 700:
+# The cyclic collector's youngest generation is collected after 10,000 new objects instead of 700:
 # with a thousand live connections a web process holds some 400,000 objects, and the full passes
 # that promotions out of a small young generation brought on every few seconds took 0.3-0.5 s each,
 # during which no socket or stream was served (bench.crowd: the p99 of a run event's fan-out went
-# from 0.6-0.9 s to about 0.2 s, with no full pass left in its rounds). Short-lived objects now die
-# before they are promoted; a full pass still costs as much when one comes. (`manage.py serve` imports
-# this module before it forks, so its worker collects the same way.)
-gc.set_threshold(50_000)
+# from 0.6-0.9 s to about 0.2 s, with no full pass left in its rounds). It was 50,000 from then
+# until connections took a fifth of the memory they did: every request leaves a hundred objects or
+# so in cycles (Django's request with its user, session and messages, DRF's request and view), and
+# 50,000 of them at a time grew the allocator's arenas, which what stays of a burst then pins: a
+# 50-run burst left the tree 1.31-1.34 x its idle memory, 1.26-1.28 at 10,000. The fan-out's p99
+# stays within the spread of its runs (83-141 ms at 50,000, 115-130 at 10,000; docs/benchmarks.md).
+# (`manage.py serve` imports this module before it forks, so its worker collects the same way.)
+gc.set_threshold(10_000)

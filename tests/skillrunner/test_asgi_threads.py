@@ -6,6 +6,7 @@ stream holds none."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 
 import pytest
@@ -187,3 +188,52 @@ def test_the_middleware_chain_is_one_sync_call_that_answers_through_asgi():
     start = sent[0]
     assert start["status"] == 204
     assert b"content-security-policy" in {name.lower() for name, _ in start["headers"]}  # the chain ran
+
+
+def test_the_disconnect_after_a_response_leaves_no_exception_in_a_cycle():
+    """daphne sends http.disconnect once a response is complete, and Django's listener raised
+    RequestAborted for it: its traceback and the request's tasks referred to each other, so every
+    request, its response and session waited for the cyclic collector."""
+    sent: list[dict] = []
+    answered = asyncio.Event()
+    messages = [{"type": "http.request", "body": b"", "more_body": False}]
+
+    async def receive():
+        if messages:
+            return messages.pop()
+        await answered.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message):
+        sent.append(message)
+        if message["type"] == "http.response.body" and not message.get("more_body"):
+            answered.set()
+
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": "/v1/system/ping",
+        "query_string": b"",
+        "headers": [(b"host", b"127.0.0.1")],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8000),
+    }
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)  # what the collector finds is kept in gc.garbage
+    try:
+        asyncio.run(asyncio.wait_for(django_asgi(scope, receive, send), timeout=10))
+        gc.collect()
+        in_cycles = [type(found).__name__ for found in gc.garbage if isinstance(found, BaseException)]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert sent[0]["status"] == 204 and answered.is_set()
+    assert in_cycles == []
+
+
+def test_another_message_after_the_body_is_refused_as_django_refuses_it():
+    async def receive():
+        return {"type": "http.request", "body": b"more"}
+
+    with pytest.raises(AssertionError, match="Invalid ASGI message after request body: http.request"):
+        asyncio.run(django_asgi.listen_for_disconnect(receive))
