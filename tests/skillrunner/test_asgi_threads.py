@@ -161,6 +161,17 @@ def test_a_thread_handed_to_a_request_that_just_went_away_is_kept():
     asyncio.run(asyncio.wait_for(handed_then_cancelled(), timeout=10))
 
 
+PING = {
+    "type": "http",
+    "method": "GET",
+    "path": "/v1/system/ping",
+    "query_string": b"",
+    "headers": [(b"host", b"127.0.0.1")],
+    "client": ("127.0.0.1", 50000),
+    "server": ("127.0.0.1", 8000),
+}
+
+
 def test_the_middleware_chain_is_one_sync_call_that_answers_through_asgi():
     """In async mode Django would hop thread -> event loop -> thread inside every request."""
     assert not asyncio.iscoroutinefunction(django_asgi._middleware_chain)
@@ -175,16 +186,7 @@ def test_the_middleware_chain_is_one_sync_call_that_answers_through_asgi():
     async def send(message):
         sent.append(message)
 
-    scope = {
-        "type": "http",
-        "method": "GET",
-        "path": "/v1/system/ping",
-        "query_string": b"",
-        "headers": [(b"host", b"127.0.0.1")],
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 8000),
-    }
-    asyncio.run(asyncio.wait_for(django_asgi(scope, receive, send), timeout=10))
+    asyncio.run(asyncio.wait_for(django_asgi(PING, receive, send), timeout=10))
     start = sent[0]
     assert start["status"] == 204
     assert b"content-security-policy" in {name.lower() for name, _ in start["headers"]}  # the chain ran
@@ -209,19 +211,10 @@ def test_the_disconnect_after_a_response_leaves_no_exception_in_a_cycle():
         if message["type"] == "http.response.body" and not message.get("more_body"):
             answered.set()
 
-    scope = {
-        "type": "http",
-        "method": "GET",
-        "path": "/v1/system/ping",
-        "query_string": b"",
-        "headers": [(b"host", b"127.0.0.1")],
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 8000),
-    }
     gc.collect()
     gc.set_debug(gc.DEBUG_SAVEALL)  # what the collector finds is kept in gc.garbage
     try:
-        asyncio.run(asyncio.wait_for(django_asgi(scope, receive, send), timeout=10))
+        asyncio.run(asyncio.wait_for(django_asgi(PING, receive, send), timeout=10))
         gc.collect()
         in_cycles = [type(found).__name__ for found in gc.garbage if isinstance(found, BaseException)]
     finally:
