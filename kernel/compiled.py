@@ -11,14 +11,14 @@ the clock or the request: what varies is an argument, which is part of the key. 
 leaves the values of the fields it names to each call instead.
 
 What a queryset compiles to (its SQL, its columns, where a row's models are) is the same on every
-connection of the process and refers to none, so it is kept on the query object: compiled once,
-not once per thread. Each slot's and request's thread used to compile its own: after a 50-run
-burst at cap 16 the task process held 2.3 MiB of Django's query objects for its 16 connections
-and the web 0.9 MiB for its threads (tracemalloc), and the CPU of every compile. Converting a
-row is the one thing a connection does its own way (the backend's converters are its methods): a
-compiler made for it and its converters are kept on the connection object itself, which they
-refer back to, so a cache beside it (a WeakKeyDictionary) would keep every thread's connection
-alive. On the connection, they go with it.
+connection of the process and refers to none, so the CompiledQuery or PreparedQuery keeps it:
+compiled once, not once per thread. Each slot's and request's thread used to compile its own:
+after a 50-run burst at cap 16 the task process held 2.3 MiB of Django's query objects for its 16
+connections and the web 0.9 MiB for its threads (tracemalloc), and the CPU of every compile.
+Converting a row is the one thing a connection does its own way (the backend's converters are its
+methods): a compiler made for it and its converters are kept on the connection object itself,
+which they refer back to, so a cache beside it (a WeakKeyDictionary) would keep every thread's
+connection alive. On the connection, they go with it.
 """
 
 from __future__ import annotations
