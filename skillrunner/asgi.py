@@ -165,7 +165,8 @@ install_in_daphne()  # a stopping web process closes its websockets with 1001 (R
 # until connections took a fifth of the memory they did: every request leaves a hundred objects or
 # so in cycles (Django's request with its user, session and messages, DRF's request and view), and
 # 50,000 of them at a time grew the allocator's arenas, which what stays of a burst then pins: a
-# 50-run burst left the tree 1.31-1.34 x its idle memory, 1.26-1.28 at 10,000. The fan-out's p99
-# stays within the spread of its runs (83-141 ms at 50,000, 115-130 at 10,000; docs/benchmarks.md).
+# 50-run burst at cap 16 left the tree 1.31-1.34 x its idle memory, 1.27-1.30 at 10,000. The
+# fan-out's p99 stays within the spread of its runs (83-141 ms at 50,000, 115-130 at 10,000;
+# docs/benchmarks.md).
 # (`manage.py serve` imports this module before it forks, so its worker collects the same way.)
 gc.set_threshold(10_000)

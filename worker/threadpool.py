@@ -128,9 +128,9 @@ class TaskQueue:
     """The queue between the pusher and the slots' threads, bounded as django-q2's
     (Conf.QUEUE_LIMIT; the pusher calls put(), django-q2's worker loop get()). A task goes to the
     thread that went idle last: in a burst the same few threads take the tasks, their connections
-    open, and the threads that stay idle keep none of it. In order
-    of waiting, every slot's thread took its turn and each built its own: the tree held 5 MiB more
-    after a 50-run burst at cap 16 than at cap 6, where as many turns ran at once."""
+    open, and the threads that stay idle keep none of it. In order of waiting, every slot's thread
+    took its turn and each built its own: the tree held 5 MiB more after a 50-run burst at cap 16
+    than at cap 6, where as many turns ran at once."""
 
     def __init__(self, limit: int = 0) -> None:
         self._lock = threading.Lock()
