@@ -68,7 +68,7 @@ class _Shape(NamedTuple):
     names: list[str]  # the columns' names
 
 
-class _Converting(NamedTuple):
+class Converting(NamedTuple):
     """How one connection converts a shape's rows (SQLCompiler.apply_converters, with the
     converters SQLCompiler.get_converters finds: {column: (converters, expression)})."""
 
@@ -207,23 +207,26 @@ def _compile(queryset: QuerySet[Any, Any], database: BaseDatabaseWrapper) -> tup
     return _Shape(queryset.query, expressions, sql, tuple(params), names), compiler
 
 
-def _converting(database: BaseDatabaseWrapper, owner: Hashable, shape: _Shape) -> _Converting:
-    known: dict[Any, _Converting] = vars(database).setdefault(_ON_CONNECTION, {})
-    converting = known.get(owner)
-    if converting is None:
-        compiler = shape.query.get_compiler(connection=database)
-        converting = known[owner] = _Converting(compiler, compiler.get_converters(shape.columns))
-    return converting
+def converting(database: BaseDatabaseWrapper, owner: Hashable, query: Query, columns: Sequence[Any]) -> Converting:
+    """How `database` converts the values of `columns` selected by `query`, worked out once per
+    connection and kept on it under `owner` (whoever reads them: a compiled query and its key,
+    the status read)."""
+    known: dict[Any, Converting] = vars(database).setdefault(_ON_CONNECTION, {})
+    found = known.get(owner)
+    if found is None:
+        compiler = query.get_compiler(connection=database)
+        found = known[owner] = Converting(compiler, compiler.get_converters(columns))
+    return found
 
 
 def _fetch(database: BaseDatabaseWrapper, owner: Hashable, shape: _Shape, params: Sequence[Any]) -> list[list[Any]]:
     """`shape`'s rows with `params`, converted as this connection converts them (`owner`: the
     query and key it was compiled for)."""
-    converting = _converting(database, owner, shape)
+    converts = converting(database, owner, shape.query, shape.columns)
     with database.cursor() as cursor:
         cursor.execute(shape.sql, params)
         fetched = cursor.fetchall()
-    return list(converting.compiler.apply_converters(fetched, converting.converters))
+    return list(converts.compiler.apply_converters(fetched, converts.converters))
 
 
 # Markers by the type of the column they go in; integers within every backend's 32-bit range.

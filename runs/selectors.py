@@ -16,10 +16,12 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import F, Q, QuerySet, Subquery
+from django.db.models.sql import Query
 from django.utils import timezone
 
 from accounts.authentication import LAST_USED_RESOLUTION_SECONDS
 from accounts.models import ApiToken, is_key_hash, split_key
+from kernel.compiled import converting
 from kernel.errors import ApplicationError, NotFound
 from skills.models import Skill, SkillVersion
 
@@ -174,16 +176,19 @@ def _model_order(with_result: bool) -> tuple[frozenset[str], list[int]]:
 def _run_converters(database, with_result: bool) -> dict[int, Any]:
     """What the database's values of the status read's run fields go through (JSON, times), as
     Django's compiler gives them: {position: (converters, column)}; worked out once per connection
-    and kept on it. The backend's converters are its methods: kept beside it, in a
-    WeakKeyDictionary, they kept every thread's connection alive (kernel.compiled)."""
-    known: dict[bool, dict[int, Any]] = vars(database).setdefault("runs_status_converters", {})
-    if with_result not in known:
-        table, fields = Run._meta.db_table, _status_run_fields(with_result)
-        columns = [field.get_col(table) for field in Run._meta.concrete_fields if field.attname in fields]
-        columns.sort(key=lambda column: fields.index(column.target.attname))
-        compiler = database.ops.compiler("SQLCompiler")(Run.objects.none().query, database, database.alias)
-        known[with_result] = compiler.get_converters(columns)
-    return known[with_result]
+    and kept on it (kernel.compiled.converting)."""
+    query, columns = _status_run_columns(with_result)
+    return converting(database, (_status_run_columns, with_result), query, columns).converters
+
+
+@cache
+def _status_run_columns(with_result: bool) -> tuple[Query, list[Any]]:
+    """The status read's run fields as columns in the statement's order, and a query of runs
+    they belong to (what a compiler for their converters is made with)."""
+    table, fields = Run._meta.db_table, _status_run_fields(with_result)
+    columns = [field.get_col(table) for field in Run._meta.concrete_fields if field.attname in fields]
+    columns.sort(key=lambda column: fields.index(column.target.attname))
+    return Run.objects.none().query, columns
 
 
 def usage_visible_to(user) -> QuerySet[TurnUsage]:
