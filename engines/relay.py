@@ -17,8 +17,8 @@ come back through an echoed path, query or header.
 
 from __future__ import annotations
 
-import functools
 import json
+import os
 import socket
 import ssl
 import threading
@@ -201,11 +201,40 @@ class _Refused(Exception):
         self.status, self.code, self.message, self.headers = status, code, message, list(headers)
 
 
-@functools.cache
-def provider_tls() -> ssl.SSLContext:
-    """The system's trust store, as the CLIs use it, loaded once per process: loading it took
-    about 20 ms of every turn. A context is safe to share between the relays' connections."""
-    return ssl.create_default_context()
+_client: httpx.Client | None = None
+_client_lock = threading.Lock()
+
+
+def provider_client() -> httpx.Client:
+    """The one client this process's relays forward through, built at the first model call.
+
+    Its TLS context holds the system's trust store, as the CLIs use it (about 20 ms to load).
+    Each relay used to build a client as its turn began, and on a fresh service the first turns
+    of a burst, starting together, each loaded the store (three times in one burst): with
+    httpcore's import, about 27 ms of CPU each time, and the task process kept about 5 MiB more
+    after the bench's burst, whose engine calls no model. Shared, the client also keeps the
+    provider's connections alive from one turn to the next. httpx's client can be shared between
+    threads; its pool is unbounded, as the relays' own pools together were."""
+    global _client
+    with _client_lock:
+        if _client is None:
+            _client = httpx.Client(
+                verify=ssl.create_default_context(),
+                trust_env=False,  # no proxy, netrc or certificate settings of the service's environment
+                timeout=httpx.Timeout(30.0, read=None),  # a model may think for minutes between chunks
+                limits=httpx.Limits(max_connections=None, max_keepalive_connections=20),
+                follow_redirects=False,
+            )
+        return _client
+
+
+def _forget_client_in_child() -> None:
+    # A forked child must not share the parent's connections, nor a lock held at the fork.
+    global _client, _client_lock
+    _client, _client_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_client_in_child)
 
 
 class ProviderRelay:
@@ -229,12 +258,6 @@ class ProviderRelay:
         self._key_value = (api.key_prefix + api_key).encode() if api_key else None
         self.ledger = ledger
         self._listener = listener
-        self._client = httpx.Client(
-            verify=provider_tls(),
-            trust_env=False,  # no proxy, netrc or certificate settings of the service's environment
-            timeout=httpx.Timeout(30.0, read=None),  # a model may think for minutes between chunks
-            follow_redirects=False,
-        )
         threading.Thread(target=self._accept, name="provider-relay", daemon=True).start()
 
     def close(self) -> None:
@@ -243,7 +266,6 @@ class ProviderRelay:
         except OSError:
             pass
         self._listener.close()
-        self._client.close()
 
     def _accept(self) -> None:
         while True:
@@ -389,11 +411,10 @@ class ProviderRelay:
             outgoing.append((self._api.key_header.encode(), self._key_value))
         if self._api.asks_stream_usage:
             outgoing, body = _asking_stream_usage(outgoing, body)
-        request = self._client.build_request(
-            method, self._origin + target.decode("latin-1"), headers=outgoing, content=body
-        )
+        client = provider_client()
+        request = client.build_request(method, self._origin + target.decode("latin-1"), headers=outgoing, content=body)
         try:
-            response = self._client.send(request, stream=True)
+            response = client.send(request, stream=True)
         except httpx.HTTPError as failed:
             raise _Refused(
                 502, "RELAY_PROVIDER_UNREACHABLE", f"the provider could not be reached: {type(failed).__name__}"

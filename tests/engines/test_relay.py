@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import socket
 import ssl
 import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
 
+from engines import relay as relay_module
 from engines.provider_api import ANTHROPIC_MESSAGES, GEMINI, OPENAI_CHAT, OPENAI_RESPONSES, ProviderApi
 from engines.relay import ProviderRelay, RelayLedger, SpendLimits
 from tests.support.scripted_model_server import ScriptedModelServer
@@ -374,15 +377,111 @@ def test_an_unreachable_provider_is_a_502(relay_to):
     assert response.json()["error"]["code"] == "RELAY_PROVIDER_UNREACHABLE"
 
 
-def test_the_trust_store_is_loaded_once_per_process_not_per_turn(relay_to, monkeypatch):
-    """Each turn opens a relay; loading the system's CA certificates took about 20 ms of each."""
-    from engines import relay as relay_module
-
-    loads = []
+@pytest.fixture
+def counted_trust_store_loads(monkeypatch) -> Iterator[list[int]]:
+    """This process's provider client forgotten for the test (and the one before it restored),
+    and a list that grows by one at each load of the system's trust store."""
+    loads: list[int] = []
     real = ssl.SSLContext.load_default_certs
     monkeypatch.setattr(ssl.SSLContext, "load_default_certs", lambda *args: loads.append(1) or real(*args))
-    relay_module.provider_tls.cache_clear()
-    for _ in range(3):
-        relay_to(OPENAI_CHAT)
-    assert len(loads) == 1
-    relay_module.provider_tls.cache_clear()  # the next test's relays load the real one again
+    monkeypatch.setattr(relay_module, "_client", None)
+    yield loads
+    if relay_module._client is not None:
+        relay_module._client.close()
+
+
+def test_the_relays_of_a_process_share_one_client_built_at_the_first_model_call(
+    relay_to, model_server, counted_trust_store_loads
+):
+    """A turn opens a relay; a client of its own loaded the trust store (about 20 ms) each time."""
+    relays = [relay_to(OPENAI_CHAT, model_server.url + "/v1") for _ in range(3)]
+    assert counted_trust_store_loads == []  # a turn that calls no model loads nothing
+    for relay in relays:
+        assert relay.post("/v1/chat/completions", _chat(False)).status_code == 200
+    assert len(counted_trust_store_loads) == 1
+
+
+def test_slots_making_their_first_model_calls_at_once_build_one_client(counted_trust_store_loads, monkeypatch):
+    """The first turns of a burst start together: each built a client of its own."""
+    counted_load = ssl.SSLContext.load_default_certs
+
+    def slow_load(*args):
+        time.sleep(0.05)  # long enough for every thread to arrive meanwhile
+        return counted_load(*args)
+
+    monkeypatch.setattr(ssl.SSLContext, "load_default_certs", slow_load)
+    gate = threading.Barrier(8)
+    built: list[httpx.Client] = []
+
+    def first_call() -> None:
+        gate.wait()
+        built.append(relay_module.provider_client())
+
+    threads = [threading.Thread(target=first_call) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert len(built) == 8 and all(client is built[0] for client in built)
+    assert len(counted_trust_store_loads) == 1
+
+
+def test_a_forked_child_builds_a_client_of_its_own(counted_trust_store_loads):
+    """The task process is forked: it must not share its parent's connections."""
+    parent_client = relay_module.provider_client()
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: answer and leave at once, whatever happens
+        try:
+            os.write(write_end, b"own" if relay_module.provider_client() is not parent_client else b"shared")
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    answer = os.read(read_end, 16)
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    assert answer == b"own"
+    assert relay_module.provider_client() is parent_client
+
+
+class _KeepAliveProvider(ThreadingHTTPServer):
+    """A provider on loopback answering every POST with a chat completion over HTTP/1.1 keep-alive,
+    noting the client's address (one per TCP connection) of each request."""
+
+    def __init__(self) -> None:
+        self.peers: list[tuple[str, int]] = []
+        provider = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers["content-length"]))
+                provider.peers.append(self.client_address)
+                body = json.dumps({"object": "chat.completion", "choices": [], "usage": {}}).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server_address[1]}/v1"
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
+def test_the_turns_of_a_process_reuse_the_providers_connection(relay_to, counted_trust_store_loads):
+    provider = _KeepAliveProvider()
+    try:
+        for _ in range(3):  # three turns, one after the other, each with its relay
+            relay = relay_to(OPENAI_CHAT, provider.url)
+            assert relay.post("/v1/chat/completions", _chat(False)).status_code == 200
+            relay.close()
+    finally:
+        provider.shutdown()
+        provider.server_close()
+    assert len(provider.peers) == 3
+    assert len(set(provider.peers)) == 1
