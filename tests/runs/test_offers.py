@@ -130,3 +130,17 @@ def test_a_turn_task_queued_under_its_old_name_only_delays_the_run(api, queued_t
     assert dispatch_queued_runs() == 1
     assert queued_tasks == [(request_id, 1), (request_id, 1)]
     assert callable(pydoc.locate(TURN_TASK))  # the name enqueued now resolves in the worker
+
+
+def test_an_owners_oldest_runs_are_read_with_few_compiled_limits(api, queued_tasks):
+    """Each number of free slots was a statement of its own to compile (its LIMIT): 16 at cap 16."""
+    from runs.services import dispatching
+
+    created = [create_job(api)["request_id"] for _ in range(6)]
+    owner = dispatching.Run.objects.get(pk=created[0]).owner_id
+    compiled_before = set(dispatching._OLDEST_READY_RUNS._prepared)
+    for limit in range(1, 17):
+        oldest = dispatching._oldest_ready_runs(owner, limit)
+        assert [str(turn.request_id) for turn in oldest] == created[:limit]
+    compiled = set(dispatching._OLDEST_READY_RUNS._prepared) - compiled_before
+    assert compiled <= {(1,), (2,), (4,), (8,), (16,)}
