@@ -11,6 +11,7 @@ import threading
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.core import signals
 
 from skillrunner.asgi import RequestThreads, ReusedThreadsASGIHandler, django_asgi
 
@@ -230,3 +231,47 @@ def test_another_message_after_the_body_is_refused_as_django_refuses_it():
 
     with pytest.raises(AssertionError, match="Invalid ASGI message after request body: http.request"):
         asyncio.run(django_asgi.listen_for_disconnect(receive))
+
+
+def test_djangos_request_started_receivers_run_in_the_requests_one_sync_call(monkeypatch):
+    """handle() sends request_started with asend, which ran Django's receivers in a thread hop
+    of their own: three sync calls per request (the signal, the chain, closing the response)."""
+    from asgiref import sync
+
+    from skillrunner import asgi
+
+    handler = ReusedThreadsASGIHandler(1)
+    assert not signals.request_started.has_listeners()  # handle()'s asend has nothing to run
+    ran_on: dict[str, int] = {}
+    monkeypatch.setattr(
+        asgi, "_DJANGO_REQUEST_STARTED", (lambda: ran_on.setdefault("receiver", threading.get_ident()),)
+    )
+    chain = handler._middleware_chain
+    monkeypatch.setattr(
+        handler,
+        "_middleware_chain",
+        lambda request: ran_on.setdefault("chain", threading.get_ident()) and chain(request),
+    )
+    sync_calls = []
+    real_call = sync.SyncToAsync.__call__
+
+    def counted(self, *args, **kwargs):
+        sync_calls.append(self.func)
+        return real_call(self, *args, **kwargs)
+
+    monkeypatch.setattr(sync.SyncToAsync, "__call__", counted)
+    sent: list[dict] = []
+    messages = [{"type": "http.request", "body": b"", "more_body": False}]
+
+    async def receive():
+        if messages:
+            return messages.pop()
+        await asyncio.Event().wait()  # the client stays connected
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(asyncio.wait_for(handler(PING, receive, send), timeout=10))
+    assert sent[0]["status"] == 204
+    assert ran_on["receiver"] == ran_on["chain"]
+    assert len(sync_calls) == 2  # the chain, with the receivers first; closing the response
