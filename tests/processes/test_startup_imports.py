@@ -105,23 +105,29 @@ def test_manage_py_leaves_out_what_is_imported_only_because_it_is_installed(tmp_
 
 
 def test_serve_imports_before_it_forks_what_its_processes_use_first(tmp_path):
-    """The channel layer, the task broker and the task functions, which the web and the task
-    process used to import at their first use, each into memory of its own: with Redis, 88 modules
-    (channels_redis, redis-py, msgpack, cryptography's ciphers). No connection is made."""
-    on_redis = {**embedded_default(tmp_path), "REDIS_URL": "redis://127.0.0.1:9/0"}
+    """The channel layer, the task broker, the task functions and the sandbox's seccomp filter,
+    which the web and the task process used to import (or build) at their first use, each into
+    memory of its own: with Redis, 88 modules (channels_redis, redis-py, msgpack, cryptography's
+    ciphers); pyseccomp and libseccomp. No connection is made."""
+    sandboxed = {**embedded_default(tmp_path), "SKILLRUNNER_SANDBOX": "bwrap"}
+    on_redis = {**sandboxed, "REDIS_URL": "redis://127.0.0.1:9/0"}
     first_use = (
         "import pydoc, sys\n"
         "before = set(sys.modules)\n"
         "from channels.layers import get_channel_layer\n"
+        "from engines.seccomp import program\n"
         "from notifications.task_queue import DELIVERY_TASK, QUESTION_EMAIL_TASK\n"
         "from processes.queue_broker import this_process_broker\n"
         "from runs.task_queue import TURN_TASK\n"
-        "layer, broker = get_channel_layer(), this_process_broker()\n"
+        "layer, broker, built = get_channel_layer(), this_process_broker(), program.cache_info().currsize\n"
         "functions = [pydoc.locate(name) for name in (TURN_TASK, DELIVERY_TASK, QUESTION_EMAIL_TASK)]\n"
-        "print(type(layer).__name__, type(broker).__name__, *[f.__name__ for f in functions])\n"
+        "print(type(layer).__name__, type(broker).__name__, f'filters-built-{built}', *[f.__name__ for f in functions])\n"
         "print(*sorted(set(sys.modules) - before))\n"
     )
-    used = {"RedisChannelLayer", "Redis", "execute_turn", "send_webhook", "email_question"}
-    assert printed_by_manage_py(first_use, on_redis) == used  # and nothing imported since the fork
-    used = {"InMemoryChannelLayer", "WakeableORM", "execute_turn", "send_webhook", "email_question"}
-    assert printed_by_manage_py(first_use, embedded_default(tmp_path)) == used
+    tasks = {"execute_turn", "send_webhook", "email_question", "filters-built-1"}
+    assert printed_by_manage_py(first_use, on_redis) == {
+        "RedisChannelLayer",
+        "Redis",
+        *tasks,
+    }  # and nothing imported since
+    assert printed_by_manage_py(first_use, sandboxed) == {"InMemoryChannelLayer", "WakeableORM", *tasks}
