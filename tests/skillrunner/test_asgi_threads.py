@@ -173,10 +173,9 @@ PING = {
 }
 
 
-def test_the_middleware_chain_is_one_sync_call_that_answers_through_asgi():
-    """In async mode Django would hop thread -> event loop -> thread inside every request."""
-    assert not asyncio.iscoroutinefunction(django_asgi._middleware_chain)
-    sent = []
+def _pinged(handler) -> list[dict]:
+    """What `handler` sends for PING from a client that stays connected."""
+    sent: list[dict] = []
     messages = [{"type": "http.request", "body": b"", "more_body": False}]
 
     async def receive():
@@ -187,8 +186,14 @@ def test_the_middleware_chain_is_one_sync_call_that_answers_through_asgi():
     async def send(message):
         sent.append(message)
 
-    asyncio.run(asyncio.wait_for(django_asgi(PING, receive, send), timeout=10))
-    start = sent[0]
+    asyncio.run(asyncio.wait_for(handler(PING, receive, send), timeout=10))
+    return sent
+
+
+def test_the_middleware_chain_is_one_sync_call_that_answers_through_asgi():
+    """In async mode Django would hop thread -> event loop -> thread inside every request."""
+    assert not asyncio.iscoroutinefunction(django_asgi._middleware_chain)
+    start = _pinged(django_asgi)[0]
     assert start["status"] == 204
     assert b"content-security-policy" in {name.lower() for name, _ in start["headers"]}  # the chain ran
 
@@ -260,18 +265,6 @@ def test_djangos_request_started_receivers_run_in_the_requests_one_sync_call(mon
         return real_call(self, *args, **kwargs)
 
     monkeypatch.setattr(sync.SyncToAsync, "__call__", counted)
-    sent: list[dict] = []
-    messages = [{"type": "http.request", "body": b"", "more_body": False}]
-
-    async def receive():
-        if messages:
-            return messages.pop()
-        await asyncio.Event().wait()  # the client stays connected
-
-    async def send(message):
-        sent.append(message)
-
-    asyncio.run(asyncio.wait_for(handler(PING, receive, send), timeout=10))
-    assert sent[0]["status"] == 204
+    assert _pinged(handler)[0]["status"] == 204
     assert ran_on["receiver"] == ran_on["chain"]
     assert len(sync_calls) == 2  # the chain, with the receivers first; closing the response
