@@ -75,6 +75,9 @@ class Converting(NamedTuple):
     compiler: SQLCompiler
     converters: dict[int, Any]
 
+    def convert(self, rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
+        return list(self.compiler.apply_converters(rows, self.converters))
+
 
 class CompiledQuery:
     """The queryset `build(*key)` returns, compiled once per process and `key`."""
@@ -93,12 +96,24 @@ class CompiledQuery:
         shape, rows = self._run(key)
         return [dict(zip(shape.names, row, strict=True)) for row in rows]
 
+    def rows_to_convert(self, *key: Hashable) -> tuple[list[Sequence[Any]], Callable[[Sequence[Any]], list[Any]]]:
+        """Its rows as the database returned them, and what converts one as rows() would: for a
+        caller that needs only a few of them converted."""
+        database = connections[DEFAULT_DB_ALIAS]
+        shape = self._shape(database, key)
+        converts = converting(database, (self, key), shape.query, shape.columns)
+        return _execute(database, shape, shape.params), lambda row: converts.convert([row])[0]
+
     def _run(self, key: tuple[Hashable, ...]) -> tuple[_Shape, list[list[Any]]]:
         database = connections[DEFAULT_DB_ALIAS]  # this thread's own, not the proxy
+        shape = self._shape(database, key)
+        return shape, _fetch(database, (self, key), shape, shape.params)
+
+    def _shape(self, database: BaseDatabaseWrapper, key: tuple[Hashable, ...]) -> _Shape:
         shape = self._shapes.get(key)
         if shape is None:
             shape = self._shapes.setdefault(key, _compile(self.build(*key), database)[0])
-        return shape, _fetch(database, (self, key), shape, shape.params)
+        return shape
 
 
 class PreparedQuery:
@@ -223,10 +238,13 @@ def _fetch(database: BaseDatabaseWrapper, owner: Hashable, shape: _Shape, params
     """`shape`'s rows with `params`, converted as this connection converts them (`owner`: the
     query and key it was compiled for)."""
     converts = converting(database, owner, shape.query, shape.columns)
+    return converts.convert(_execute(database, shape, params))
+
+
+def _execute(database: BaseDatabaseWrapper, shape: _Shape, params: Sequence[Any]) -> list[Sequence[Any]]:
     with database.cursor() as cursor:
         cursor.execute(shape.sql, params)
-        fetched = cursor.fetchall()
-    return list(converts.compiler.apply_converters(fetched, converts.converters))
+        return cursor.fetchall()
 
 
 # Markers by the type of the column they go in; integers within every backend's 32-bit range.

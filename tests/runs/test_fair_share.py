@@ -236,6 +236,28 @@ def test_dispatch_reads_no_more_with_thousands_queued_R_SC1(settings, api, manua
     assert held is not None and _claim(str(held.pk)) is None  # at the cap of 2
 
 
+def test_the_dispatch_state_holds_only_the_idle_owners_the_free_slots_can_go_to_R_SC1(
+    settings, api, manual_dispatch, django_user_model
+):
+    """The dispatch read returns up to `cap` owners holding no slot, in turn order; converting
+    all their rows (datetimes and ids, in Python on SQLite) was two thirds of its time with 200
+    owners waiting, when only the first `free` of them can be given a slot."""
+    from runs.services.dispatching import dispatch_state
+
+    settings.SKILLRUNNER_MAX_CONCURRENT_TURNS = 8
+    settings.SKILLRUNNER_USER_MAX_RUNNING = 2
+    users = django_user_model.objects.bulk_create(django_user_model(username=f"user-{n:03}") for n in range(23))
+    holders, waiting = users[:3], users[3:]
+    bulk_runs(holders, 6, status="running", holds_slot=True)
+    bulk_runs(holders, 6)
+    bulk_runs(waiting, 40)
+    state = dispatch_state()
+    assert (state.in_use, state.free) == (6, 2)
+    idle = [place.owner_id for place in state.places if not place.holding]
+    assert idle == [waiting[0].pk, waiting[1].pk]  # never served, then by their oldest ready run
+    assert sorted(place.owner_id for place in state.places if place.holding) == sorted(user.pk for user in holders)
+
+
 def _unbounded_reads_of_runs(statements) -> list[str]:
     """Reads of the runs table neither limited nor narrowed to one owner's or one run's rows."""
     unbounded = []
