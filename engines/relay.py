@@ -210,9 +210,9 @@ def provider_client() -> httpx.Client:
 
     Its TLS context holds the system's trust store, as the CLIs use it (about 20 ms to load).
     Each relay used to build a client as its turn began, and on a fresh service the first turns
-    of a burst, starting together, each loaded the store (three times in one burst): with
-    httpcore's import, about 27 ms of CPU each time, and the task process kept about 5 MiB more
-    after the bench's burst, whose engine calls no model. Shared, the client also keeps the
+    of a burst, starting together, each loaded the store (three times in one burst; the first
+    also imported httpcore, 11 ms), and the task process kept about 5 MiB more after the bench's
+    burst, whose engine calls no model. Shared, the client also keeps the
     provider's connections alive from one turn to the next. httpx's client can be shared between
     threads; its pool is unbounded, as the relays' own pools together were."""
     global _client
