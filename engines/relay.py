@@ -212,9 +212,9 @@ def provider_client() -> httpx.Client:
     Each relay used to build a client as its turn began, and on a fresh service the first turns
     of a burst, starting together, each loaded the store (three times in one burst; the first
     also imported httpcore, 11 ms), and the task process kept about 5 MiB more after the bench's
-    burst, whose engine calls no model. Shared, the client also keeps the
-    provider's connections alive from one turn to the next. httpx's client can be shared between
-    threads; its pool is unbounded, as the relays' own pools together were."""
+    burst, whose engine calls no model. Shared, the client also keeps the provider's connections
+    alive from one turn to the next. httpx's client can be shared between threads; its pool is
+    unbounded, as the relays' own pools together were."""
     global _client
     with _client_lock:
         if _client is None:

@@ -59,7 +59,7 @@ class Place(NamedTuple):
 
 class DispatchState(NamedTuple):
     in_use: int  # slots held, by every owner
-    places: list[Place]
+    places: list[Place]  # the holders', and those of the first `free` owners holding none
 
     @property
     def free(self) -> int:
@@ -228,8 +228,9 @@ def _in_order(state: DispatchState) -> Iterator[Turn]:
     cap = settings.SKILLRUNNER_USER_MAX_RUNNING
     free = state.free
     turn_order = operator.attrgetter("last_served_at", "oldest_ready_at", "owner_id")
-    # Every owner holding no slot comes before any holding one, so only the first `free` matter.
-    idle = sorted((place for place in state.places if not place.holding), key=turn_order)[:free]
+    # Every owner holding no slot comes before any holding one, so only the first `free` matter:
+    # dispatch_state keeps no more of them.
+    idle = [place for place in state.places if not place.holding]
     holding = [place for place in state.places if 0 < place.holding < cap]
     # (slots held, rank among those holding as many, owner); an owner given a slot ranks last.
     order = [(place.holding, rank, place) for rank, place in enumerate(sorted(idle + holding, key=turn_order))]
