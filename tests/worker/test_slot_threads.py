@@ -162,6 +162,54 @@ def test_a_task_goes_to_the_thread_that_went_idle_last():
     assert taken == {last.name: "a task", first.name: "STOP"}
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_slot_thread_keeps_its_connection_between_turns_and_closes_it_once_idle(monkeypatch):
+    """A slot's next turn comes only once a turn ends: closing at once meant a new connection for
+    nearly every turn. Kept CONNECTIONS_KEPT_IDLE_SECONDS, then closed: never held by an idle slot."""
+    from django.db import connection, connections
+
+    closed = threading.Event()
+
+    class Connections:
+        def close_all(self) -> None:
+            connections.close_all()
+            closed.set()
+
+    monkeypatch.setattr(threadpool, "connections", Connections())
+    monkeypatch.setattr(threadpool, "CONNECTIONS_KEPT_IDLE_SECONDS", 30)
+    tasks = TaskQueue()
+    seen: SimpleQueue = SimpleQueue()
+
+    def slot() -> None:
+        while tasks.get() != threadpool.STOP:
+            before = connection.connection  # this thread's, as the task finds it
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1")
+            seen.put((before, connection.connection))
+
+    def when_waiting(task: str) -> tuple:
+        deadline = time.monotonic() + 10
+        while not tasks._idle and time.monotonic() < deadline:
+            time.sleep(0.01)
+        tasks.put(task)
+        return seen.get(timeout=10)
+
+    thread = threading.Thread(target=slot)
+    thread.start()
+    try:
+        first_before, first = when_waiting("first turn")
+        monkeypatch.setattr(threadpool, "CONNECTIONS_KEPT_IDLE_SECONDS", 0.05)  # the wait after the next turn
+        next_before, _ = when_waiting("the next turn, while the slot's thread waits")
+        assert closed.wait(timeout=10)
+        later_before, _ = when_waiting("a turn after a pause")
+    finally:
+        tasks.put(threadpool.STOP)
+        thread.join(timeout=10)
+    assert first_before is None and first is not None
+    assert next_before is first, "the connection was closed between two turns in a row"
+    assert later_before is None, "an idle slot's thread kept its connection"
+
+
 def test_the_pusher_waits_while_the_queue_is_full():
     """Bounded as django-q2's (Conf.QUEUE_LIMIT): the broker keeps what no slot can take soon."""
     tasks = TaskQueue(limit=1)
