@@ -45,7 +45,7 @@ SCALEOUT_TESTS := $(CLIENT_TESTS) tests/end_to_end tests/real_engines/test_servi
 	tests/notifications tests/runs/test_fair_share.py tests/runs/test_thread_connections.py \
 	tests/runs/test_seed_history.py tests/runs/test_retention.py tests/upstream/test_streams.py \
 	tests/processes/test_wakeups.py tests/runs/test_migrations.py tests/metrics tests/scaleout/test_rolling_restart.py \
-	tests/upstream/test_management_and_files.py
+	tests/upstream/test_management_and_files.py tests/processes/test_orm_broker.py
 ROLLING_RESTART := tests/scaleout/test_rolling_restart.py
 # Of the real CLIs there, Codex stands for the resumable engines and Claude Code for sticky_process
 # (engines/base.py: the only profile runs/ tells apart; nothing under runs/ looks at which engine
