@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Collection
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -158,6 +159,36 @@ class Run(models.Model):
         """The run's page (the admin's "View on site")."""
         return reverse("ui:run-detail", args=[self.request_id])
 
+    # A run is saved at each change of its state, and each save wrote every one of its 40-odd
+    # columns: Django built and bound them all, and SQLite rewrote each index of the table, changed
+    # or not. That was 13% of a turn's CPU in the worker (issue #43). So a run read whole, or
+    # saved, remembers its columns as stored, and a save writes the ones that differ: the JSON
+    # ones always (they can change in place, unseen), `updated_at` always (auto_now).
+
+    @classmethod
+    def from_db(cls, db: str | None, field_names: Collection[str], values: Collection[Any], **kwargs: Any) -> Run:
+        run = super().from_db(db, field_names, values, **kwargs)
+        if len(values) == len(cls._meta.concrete_fields):  # not .only() or .defer(): Django handles those
+            run._as_stored = tuple(values)
+        return run
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        fields = self._meta.concrete_fields
+        as_stored: tuple[Any, ...] | None = self.__dict__.get("_as_stored")
+        if as_stored is not None and kwargs.get("update_fields") is None and not self._state.adding:
+            kwargs["update_fields"] = [
+                field.attname for field, stored in zip(fields, as_stored, strict=True) if _to_write(self, field, stored)
+            ]
+        super().save(*args, **kwargs)
+        written = kwargs.get("update_fields")
+        if as_stored is not None:
+            self._as_stored = tuple(
+                getattr(self, field.attname) if written is None or _named(field, written) else stored
+                for field, stored in zip(fields, as_stored, strict=True)
+            )
+        elif written is None and not self.get_deferred_fields():  # inserted, or saved whole
+            self._as_stored = tuple(getattr(self, field.attname) for field in fields)
+
     @property
     def is_terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
@@ -194,6 +225,20 @@ class Run(models.Model):
     def records_dir(self) -> Path:
         """What the service writes about the run (logs, bundle): outside the agent's reach (R-SB7)."""
         return settings.DATA_DIR / "run-records" / str(self.request_id)
+
+
+_ALWAYS_WRITTEN = frozenset(
+    [field.attname for field in Run._meta.concrete_fields if isinstance(field, models.JSONField)] + ["updated_at"]
+)
+
+
+def _to_write(run: Run, field: models.Field[Any, Any], stored: Any) -> bool:
+    return not field.primary_key and (field.attname in _ALWAYS_WRITTEN or getattr(run, field.attname) != stored)
+
+
+def _named(field: models.Field[Any, Any], names: Any) -> bool:
+    """Whether `update_fields` (names or attnames, as Django takes them) names `field`."""
+    return field.attname in names or field.name in names
 
 
 class Interaction(models.Model):
