@@ -175,7 +175,8 @@ class Run(models.Model):
     def save(self, *args: Any, **kwargs: Any) -> None:
         fields = self._meta.concrete_fields
         as_stored: tuple[Any, ...] | None = self.__dict__.get("_as_stored")
-        if as_stored is not None and kwargs.get("update_fields") is None and not self._state.adding:
+        writes_stored_row = not (self._state.adding or kwargs.get("force_insert"))
+        if as_stored is not None and kwargs.get("update_fields") is None and writes_stored_row:
             kwargs["update_fields"] = [
                 field.attname for field, stored in zip(fields, as_stored, strict=True) if _to_write(self, field, stored)
             ]

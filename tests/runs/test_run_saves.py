@@ -105,3 +105,14 @@ def test_a_new_run_saved_again_writes_only_its_changes(run, api):
         new.save()
     assert "claimed_by" in written_columns(captured) and "model" not in written_columns(captured)
     assert Run.objects.get(pk=new.pk).claimed_by == "host:1:w"
+
+
+def test_a_run_read_and_inserted_by_force_is_inserted_whole(run):
+    import uuid
+
+    from runs.models import Run
+
+    copy = Run.objects.get(pk=run.pk)
+    copy.pk = uuid.uuid4()
+    copy.save(force_insert=True)
+    assert Run.objects.get(pk=copy.pk).input == run.input
