@@ -247,6 +247,15 @@ def _execute(database: BaseDatabaseWrapper, shape: _Shape, params: Sequence[Any]
         return cursor.fetchall()
 
 
+def field_and_column(model: type[Any], name: str) -> tuple[Field[Any, Any], str]:
+    """`model`'s field `name` and its column, for a statement written out; TypeError for a name
+    that is no column (a reverse relation, a many-to-many)."""
+    field = model._meta.get_field(name)
+    if not isinstance(field, Field) or not field.column:
+        raise TypeError(f"{model.__name__}.{name} is not a column")
+    return field, field.column
+
+
 # Markers by the type of the column they go in; integers within every backend's 32-bit range.
 _MARKERS: dict[str, Callable[[], Any]] = {
     "UUIDField": uuid.uuid4,

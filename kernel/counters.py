@@ -8,6 +8,8 @@ from typing import Any, NamedTuple
 
 from django.db import connections, models, router
 
+from .compiled import field_and_column
+
 
 class _Upsert(NamedTuple):
     sql: str
@@ -34,7 +36,7 @@ def add_to_row(model: type[models.Model], key: dict[str, Any], **amounts: int) -
 def _upsert(model: type[models.Model], key: tuple[str, ...], amounts: tuple[str, ...], alias: str) -> _Upsert:
     """add_to_row's statement for these fields, built once per process (a handful of callers)."""
     quote = connections[alias].ops.quote_name
-    fields, names = zip(*(_field_and_column(model, name) for name in (*key, *amounts)), strict=True)
+    fields, names = zip(*(field_and_column(model, name) for name in (*key, *amounts)), strict=True)
     columns = [quote(name) for name in names]
     table = quote(model._meta.db_table)
     added = ", ".join(f"{column} = {table}.{column} + excluded.{column}" for column in columns[len(key) :])
@@ -43,10 +45,3 @@ def _upsert(model: type[models.Model], key: tuple[str, ...], amounts: tuple[str,
         f"ON CONFLICT ({', '.join(columns[: len(key)])}) DO UPDATE SET {added}"
     )
     return _Upsert(sql, fields)
-
-
-def _field_and_column(model: type[models.Model], name: str) -> tuple[models.Field[Any, Any], str]:
-    field = model._meta.get_field(name)
-    if not isinstance(field, models.Field) or not field.column:
-        raise TypeError(f"{model.__name__}.{name} is not a column")
-    return field, field.column

@@ -64,8 +64,7 @@ class WakeableORM(ORM):
         transaction. The worker builds its broker just before it forks the cluster; a SQLite
         connection opened (and closed) there left each of the cluster's processes with about
         2 MiB more private memory, the cap-4 tree with 15 MiB (docs/benchmarks.md as of a758104)."""
-        if not connections[Conf.ORM].in_atomic_block:
-            close_old_connections()  # a stale connection is closed, never one inside a transaction
+        _close_if_stale()
         return OrmQ.objects.using(Conf.ORM)
 
     # django-q2's statements, written out: through the ORM a task's insert, its taking (a read,
@@ -103,8 +102,9 @@ class WakeableORM(ORM):
             )
             return sorted(cursor.fetchall())
 
-    def _connection(self):
-        self.get_connection()  # closes a stale connection first, as django-q2's broker does
+    @staticmethod
+    def _connection():
+        _close_if_stale()  # as django-q2's broker does before each statement
         return connections[Conf.ORM]
 
     def dequeue(self):
@@ -131,6 +131,11 @@ class WakeableORM(ORM):
             self._socket = listen_on_host(QUEUE_TOPIC, str(os.getpid()))
             self._socket_pid = os.getpid()
         return self._socket
+
+
+def _close_if_stale() -> None:
+    if not connections[Conf.ORM].in_atomic_block:
+        close_old_connections()  # a stale connection is closed, never one inside a transaction
 
 
 _TABLE, _KEY, _LOCK = (connections["default"].ops.quote_name(name) for name in (OrmQ._meta.db_table, "key", "lock"))

@@ -8,6 +8,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
+from kernel.compiled import field_and_column
 from processes.group_messages import send_to_groups
 
 from .models import Run, RunEvent
@@ -58,19 +59,20 @@ def insert_events(run: Run, events: list[RunEvent]) -> None:
 # A state change's one to three events, written out: bulk_create built the statement for them in
 # 0.1 ms more than this takes, on each run's creation and twice in each turn (issue #43). Each
 # value is prepared by its field, as bulk_create prepares it; the events' ids are not read back.
-_COLUMNS = [field for field in RunEvent._meta.concrete_fields if not field.primary_key]
-_INSERT_INTO = "INSERT INTO {} ({}) VALUES ".format(
-    connection.ops.quote_name(RunEvent._meta.db_table),
-    ", ".join(connection.ops.quote_name(field.attname) for field in _COLUMNS),  # no db_column: attname is the column
+_FIELDS, _COLUMNS = zip(
+    *(field_and_column(RunEvent, name) for name in ("run", "seq", "kind", "payload", "created_at")), strict=True
 )
-_ROW = f"({', '.join(['%s'] * len(_COLUMNS))})"
+_INSERT_INTO = "INSERT INTO {} ({}) VALUES ".format(
+    connection.ops.quote_name(RunEvent._meta.db_table), ", ".join(map(connection.ops.quote_name, _COLUMNS))
+)
+_ROW = f"({', '.join(['%s'] * len(_FIELDS))})"
 
 
 def _insert(events: list[RunEvent]) -> None:
     values = []
     for event in events:
         event.created_at = timezone.now()  # auto_now_add: each its own time, as bulk_create gives them
-        values += [field.get_db_prep_save(getattr(event, field.attname), connection) for field in _COLUMNS]
+        values += [field.get_db_prep_save(getattr(event, field.attname), connection) for field in _FIELDS]
     with connection.cursor() as cursor:
         cursor.execute(_INSERT_INTO + ", ".join([_ROW] * len(events)), values)
 
