@@ -27,6 +27,7 @@ import urllib.parse
 from pathlib import Path
 
 import psycopg
+from ephemeral_port_reserve import reserve as reserve_port
 
 from engines.process import pid_alive
 
@@ -34,12 +35,6 @@ from engines.process import pid_alive
 # _template_<N>: the migrated databases service processes are copied from (tests/support/service_processes.py).
 LEFTOVER_TEST_DATABASE = re.compile(r"test_skillrunner_(\d+)(?:_gw\d+|_template_\d+)?")
 START_TIMEOUT = 60
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_for(check, what: str) -> None:
@@ -112,7 +107,7 @@ class PrivateServers:
             stdout=subprocess.DEVNULL,
             **as_user,
         )
-        port = free_port()
+        port = reserve_port("127.0.0.1")  # kept out of the kernel's picks until the server binds it
         settings = ["listen_addresses=127.0.0.1", f"unix_socket_directories={sockets}", "fsync=off"]
         settings += ["full_page_writes=off", "synchronous_commit=off"]
         argv = [postgres_bin("postgres"), "-D", str(data), "-p", str(port)]
@@ -124,7 +119,7 @@ class PrivateServers:
         return url
 
     def start_redis(self) -> str:
-        port = free_port()
+        port = reserve_port("127.0.0.1")  # kept out of the kernel's picks until the server binds it
         argv = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
         argv += ["--dir", str(self.root), "--daemonize", "no"]
         self._spawn(argv, "redis.log")

@@ -71,7 +71,7 @@ def test_the_badge_reconnects_with_growing_delays_after_the_web_restarts(live, n
     down = wait_for_sockets(page, 1 + len(RETRY_DELAYS_MS), timeout=sum(RETRY_DELAYS_MS) / 1000 + 10)
     screenshot(page, "inbox-reconnecting.png")
     service.start_web()
-    service.wait_until(lambda: service._ping() == 204, 30, "the web server to answer again")
+    service.wait_web()
 
     delays = retry_delays(down[: 1 + len(RETRY_DELAYS_MS)])
     print("retry delays (ms):", [round(delay) for delay in delays])

@@ -340,7 +340,7 @@ def test_a_stopping_worker_drains_its_running_turn(tmp_path, kind, case):
 
         if kind == "serve":
             live.start_web()  # to read the runs
-            live.wait_until(lambda: live._ping() == 204, 60, "the web to answer")
+            live.wait_web(60)
         after = _status(live, token, running)
         assert after["status"] == outcome, after
         if outcome == "failed":

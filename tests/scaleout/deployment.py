@@ -35,7 +35,14 @@ from typing import Any
 
 from tests.scaleout.probe_engine import ProbeEngine
 from tests.support.processes import end_together, processes_in
-from tests.support.service_processes import TEMPLATES, drop_postgres_database, free_port, fresh_postgres_url, wait_until
+from tests.support.service_processes import (
+    TEMPLATES,
+    drop_postgres_database,
+    free_port,
+    fresh_postgres_url,
+    wait_for_server,
+    wait_until,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -361,7 +368,11 @@ class Deployment:
         self.webs[index] = self._spawn(f"web-{index}", argv)
 
     def wait_web(self, index: int, timeout: float = 30) -> None:
-        wait_until(lambda: self.ping(index) == 204, timeout, f"web {index} to answer")
+        web = self.webs[index]
+        assert web is not None, f"web {index} was never started"
+        wait_for_server(
+            web, lambda: self.ping(index) == 204, timeout, f"web {index} to answer", self.logs_dir / f"web-{index}.log"
+        )
 
     def start_worker(self) -> int:
         index = len(self.workers)

@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -21,8 +20,11 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
+
+import ephemeral_port_reserve
 
 from tests.support.polling import poll
 from tests.support.processes import ProcessTree, end_together, kill_trees
@@ -32,9 +34,12 @@ PYTHON = sys.executable
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A loopback port for a server a test starts. Reserved, not merely free when asked: a port
+    the kernel hands out and nobody holds could be handed out again, to another test's server
+    starting at the same moment, before ours binds it. A reserved port stays out of the kernel's
+    own picks for a minute, while servers binding it with SO_REUSEADDR (daphne, Redis, PostgreSQL,
+    asyncio's) may."""
+    return ephemeral_port_reserve.reserve("127.0.0.1")
 
 
 # Variables of the test run that a service's own processes keep (besides its own settings).
@@ -165,6 +170,19 @@ def wait_until(predicate, timeout: float, what: str, interval: float | None = No
     return value
 
 
+def wait_for_server(
+    process: subprocess.Popen, answers: Callable[[], bool], timeout: float, what: str, log: Path
+) -> None:
+    """Wait until `answers()`; fail at once if the process ends first, and with the end of its
+    log either way: a server that never answered says why."""
+    if poll(lambda: process.poll() is not None or answers(), timeout) and process.poll() is None:
+        return
+    tail = log.read_text(errors="replace")[-3000:] if log.exists() else "(no log)"
+    if process.poll() is None:
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}; its log ends:\n{tail}")
+    raise AssertionError(f"exited with {process.returncode} before {what}; its log ends:\n{tail}")
+
+
 class ServiceProcesses:
     def __init__(self, data_dir: Path, env: dict[str, str] | None = None):
         self.data_dir = Path(data_dir)
@@ -251,13 +269,19 @@ class ServiceProcesses:
         self.start_web()
         for _ in range(workers):
             self.start_worker()
-        self.wait_until(lambda: self._ping() == 204, 30, "the web server to answer")
+        self.wait_web()
         if workers:
             self.wait_until(lambda: self._readiness().get("worker") == "ok", 60, "a worker to finish its recovery")
         return self
 
     def start_web(self) -> None:
         self.web = self._spawn("web", self._argv("web"))
+
+    def wait_web(self, timeout: float = 30) -> None:
+        assert self.web is not None, "no web process started"
+        wait_for_server(
+            self.web, lambda: self._ping() == 204, timeout, "the web server to answer", self.data_dir / "web.log"
+        )
 
     def start_serve(self) -> subprocess.Popen:
         """`make run`'s command: web and worker under one parent, in a process group of their own."""
