@@ -96,14 +96,6 @@ class CompiledQuery:
         shape, rows = self._run(key)
         return [dict(zip(shape.names, row, strict=True)) for row in rows]
 
-    def rows_to_convert(self, *key: Hashable) -> tuple[list[Sequence[Any]], Callable[[Sequence[Any]], list[Any]]]:
-        """Its rows as the database returned them, and what converts one as rows() would: for a
-        caller that needs only a few of them converted."""
-        database = connections[DEFAULT_DB_ALIAS]
-        shape = self._shape(database, key)
-        converts = converting(database, (self, key), shape.query, shape.columns)
-        return _execute(database, shape, shape.params), lambda row: converts.convert([row])[0]
-
     def _run(self, key: tuple[Hashable, ...]) -> tuple[_Shape, list[list[Any]]]:
         database = connections[DEFAULT_DB_ALIAS]  # this thread's own, not the proxy
         shape = self._shape(database, key)

@@ -52,15 +52,6 @@ def test_its_rows_are_the_querysets_compiled_once_per_process_and_key():
     assert built == [True, False]  # not compiled again for it
 
 
-def test_its_rows_can_be_converted_one_by_one_as_rows_converts_them():
-    for name in ("alice", "bob"):
-        get_user_model().objects.create(username=name)
-    read = CompiledQuery(users)
-    raw, convert = read.rows_to_convert(True)
-    assert [row[0] for row in raw] == ["alice", "bob"]
-    assert [convert(row) for row in raw] == read.rows(True)
-
-
 def test_a_threads_connection_is_not_kept_alive():
     read = CompiledQuery(users)
     prepared = PreparedQuery(lambda pk: get_user_model().objects.filter(pk=pk), get_user_model()._meta.pk)

@@ -236,13 +236,15 @@ def test_dispatch_reads_no_more_with_thousands_queued_R_SC1(settings, api, manua
     assert held is not None and _claim(str(held.pk)) is None  # at the cap of 2
 
 
-def test_the_dispatch_state_holds_only_the_idle_owners_the_free_slots_can_go_to_R_SC1(
+def test_the_dispatch_read_returns_only_the_idle_owners_the_free_slots_can_go_to_R_SC1(
     settings, api, manual_dispatch, django_user_model
 ):
-    """The dispatch read returns up to `cap` owners holding no slot, in turn order; converting
-    all their rows (datetimes and ids, in Python on SQLite) was two thirds of its time with 200
-    owners waiting, when only the first `free` of them can be given a slot."""
-    from runs.services.dispatching import dispatch_state
+    """Of the owners holding no slot, in turn order, the dispatch read returns as many as there
+    are free slots, counted by the statement itself: limited to the cap, it returned the places of
+    16 idle owners (with their oldest runs) beside 200 owners waiting, for the one slot a release
+    frees. With more slots held than the cap (lowered meanwhile) it returns none of them, where a
+    negative LIMIT would have returned them all on SQLite."""
+    from runs.services.dispatching import DISPATCH_READ, dispatch_state
 
     settings.SKILLRUNNER_MAX_CONCURRENT_TURNS = 8
     settings.SKILLRUNNER_USER_MAX_RUNNING = 2
@@ -256,6 +258,12 @@ def test_the_dispatch_state_holds_only_the_idle_owners_the_free_slots_can_go_to_
     idle = [place.owner_id for place in state.places if not place.holding]
     assert idle == [waiting[0].pk, waiting[1].pk]  # never served, then by their oldest ready run
     assert sorted(place.owner_id for place in state.places if place.holding) == sorted(user.pk for user in holders)
+    assert len(DISPATCH_READ.rows(8)) == 2 + len(holders)  # the statement's own rows
+
+    settings.SKILLRUNNER_MAX_CONCURRENT_TURNS = 4
+    state = dispatch_state()
+    assert (state.in_use, state.free) == (6, -2)
+    assert sorted(place.owner_id for place in state.places) == sorted(user.pk for user in holders)
 
 
 def _unbounded_reads_of_runs(statements) -> list[str]:
