@@ -1,5 +1,4 @@
 from django.apps import AppConfig
-from django.db.models.signals import post_save
 
 
 class MetricsConfig(AppConfig):
@@ -8,10 +7,10 @@ class MetricsConfig(AppConfig):
 
     def ready(self) -> None:
         from runs import hooks
-        from runs.models import Run, TurnUsage
+        from runs.models import Run
 
         from .receivers import count_relay_activity, count_run_end, count_turn
 
-        post_save.connect(count_turn, sender=TurnUsage, dispatch_uid="metrics.count_turn")
+        hooks.turn_recorded.connect(count_turn, sender=Run, dispatch_uid="metrics.count_turn")
         hooks.status_changed.connect(count_run_end, sender=Run, dispatch_uid="metrics.count_run_end")
         hooks.relay_recorded.connect(count_relay_activity, sender=Run, dispatch_uid="metrics.count_relay_activity")

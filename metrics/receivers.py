@@ -9,7 +9,7 @@ from bisect import bisect_left
 from collections import Counter
 
 from kernel.counters import add_to_row
-from runs.models import TERMINAL_STATUSES, Run, TurnUsage
+from runs.models import TERMINAL_STATUSES, Run
 
 from .models import ModelTokens, RelayRefusals, RunEnds, TurnDurations
 
@@ -24,12 +24,12 @@ def bucket_of(duration_ms: int) -> int:
     return bisect_left(TURN_DURATION_BUCKETS, duration_ms / 1000)
 
 
-def count_turn(sender, instance: TurnUsage, created: bool, raw: bool = False, **kwargs) -> None:
-    """post_save of TurnUsage."""
-    if not created or raw or instance.duration_ms is None:
-        return
-    key = {"engine": instance.run.engine, "bucket": bucket_of(instance.duration_ms)}
-    add_to_row(TurnDurations, key, turns=1, duration_ms=instance.duration_ms)
+def count_turn(sender, run: Run, duration_ms: int | None, **kwargs) -> None:
+    """runs.hooks.turn_recorded: a turn's usage, with the duration the worker measured."""
+    if duration_ms is not None:
+        add_to_row(
+            TurnDurations, {"engine": run.engine, "bucket": bucket_of(duration_ms)}, turns=1, duration_ms=duration_ms
+        )
 
 
 def count_run_end(sender, run: Run, **kwargs) -> None:

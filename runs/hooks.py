@@ -23,6 +23,10 @@ status_changed = Signal()
 # only when there is either.
 relay_recorded = Signal()
 
+# usage.record_turn_usage, inside the transaction that completes a turn, once its usage is
+# saved (run=, duration_ms= as measured by the worker, or None).
+turn_recorded = Signal()
+
 # Admission, before anything is written (url=): a receiver refuses a callback URL by raising a
 # coded ApplicationError.
 checking_callback = Signal()

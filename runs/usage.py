@@ -8,6 +8,9 @@ from typing import Any
 from django.db.models import Count, F, QuerySet, Sum
 from django.db.models.functions import TruncDate
 
+from kernel.compiled import WrittenInsert
+
+from . import hooks
 from .models import Run, TurnUsage
 
 USAGE_KEYS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens", "cost_usd", "duration_ms")
@@ -22,12 +25,17 @@ GROUPS = {
 def record_turn_usage(run: Run, attempt_number: int, usage: dict[str, Any] | None, duration_ms: int | None) -> None:
     """Called inside the transaction that completes the turn."""
     reported = usage or {}
-    TurnUsage.objects.create(
+    row = TurnUsage(
         run=run,
         attempt_number=attempt_number,
         duration_ms=duration_ms,
         **{key: reported.get(key) for key in USAGE_KEYS if key != "duration_ms"},
     )
+    _INSERT.insert([row])  # 0.044 ms of CPU against the ORM's 0.115 (issue #43)
+    hooks.turn_recorded.send(sender=Run, run=run, duration_ms=duration_ms)
+
+
+_INSERT = WrittenInsert(TurnUsage, "run", "attempt_number", *USAGE_KEYS, "created_at")
 
 
 def _sum(values: list[Any]) -> Any:

@@ -134,3 +134,11 @@ def test_a_prepared_query_refuses_what_would_change_its_statement():
     with pytest.raises(ValueError, match="more than the markers"):
         timed.instances("alice")  # the clock compiled in: each run's statement would be the first one's
     assert by_name.one("alice") == user
+
+
+def test_a_written_insert_takes_columns_only():
+    from kernel.compiled import WrittenInsert
+    from runs.models import Run
+
+    with pytest.raises(TypeError, match="not a column"):
+        WrittenInsert(Run, "owner", "events")  # a reverse relation
