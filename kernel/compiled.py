@@ -254,6 +254,8 @@ class WrittenInsert:
         self.row = f"({', '.join(['%s'] * len(names))})"
 
     def insert(self, objects: Sequence[Any]) -> None:
+        if not objects:  # VALUES with no row is no statement
+            return
         database = connections[DEFAULT_DB_ALIAS]
         values = [
             field.get_db_prep_save(field.pre_save(instance, add=True), database)

@@ -136,9 +136,12 @@ def test_a_prepared_query_refuses_what_would_change_its_statement():
     assert by_name.one("alice") == user
 
 
-def test_a_written_insert_takes_columns_only():
+def test_a_written_insert_takes_columns_only_and_no_rows_is_no_statement():
     from kernel.compiled import WrittenInsert
-    from runs.models import Run
+    from runs.models import Run, RunEvent
 
     with pytest.raises(TypeError, match="not a column"):
         WrittenInsert(Run, "owner", "events")  # a reverse relation
+    with CaptureQueriesContext(connection) as captured:
+        WrittenInsert(RunEvent, "run", "seq", "kind", "payload", "created_at").insert([])
+    assert captured.captured_queries == []
