@@ -267,4 +267,40 @@ def test_djangos_request_started_receivers_run_in_the_requests_one_sync_call(mon
     monkeypatch.setattr(sync.SyncToAsync, "__call__", counted)
     assert _pinged(handler)[0]["status"] == 204
     assert ran_on["receiver"] == ran_on["chain"]
-    assert len(sync_calls) == 2  # the chain, with the receivers first; closing the response
+    assert len(sync_calls) == 1  # the chain, with the receivers first and the response's close last
+
+
+def test_a_response_is_closed_once_after_its_view_and_a_stream_once_it_was_sent(monkeypatch):
+    """A response that does not stream is closed in the request's one sync call (a thread hop of
+    its own after it was sent cost 0.15 ms of CPU per request); a streaming one is read while it
+    is sent, so it is closed only then. Either way request_finished fires once."""
+    from django.http import StreamingHttpResponse
+
+    handler = ReusedThreadsASGIHandler(1)
+    happened: list[str] = []
+
+    def finished(**kwargs):
+        happened.append("finished")
+
+    signals.request_finished.connect(finished)
+    try:
+        sent = _pinged(handler)
+        assert sent[0]["status"] == 204 and happened == ["finished"]
+
+        happened.clear()
+        monkeypatch.setattr(handler, "_middleware_chain", lambda request: StreamingHttpResponse(iter([b"one", b"two"])))
+        messages = [{"type": "http.request", "body": b"", "more_body": False}]
+
+        async def receive():
+            if messages:
+                return messages.pop()
+            await asyncio.Event().wait()
+
+        async def send(message):
+            happened.append(message["type"] + ":" + message.get("body", b"").decode())
+
+        asyncio.run(asyncio.wait_for(handler(PING, receive, send), timeout=10))
+    finally:
+        signals.request_finished.disconnect(finished)
+    assert happened[-1] == "finished" and happened.count("finished") == 1
+    assert "http.response.body:one" in happened and "http.response.body:two" in happened
