@@ -99,8 +99,8 @@ class ReusedThreadsASGIHandler(ASGIHandler):
       something connect them again: Django's test client and CaptureQueriesContext do).
     - A response that does not stream is closed in that same sync call, once the view has
       returned it (request_finished: the request's database connection closed or given back),
-      not in a thread hop of its own after it was sent: an empty request took 0.61-0.62 ms of
-      the web's user CPU instead of 0.75-0.78, and a burst's client sends a run some 16 of them.
+      not in a thread hop of its own after it was sent: an empty request took 0.85 ms of the
+      web's CPU instead of 0.95, and a burst's client sends a run some 16 of them.
       handle() is Django's but for that; a streaming response is closed once sent, as Django does.
 
     Body reading, disconnects and streaming (also of async iterators) stay Django's."""
