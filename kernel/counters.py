@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 
 from django.db import connections, models, router
 
-from .compiled import field_and_column
+from .compiled import WrittenInsert
 
 
 class _Upsert(NamedTuple):
@@ -34,14 +34,12 @@ def add_to_row(model: type[models.Model], key: dict[str, Any], **amounts: int) -
 
 @functools.cache
 def _upsert(model: type[models.Model], key: tuple[str, ...], amounts: tuple[str, ...], alias: str) -> _Upsert:
-    """add_to_row's statement for these fields, built once per process (a handful of callers)."""
+    """add_to_row's statement for these fields, built once per process (a handful of callers): the
+    row's insert, written out as WrittenInsert writes it, adding to the row it conflicts with."""
     quote = connections[alias].ops.quote_name
-    fields, names = zip(*(field_and_column(model, name) for name in (*key, *amounts)), strict=True)
-    columns = [quote(name) for name in names]
+    insert = WrittenInsert(model, *key, *amounts)
+    columns = [quote(field.column) for field in insert.fields]
     table = quote(model._meta.db_table)
     added = ", ".join(f"{column} = {table}.{column} + excluded.{column}" for column in columns[len(key) :])
-    sql = (
-        f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))}) "
-        f"ON CONFLICT ({', '.join(columns[: len(key)])}) DO UPDATE SET {added}"
-    )
-    return _Upsert(sql, fields)
+    sql = f"{insert.into}{insert.row} ON CONFLICT ({', '.join(columns[: len(key)])}) DO UPDATE SET {added}"
+    return _Upsert(sql, insert.fields)

@@ -40,6 +40,10 @@ logger = logging.getLogger(__name__)
 # offered at once.
 REOFFER_AFTER = timedelta(seconds=2)
 
+# An owner's place among those holding as many slots (R-FS1): the owner served least recently
+# first (one never served first of all), then by their oldest ready run.
+TURN_ORDER = ("last_served_at", "oldest_ready_at", "owner_id")
+
 
 class Turn(NamedTuple):
     request_id: uuid.UUID
@@ -98,8 +102,8 @@ def _dispatch_read(cap: int) -> QuerySet[Any, Any]:
     oldest = oldest.order_by("request_id")
     return (
         ready_places()
-        .filter(Q(owner_id__in=_first_idle_owners(cap)) | Q(owner_id__in=holders))
-        .order_by("last_served_at", "oldest_ready_at", "owner_id")  # the turn order (_in_order)
+        .filter(Q(owner_id__in=_first_idle_owners(cap, holders)) | Q(owner_id__in=holders))
+        .order_by(*TURN_ORDER)  # as _in_order takes them
         .annotate(
             holding=Coalesce(Subquery(held_by), 0),
             in_use=Coalesce(Subquery(in_use), 0),
@@ -121,21 +125,22 @@ def _dispatch_read(cap: int) -> QuerySet[Any, Any]:
     )
 
 
-def _first_idle_owners(cap: int) -> RawSQL:
+def _first_idle_owners(cap: int, holders: QuerySet[Any, Any]) -> RawSQL:
     """The owners with a ready run and no slot, in turn order, as many as there are free slots.
     Every owner holding no slot comes before any holding one (_in_order), so only these can be
-    given a slot. Written out for its LIMIT, which counts the free slots in the same statement
-    (Django's is a number): limited to the cap instead, the read returned 16 idle owners' places
-    with their oldest runs beside 200 owners waiting, against one on an empty service, for the
-    one slot a release frees: the dispatch took 1.15-1.26 x as long (R-SC1). Never negative:
-    SQLite reads a negative LIMIT as none."""
-    places, runs = (connection.ops.quote_name(model._meta.db_table) for model in (OwnerQueue, Run))
-    free = f"%s - (SELECT COUNT(*) FROM {runs} WHERE holds_slot)"
+    given a slot. Django's LIMIT is a number, so the subquery, compiled by Django, gets one that
+    counts the free slots in the same statement: limited to the cap instead, the read returned 16
+    idle owners' places with their oldest runs beside 200 owners waiting, against one on an empty
+    service, for the one slot a release frees: the dispatch took 1.15-1.26 x as long (R-SC1).
+    Never negative: SQLite reads a negative LIMIT as none."""
+    idle, idle_params = (
+        ready_places().exclude(owner_id__in=holders).order_by(*TURN_ORDER).values("owner_id").query.sql_with_params()
+    )
+    held, held_params = holders.query.sql_with_params()
+    free = f"%s - (SELECT COUNT(*) FROM ({held}) held)"
     return RawSQL(
-        f"SELECT owner_id FROM {places}"
-        f" WHERE oldest_ready_at IS NOT NULL AND owner_id NOT IN (SELECT owner_id FROM {runs} WHERE holds_slot)"
-        f" ORDER BY last_served_at, oldest_ready_at, owner_id LIMIT CASE WHEN {free} > 0 THEN {free} ELSE 0 END",
-        [cap, cap],
+        f"{idle} LIMIT CASE WHEN {free} > 0 THEN {free} ELSE 0 END",
+        (*idle_params, cap, *held_params, cap, *held_params),
     )
 
 
@@ -239,7 +244,7 @@ def _in_order(state: DispatchState) -> Iterator[Turn]:
     caller that looks for one run (may_take_slot) stops reading once it is found."""
     cap = settings.SKILLRUNNER_USER_MAX_RUNNING
     free = state.free
-    turn_order = operator.attrgetter("last_served_at", "oldest_ready_at", "owner_id")
+    turn_order = operator.attrgetter(*TURN_ORDER)
     # Every owner holding no slot comes before any holding one, so only the first `free` matter:
     # dispatch_state keeps no more of them.
     idle = [place for place in state.places if not place.holding]
