@@ -1,7 +1,7 @@
 """Querysets run often, compiled once per process: `CompiledQuery` for a statement whose SQL never
 changes, `PreparedQuery` for one whose values do (a run's id, a skill's name); `one_or_none`, a
-unique key's row without the ordering `.first()` compiles in; and `WrittenInsert`, rows inserted
-by a statement written out once.
+unique key's row without the ordering `.first()` compiles in; `WrittenInsert`, rows inserted
+by a statement written out once; and `WrittenUpdate`, a row's fields written the same way.
 
 For a statement of several subqueries Django's building and compiling costs milliseconds, many
 times what the database takes to run it; for a run's row with its skill, half a millisecond, on
@@ -264,6 +264,38 @@ class WrittenInsert:
         ]
         with database.cursor() as cursor:
             cursor.execute(self.into + ", ".join([self.row] * len(objects)), values)
+
+
+class WrittenUpdate:
+    """UPDATEs of one `model` row by its primary key, written out: for each set of fields a
+    statement written once, each value prepared by its field as Model.save prepares it (pre_save:
+    an auto_now time is set on the object). Django built and compiled a run's UPDATE on each save,
+    four times a turn: 0.25 ms of CPU where the database takes a tenth of that (issue #43). Like
+    WrittenInsert it sends no signal: for a model whose saves nobody listens to."""
+
+    def __init__(self, model: type[Any]) -> None:
+        self.model = model
+        self._statements: dict[tuple[str, ...], tuple[str, tuple[Field[Any, Any], ...]]] = {}
+
+    def update(self, instance: Any, names: Sequence[str]) -> int:
+        """Write `names` (fields' names or attnames) of `instance`; returns the rows changed."""
+        sql, fields = self._statement(tuple(names))
+        database = connections[DEFAULT_DB_ALIAS]
+        values = [field.get_db_prep_save(field.pre_save(instance, add=False), database) for field in fields]
+        values.append(self.model._meta.pk.get_db_prep_value(instance.pk, database))
+        with database.cursor() as cursor:
+            cursor.execute(sql, values)
+            return cursor.rowcount
+
+    def _statement(self, names: tuple[str, ...]) -> tuple[str, tuple[Field[Any, Any], ...]]:
+        found = self._statements.get(names)
+        if found is None:
+            quote = connections[DEFAULT_DB_ALIAS].ops.quote_name
+            fields, columns = zip(*(field_and_column(self.model, name) for name in names), strict=True)
+            assignments = ", ".join(f"{quote(column)} = %s" for column in columns)
+            table, key = quote(self.model._meta.db_table), quote(self.model._meta.pk.column)
+            found = self._statements.setdefault(names, (f"UPDATE {table} SET {assignments} WHERE {key} = %s", fields))
+        return found
 
 
 def field_and_column(model: type[Any], name: str) -> tuple[Field[Any, Any], str]:

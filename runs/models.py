@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.db import models
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, models
 from django.urls import reverse
 
 from engines.replies import question_fields, readable_reply
+from kernel.compiled import WrittenInsert, WrittenUpdate
 
 from .options import EffectiveOptions
 
@@ -163,7 +164,9 @@ class Run(models.Model):
     # columns: Django built and bound them all, and SQLite rewrote each index of the table, changed
     # or not. That was 13% of a turn's CPU in the worker (issue #43). So a run read whole, or
     # saved, remembers its columns as stored, and a save writes the ones that differ: the JSON
-    # ones always (they can change in place, unseen), `updated_at` always (auto_now).
+    # ones always (they can change in place, unseen), `updated_at` always (auto_now). That save
+    # and a new run's insert are statements written out (kernel.compiled): nothing listens to a
+    # run's save signals, and Django built its UPDATE in three times what the whole save now takes.
 
     @classmethod
     def from_db(cls, db: str | None, field_names: Collection[str], values: Collection[Any], **kwargs: Any) -> Run:
@@ -173,22 +176,30 @@ class Run(models.Model):
         return run
 
     def save(self, *args: Any, **kwargs: Any) -> None:
-        fields = self._meta.concrete_fields
         as_stored: tuple[Any, ...] | None = self.__dict__.get("_as_stored")
-        writes_stored_row = not (self._state.adding or kwargs.get("force_insert"))
-        if as_stored is not None and kwargs.get("update_fields") is None and writes_stored_row:
-            kwargs["update_fields"] = [
-                field.attname for field, stored in zip(fields, as_stored, strict=True) if _to_write(self, field, stored)
-            ]
-        super().save(*args, **kwargs)
-        written = kwargs.get("update_fields")
+        written: list[str] | None = None  # the columns written, None for all
+        if args or kwargs or not (self._state.adding or as_stored is not None):
+            super().save(*args, **kwargs)  # what the services never ask for, Django does
+            written = kwargs.get("update_fields")
+        elif self._state.adding:
+            if self.pk is None:  # a copy to insert: a new id, as Django's save gives it
+                self.pk = self._meta.pk.get_pk_value_on_save(self)
+            _RUN_INSERT.insert([self])
+            self._state.adding, self._state.db = False, DEFAULT_DB_ALIAS
+        else:
+            written = [field.attname for field, stored in self._stored() if _to_write(self, field, stored)]
+            if not _RUN_UPDATE.update(self, written):
+                raise DatabaseError("Save with update_fields did not affect any rows.")  # as Django's
         if as_stored is not None:
             self._as_stored = tuple(
                 getattr(self, field.attname) if written is None or _named(field, written) else stored
-                for field, stored in zip(fields, as_stored, strict=True)
+                for field, stored in self._stored()
             )
         elif written is None and not self.get_deferred_fields():  # inserted, or saved whole
-            self._as_stored = tuple(getattr(self, field.attname) for field in fields)
+            self._as_stored = tuple(getattr(self, field.attname) for field in self._meta.concrete_fields)
+
+    def _stored(self) -> zip[tuple[models.Field[Any, Any], Any]]:
+        return zip(self._meta.concrete_fields, self._as_stored, strict=True)
 
     @property
     def is_terminal(self) -> bool:
@@ -231,6 +242,10 @@ class Run(models.Model):
 _ALWAYS_WRITTEN = frozenset(
     [field.attname for field in Run._meta.concrete_fields if isinstance(field, models.JSONField)] + ["updated_at"]
 )
+
+
+_RUN_INSERT = WrittenInsert(Run, *(field.name for field in Run._meta.concrete_fields))
+_RUN_UPDATE = WrittenUpdate(Run)
 
 
 def _to_write(run: Run, field: models.Field[Any, Any], stored: Any) -> bool:

@@ -145,3 +145,27 @@ def test_a_written_insert_takes_columns_only_and_no_rows_is_no_statement():
     with CaptureQueriesContext(connection) as captured:
         WrittenInsert(RunEvent, "run", "seq", "kind", "payload", "created_at").insert([])
     assert captured.captured_queries == []
+
+
+def test_a_written_update_writes_the_fields_named_sets_auto_now_and_counts_the_rows():
+    from kernel.compiled import WrittenUpdate
+    from runs.models import OwnerQueue
+    from skills.models import Skill
+
+    user = get_user_model().objects.create(username="written-update")
+    place = OwnerQueue.objects.create(owner=user, ready_count=1)
+    place.ready_count, place.oldest_ready_at = 5, timezone.now()
+    update = WrittenUpdate(OwnerQueue)
+    with CaptureQueriesContext(connection) as captured:
+        assert update.update(place, ["ready_count"]) == 1
+    (statement,) = [query["sql"] for query in captured.captured_queries]
+    assert statement.startswith('UPDATE "runs_ownerqueue" SET "ready_count" = 5 WHERE "owner_id" = ')
+    stored = OwnerQueue.objects.get(pk=place.pk)
+    assert (stored.ready_count, stored.oldest_ready_at) == (5, None)  # only what was named
+
+    skill = Skill.objects.create(skill_id="written-update")
+    before = skill.updated_at
+    assert WrittenUpdate(Skill).update(skill, ["updated_at"]) == 1
+    assert skill.updated_at > before and Skill.objects.get(pk=skill.pk).updated_at == skill.updated_at
+    OwnerQueue.objects.filter(pk=place.pk).delete()
+    assert update.update(place, ["ready_count"]) == 0

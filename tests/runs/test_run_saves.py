@@ -116,3 +116,30 @@ def test_a_run_read_and_inserted_by_force_is_inserted_whole(run):
     copy.pk = uuid.uuid4()
     copy.save(force_insert=True)
     assert Run.objects.get(pk=copy.pk).input == run.input
+
+
+def test_a_save_of_a_run_no_longer_stored_fails_instead_of_writing_nothing(run):
+    from django.db import DatabaseError
+
+    from runs.models import Run
+
+    Run.objects.filter(pk=run.pk).delete()
+    run.claimed_by = "host:1:w"
+    with pytest.raises(DatabaseError, match="did not affect any rows"):
+        run.save()
+
+
+def test_a_new_run_is_one_insert_of_every_column(run):
+    from runs.models import Run
+
+    new = Run(owner=run.owner, skill=run.skill, skill_version=run.skill_version, engine="codex", input={"topic": "t"})
+    with CaptureQueriesContext(connection) as captured:
+        new.save()
+    (insert,) = [query["sql"] for query in captured.captured_queries]
+    columns = insert.split("(", 1)[1].split(")", 1)[0]
+    assert insert.startswith('INSERT INTO "runs_run"') and columns.count('"') == 2 * len(Run._meta.concrete_fields)
+    stored_run = Run.objects.get(pk=new.pk)
+    assert (stored_run.input, stored_run.created_at, new._state.adding) == ({"topic": "t"}, new.created_at, False)
+    new.claimed_by = "host:1:w"
+    new.save()  # remembered as inserted: an update of what changed
+    assert stored(new).claimed_by == "host:1:w"
