@@ -44,7 +44,7 @@ from urllib.parse import urlsplit
 
 from .provider_api import ProviderApi
 from .relay import ProviderRelay, RelayLedger
-from .seccomp import SeccompUnavailable, program_fd
+from .seccomp import SeccompUnavailable, program
 from .types import EngineConfig, SandboxSettings, TurnRequest
 
 BWRAP = "bwrap"
@@ -160,7 +160,7 @@ def _probe_tools(settings: SandboxSettings) -> str | None:
         if shutil.which(tool) is None:
             return f"the agent sandbox needs {tool!r}, which is not installed: {advice} (unconfined agents)"
     try:
-        seccomp_fd = program_fd()
+        seccomp_fd = memory_file("skillrunner-seccomp", program())
     except SeccompUnavailable as exc:
         return (
             f"{exc}; the agent sandbox needs libseccomp and the Python package pyseccomp: install them "
@@ -296,12 +296,23 @@ def _process_tree(root_pid: int) -> list[tuple[int, int]]:
     return found
 
 
+def memory_file(name: str, data: bytes) -> int:
+    """A file in memory holding `data` at offset 0, for bwrap's options that read a descriptor to
+    its end (--seccomp, --ro-bind-data: each bwrap needs its own). Nothing is written to a disk,
+    where each file made and removed per turn cost the worker kernel time (issue #43). The caller
+    closes it once bwrap has started."""
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
 STATE_PREFIX = "skillrunner-sandbox-"
 STATE_LOCK = "held"
 
 
 def _locked_state_dir() -> tuple[Path, int]:
-    """A private directory for a sandbox's passwd, group and provider socket, with a lock file
+    """A private directory for a sandbox's provider socket, with a lock file
     its process holds until close() or its death (the kernel drops the lock with the process,
     even a SIGKILLed one). The lock is taken before the file gets the name a sweep looks for."""
     state = Path(tempfile.mkdtemp(prefix=STATE_PREFIX))
@@ -342,9 +353,9 @@ class Sandbox:
         self.home = Path(os.path.abspath(config.home))
         self.request = request
         self.uid = sandbox_uid(self.run_dir) if os.geteuid() == 0 else os.getuid()
-        self._state, held = _locked_state_dir()
-        self._held: int | None = held
-        self._seccomp_fd: int | None = None  # from command() until bwrap has started
+        self._state: Path | None = None  # provider mode: the relay's socket is a file
+        self._held: int | None = None  # the lock on _state
+        self._passed_fds: list[int] = []  # from command() until bwrap has started
         self._relay_socket: Path | None = None  # provider mode: bound into the sandbox
         self.ledger = request.relay_ledger or RelayLedger()
         self.relay: ProviderRelay | None = None
@@ -381,6 +392,7 @@ class Sandbox:
                 f"the agent sandbox needs the provider's URL (http or https), got {provider_url!r}"
             )
         if self.settings.network == "provider":
+            self._state, self._held = _locked_state_dir()
             self._relay_socket = self._state / "provider.sock"
             listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             listener.bind(str(self._relay_socket))
@@ -418,10 +430,10 @@ class Sandbox:
             os.chmod(self.run_dir, 0o711)
         env["PATH"] = self._path(executable, interpreters)
         try:
-            self._seccomp_fd = program_fd()
+            seccomp = self._passed("skillrunner-seccomp", program())
         except SeccompUnavailable as exc:
             raise SandboxUnavailable(str(exc)) from exc
-        argv = [BWRAP, *_isolation_args(self.settings), "--seccomp", str(self._seccomp_fd)]
+        argv = [BWRAP, *_isolation_args(self.settings), "--seccomp", seccomp]
         argv += [*_system_args(), *self._identity_args()]
         argv += ["--perms", "1777", "--size", str(self.settings.tmp_mb * _MB), "--tmpfs", "/tmp"]
         mounts = [(path, "--ro-bind") for path in readable] + [(self.run_dir, "--bind"), (self.home, "--bind")]
@@ -441,8 +453,14 @@ class Sandbox:
 
     @property
     def inherited_fds(self) -> tuple[int, ...]:
-        """The descriptors bwrap must inherit: the seccomp program its ``--seccomp`` names."""
-        return () if self._seccomp_fd is None else (self._seccomp_fd,)
+        """The descriptors bwrap must inherit: the seccomp program, passwd and group."""
+        return tuple(self._passed_fds)
+
+    def _passed(self, name: str, data: bytes) -> str:
+        """`data` as a descriptor bwrap inherits, by its number in bwrap's argv."""
+        fd = memory_file(name, data)
+        self._passed_fds.append(fd)
+        return str(fd)
 
     def _path(self, executable: str, interpreters: list[Path]) -> str:
         """The engine's PATH: the request's own entries, the bin folders of the CLI's install and of
@@ -454,16 +472,13 @@ class Sandbox:
 
     def _identity_args(self) -> list[str]:
         """/etc/passwd and /etc/group naming only root and the agent (CLIs look their user up)."""
-        passwd = self._state / "passwd"
-        group = self._state / "group"
         home = self.home / "home"
-        passwd.write_text(
-            f"root:x:0:0:root:/root:/usr/sbin/nologin\nagent:x:{self.uid}:{self.uid}:agent:{home}:/bin/sh\n"
-        )
-        group.write_text(f"root:x:0:\nagent:x:{self.uid}:\n")
-        for path in (passwd, group):
-            path.chmod(0o644)
-        return ["--ro-bind", str(passwd), "/etc/passwd", "--ro-bind", str(group), "/etc/group"]
+        passwd = f"root:x:0:0:root:/root:/usr/sbin/nologin\nagent:x:{self.uid}:{self.uid}:agent:{home}:/bin/sh\n"
+        group = f"root:x:0:\nagent:x:{self.uid}:\n"
+        return [
+            *("--perms", "0644", "--ro-bind-data", self._passed("passwd", passwd.encode()), "/etc/passwd"),
+            *("--perms", "0644", "--ro-bind-data", self._passed("group", group.encode()), "/etc/group"),
+        ]
 
     @staticmethod
     def _parent_dirs(paths: list[Path]) -> list[str]:
@@ -510,12 +525,11 @@ class Sandbox:
         """The bwrap process that was started with ``command()``."""
         self._pid = pid
         self._next_poll = time.monotonic() + _FIRST_POLL_SECONDS
-        self._close_seccomp_fd()  # bwrap holds its own copy
+        self._close_passed_fds()  # bwrap holds its own copies
 
-    def _close_seccomp_fd(self) -> None:
-        if self._seccomp_fd is not None:
-            os.close(self._seccomp_fd)
-            self._seccomp_fd = None
+    def _close_passed_fds(self) -> None:
+        while self._passed_fds:
+            os.close(self._passed_fds.pop())
 
     def over_limit(self) -> bool:
         """Polled while the turn runs: True (and ``exceeded`` set) once the sandbox's processes
@@ -547,10 +561,11 @@ class Sandbox:
         return self.exceeded
 
     def close(self) -> None:
-        self._close_seccomp_fd()
+        self._close_passed_fds()
         if self.relay is not None:
             self.relay.close()
-        shutil.rmtree(self._state, ignore_errors=True)
+        if self._state is not None:
+            shutil.rmtree(self._state, ignore_errors=True)
         if self._held is not None:  # closed once: its number may be another file's afterwards
             os.close(self._held)
             self._held = None

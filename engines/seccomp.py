@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import errno
 import functools
-import os
 import tempfile
 from typing import Any
 
@@ -110,16 +109,6 @@ def program() -> bytes:
             return sink.read()
     except (ImportError, RuntimeError, OSError) as exc:
         raise SeccompUnavailable(f"the seccomp filter could not be built: {exc}") from exc
-
-
-def program_fd() -> int:
-    """A new file holding the program at offset 0, for ``bwrap --seccomp FD`` (which reads it to
-    its end: each bwrap needs its own). The caller closes it once bwrap has started."""
-    data = program()
-    fd = os.memfd_create("skillrunner-seccomp", os.MFD_CLOEXEC)
-    os.write(fd, data)
-    os.lseek(fd, 0, os.SEEK_SET)
-    return fd
 
 
 def _build(seccomp: Any) -> Any:

@@ -95,14 +95,16 @@ def test_seccomp_denies_what_agents_never_need_and_no_host_path_reaches_the_engi
     """R-SB10: new namespaces (unshare, clone), mount, ptrace, keyctl, bpf, perf events and
     userfaultfd fail with EPERM inside the sandbox (all but mount would work, or fail otherwise,
     without the filter), while forks, threads, exec, file writes and sockets work. The engine's
-    PATH names its install and the system's folders, none of the host's other entries."""
+    PATH names its install and the system's folders, none of the host's other entries. The agent
+    is `agent` in the passwd and group bwrap wrote from the service's descriptors."""
     install_skill("haiku-writer")
     host_bin = tmp_path / "host-bin"
     host_bin.mkdir()
     monkeypatch.setenv("PATH", f"{host_bin}{os.pathsep}{os.environ['PATH']}")
     denied = {name: syscall_probe(name) for name in DENIED_SYSCALLS}
     ordinary, filters, path = syscall_probe("ordinary"), "grep Seccomp_filters: /proc/self/status", 'echo "$PATH"'
-    fake_codex.script(haiku_step(commands=[*denied.values(), ordinary, filters, path]))
+    identity = "id -un; id -gn; stat -c %a /etc/passwd /etc/group"  # the files bwrap got as descriptors
+    fake_codex.script(haiku_step(commands=[*denied.values(), ordinary, filters, path, identity]))
 
     request_id = start(api, manual_dispatch, "seccomp")
 
@@ -118,6 +120,7 @@ def test_seccomp_denies_what_agents_never_need_and_no_host_path_reaches_the_engi
     entries = results[path]["out"].strip().split(os.pathsep)
     assert entries[0] == str(fake_codex.root), entries  # the CLI's install
     assert "/usr/bin" in entries and set(entries[1:]) <= set(SYSTEM_PATH), entries
+    assert results[identity]["out"].split() == ["agent", "agent", "644", "644"], results[identity]
 
 
 def test_limits_end_only_the_offending_turns(api, victim, fake_codex, manual_dispatch, tight_limits):

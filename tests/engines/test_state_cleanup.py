@@ -1,6 +1,8 @@
-"""A sandbox keeps its passwd, group and provider socket in a state directory of the system's
-temporary folder. close() removes it; a worker killed mid-turn never calls close(), so the next
-worker's start removes what no running process holds (engines.sandbox.remove_orphaned_state)."""
+"""A sandbox whose agent reaches only the provider keeps the relay's socket in a state directory
+of the system's temporary folder. close() removes it; a worker killed mid-turn never calls close(),
+so the next worker's start removes what no running process holds
+(engines.sandbox.remove_orphaned_state). With the network open, a sandbox writes no file at all:
+passwd, group and the seccomp program reach bwrap as descriptors of files in memory."""
 
 from __future__ import annotations
 
@@ -11,9 +13,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from engines import sandbox
 from engines.provider_api import OPENAI_RESPONSES
-from engines.types import EngineConfig, SkillMaterial, TurnRequest
+from engines.types import EngineConfig, SandboxSettings, SkillMaterial, TurnRequest
 
 UNUSED_PROVIDER = "http://127.0.0.1:9"  # the relay starts; nothing here calls it
 OPEN_A_SANDBOX = """
@@ -21,22 +25,22 @@ import sys, time
 from pathlib import Path
 from engines.provider_api import OPENAI_RESPONSES
 from engines.sandbox import Sandbox
-from engines.types import EngineConfig, SkillMaterial, TurnRequest
+from engines.types import EngineConfig, SandboxSettings, SkillMaterial, TurnRequest
 root = Path(sys.argv[1])
 request = TurnRequest(run_dir=root / "run", prompt="", mode="auto", skill=SkillMaterial("s", root), hard_timeout_seconds=1)
-box = Sandbox.open(request, EngineConfig(binary="codex", home=root / "home"), "http://127.0.0.1:9", OPENAI_RESPONSES)
+config = EngineConfig(binary="codex", home=root / "home", sandbox=SandboxSettings(network="provider"))
+box = Sandbox.open(request, config, "http://127.0.0.1:9", OPENAI_RESPONSES)
 print(box._state, flush=True)
 time.sleep(60)
 """
 
 
-def _open_sandbox(tmp_path: Path) -> sandbox.Sandbox:
+def _open_sandbox(tmp_path: Path, network: str = "provider") -> sandbox.Sandbox:
     request = TurnRequest(
         run_dir=tmp_path / "run", prompt="", mode="auto", skill=SkillMaterial("s", tmp_path), hard_timeout_seconds=1
     )
-    box = sandbox.Sandbox.open(
-        request, EngineConfig(binary="codex", home=tmp_path / "home"), UNUSED_PROVIDER, OPENAI_RESPONSES
-    )
+    config = EngineConfig(binary="codex", home=tmp_path / "home", sandbox=SandboxSettings(network=network))
+    box = sandbox.Sandbox.open(request, config, UNUSED_PROVIDER, OPENAI_RESPONSES)
     assert box is not None
     return box
 
@@ -77,3 +81,24 @@ def test_a_directory_without_its_lock_is_left_alone():
         assert making.exists()
     finally:
         making.rmdir()
+
+
+def test_an_open_network_sandbox_writes_no_state_and_passes_its_files_as_descriptors(tmp_path):
+    (tmp_path / "run").mkdir()
+    states_before = set(Path(tempfile.gettempdir()).glob(f"{sandbox.STATE_PREFIX}*"))
+    box = _open_sandbox(tmp_path, network="open")
+    try:
+        argv, _ = box.command("/bin/true", [], {"PATH": os.defpath})
+        assert set(Path(tempfile.gettempdir()).glob(f"{sandbox.STATE_PREFIX}*")) == states_before
+        passed = {argv[index + 1]: argv[index + 2] for index, arg in enumerate(argv) if arg == "--ro-bind-data"}
+        assert set(passed.values()) == {"/etc/passwd", "/etc/group"}
+        fds = box.inherited_fds
+        assert {int(fd) for fd in passed} | {int(argv[argv.index("--seccomp") + 1])} == set(fds)
+        passwd = os.pread(int(next(fd for fd, path in passed.items() if path == "/etc/passwd")), 4096, 0)
+        assert f"agent:x:{box.uid}:{box.uid}:agent:{tmp_path / 'home' / 'home'}:/bin/sh".encode() in passwd
+        box.attach(os.getpid())  # bwrap started: the service's copies are closed
+        for fd in fds:
+            with pytest.raises(OSError):
+                os.fstat(fd)
+    finally:
+        box.close()
