@@ -108,8 +108,8 @@ class ClaimControl:
         self.attempt_number = attempt_number
         self.worker = worker
         self.ledger = ledger
-        self._last_check = 0.0
-        self._last_beat = time.monotonic()
+        # The claim was just taken: a turn shorter than CLAIM_POLL_SECONDS needs no check of it.
+        self._last_check = self._last_beat = time.monotonic()
         self._lost = False
         self._unrecorded_pid: int | None = None
         self._started = time.monotonic()

@@ -14,7 +14,8 @@ import time
 from datetime import timedelta
 
 import pytest
-from django.db import OperationalError
+from django.db import OperationalError, connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from engines.types import TurnResult
@@ -23,7 +24,7 @@ from runs.models import Interaction, Run
 from runs.outcome import TurnDecision, build_pending
 from skills.models import Skill
 from tests.support.jobs import process_alive, wait_until
-from worker.execution import ClaimControl
+from worker.execution import CLAIM_POLL_SECONDS, ClaimControl
 from worker.management.commands.worker import Command as WorkerCommand
 
 pytestmark = pytest.mark.django_db
@@ -392,8 +393,24 @@ def test_engine_pid_unrecorded_in_a_database_outage_is_recorded_at_the_next_clai
     control.on_spawn(4242)  # must not raise: the engine is already running
     assert Run.objects.get(pk=run.pk).engine_pid is None
     monkeypatch.setattr(services, "record_engine_pid", record)
+    time.sleep(CLAIM_POLL_SECONDS)  # the next claim check
     assert control.should_abort() is False
     assert Run.objects.get(pk=run.pk).engine_pid == 4242
+    control.end_turn()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_is_checked_a_poll_after_it_was_taken_not_at_once(alice, tmp_path):
+    """The claim was just taken when the engine starts: a turn shorter than CLAIM_POLL_SECONDS
+    asks nothing of the database, and a longer one notices a lost claim at its next check."""
+    run = _running(_create(alice), _live_worker())
+    control = ClaimControl(run.pk, 1, run.claimed_by, tmp_path, None)
+    Run.objects.filter(pk=run.pk).update(claimed_by="someone-else:1:x")
+    with CaptureQueriesContext(connection) as captured:
+        assert control.should_abort() is False
+    assert captured.captured_queries == []
+    time.sleep(CLAIM_POLL_SECONDS)
+    assert control.should_abort() is True
     control.end_turn()
 
 
