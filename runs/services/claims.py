@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from engines.prompt import REPAIR_PROBLEMS_LISTED
 from engines.types import TurnResult
-from kernel.compiled import PreparedQuery, one_or_none
+from kernel.compiled import CompiledQuery, PreparedQuery, one_or_none
 
 from ..events import Events, insert_events, number_events
 from ..models import DispatchLock, InteractiveProfile, Run, RunStatus
@@ -37,7 +37,8 @@ def claim_turn(request_id, attempt_number: int, worker_id: str, claimed_at: date
         if connection.features.has_select_for_update:
             # SQLite has no row locks and needs none here: its transactions begin IMMEDIATE,
             # holding the database's write lock from the start.
-            DispatchLock.objects.select_for_update().get_or_create(pk=1)  # the row is migrated; tests may flush it
+            if not _DISPATCH_LOCK.rows():
+                DispatchLock.objects.select_for_update().get_or_create(pk=1)  # the row is migrated; tests may flush it
         run = _RUN_TO_CLAIM.one(request_id)
         if run is None or run.attempt_number != attempt_number or run.awaiting_upload:
             return None
@@ -59,6 +60,9 @@ def claim_turn(request_id, attempt_number: int, worker_id: str, claimed_at: date
     return run
 
 
+# Compiled once: Django's get_or_create built the same locking read on every claim.
+_DISPATCH_LOCK = CompiledQuery(lambda: DispatchLock.objects.select_for_update().filter(pk=1).values_list("pk"))
+
 # The turn needs the skill and its version next: fetched with the run, but only the run row is locked.
 _RUN_TO_CLAIM = PreparedQuery(
     lambda pk: Run.objects.select_for_update(of=("self",)).select_related("skill", "skill_version").filter(pk=pk)[:1],
@@ -67,7 +71,14 @@ _RUN_TO_CLAIM = PreparedQuery(
 
 
 def record_engine_pid(request_id, attempt_number: int, worker_id: str, pid: int) -> None:
-    Run.objects.filter(pk=request_id, attempt_number=attempt_number, claimed_by=worker_id).update(engine_pid=pid)
+    """Once per turn, written out: Django built this UPDATE in longer than it runs."""
+    runs = connection.ops.quote_name(Run._meta.db_table)
+    params = [pid, Run._meta.pk.get_db_prep_value(request_id, connection), attempt_number, worker_id]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {runs} SET engine_pid = %s WHERE request_id = %s AND attempt_number = %s AND claimed_by = %s",
+            params,
+        )
 
 
 def turn_claim(request_id, attempt_number: int, worker_id: str) -> QuerySet[Run]:
