@@ -166,7 +166,8 @@ def _opened(run: Run, paths: list[str]) -> Iterator[tuple[str, IO[bytes]]]:
 
 def _save_new_run(run: Run, *, callback_url: str | None, cached_from: Run | None = None) -> Run:
     # The folder exists before the run does: a worker may claim the run as soon as it commits.
-    (run.run_dir / "uploads").mkdir(parents=True, exist_ok=True)
+    # Its uploads/ comes with its files (attach_upload), and a run without any has none.
+    run.run_dir.mkdir(parents=True, exist_ok=True)
     try:
         # Copying cached artifacts may take long: never inside the transaction (R-FS2).
         cached_result = copy_cached_result(cached_from, run.run_dir) if cached_from else None

@@ -38,6 +38,8 @@ def test_run_waits_for_upload_then_executes(api, fake_codex):
 
     fake_codex.script({"message": json.dumps({"lines": 2, "words": 5})})
     rid = _create(api)
+    run_dir = Run.objects.get(pk=rid).run_dir
+    assert run_dir.is_dir() and not (run_dir / "uploads").exists()  # it comes with the files
     status = api.get(f"/v1/jobs/{rid}").json()
     assert status["status"] == "queued"
     assert fake_codex.invocations() == []  # nothing runs before the files are there
