@@ -6,7 +6,7 @@ import codecs
 import logging
 import re
 from collections.abc import Callable
-from typing import BinaryIO, TextIO
+from typing import IO, TextIO
 
 REDACTED = "[REDACTED]"
 REDACTED_BYTES = REDACTED.encode()
@@ -75,7 +75,7 @@ class ValueRedactor:
         return data[:cut]
 
 
-def redact_stream(source: BinaryIO, target: TextIO, extra_secrets: tuple[str, ...] = ()) -> int:
+def redact_stream(source: IO[bytes], target: TextIO, extra_secrets: tuple[str, ...] = ()) -> int:
     """What `redact` makes of the whole of `source` (UTF-8), written to `target` in memory
     bounded by READ_BYTES and HOLD_CHARS, however long its lines: each of redact's replacements
     in turn, over pieces cut where none of its matches straddles the cut. Returns how many of

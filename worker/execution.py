@@ -12,9 +12,9 @@ import json
 import logging
 import os
 import socket
+import tempfile
 import time
 from pathlib import Path
-from typing import BinaryIO
 
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection
@@ -74,25 +74,33 @@ def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{token}"
 
 
-def _raw_log(logs: Path, attempt_number: int, stream: str) -> Path:
-    return logs / f"attempt-{attempt_number}.{stream}.raw"
+# A stream's output up to this size stays in memory until the turn ends, the rest spills to an
+# unnamed file in the run's logs folder: a turn prints a few KB, and a file made and removed for
+# each stream of each turn cost the worker's kernel an inode each time (issue #43).
+RAW_IN_MEMORY_BYTES = 256 * 1024
 
 
 class RawOutput:
-    """A turn's complete engine output, written to disk as it arrives (R-AC2): the turn result
-    keeps only a capped copy. `_save_logs` turns it into the redacted log and removes it."""
+    """A turn's complete engine output, kept as it arrives (R-AC2): the turn result keeps only a
+    capped copy. `_save_logs` turns it into the redacted log."""
 
-    def __init__(self, logs: Path, attempt_number: int) -> None:
+    def __init__(self, logs: Path) -> None:
         self._logs = logs
-        self._attempt_number = attempt_number
-        self._files: dict[str, BinaryIO] = {}  # one writer thread per stream
+        self._files: dict[str, tempfile.SpooledTemporaryFile[bytes]] = {}  # one writer thread per stream
 
     def write(self, stream: str, chunk: bytes) -> None:
         handle = self._files.get(stream)
         if handle is None:
-            self._logs.mkdir(parents=True, exist_ok=True)
-            handle = self._files[stream] = open(_raw_log(self._logs, self._attempt_number, stream), "wb")
+            self._logs.mkdir(parents=True, exist_ok=True)  # where a long output spills
+            handle = self._files[stream] = tempfile.SpooledTemporaryFile(RAW_IN_MEMORY_BYTES, dir=str(self._logs))
         handle.write(chunk)
+
+    def read(self, stream: str) -> tempfile.SpooledTemporaryFile[bytes] | None:
+        """The stream's output from its start, once the process ended; None if it printed nothing."""
+        handle = self._files.get(stream)
+        if handle is not None:
+            handle.seek(0)
+        return handle
 
     def close(self) -> None:
         for handle in self._files.values():
@@ -114,7 +122,7 @@ class ClaimControl:
         self._unrecorded_pid: int | None = None
         self._started = time.monotonic()
         self.activity = ActivitySink(request_id, attempt_number, worker)
-        self.raw = RawOutput(logs, attempt_number)
+        self.raw = RawOutput(logs)
 
     @property
     def unrecorded_pid(self) -> int | None:
@@ -140,7 +148,6 @@ class ClaimControl:
         """The turn's process is done: write the remaining activity and what its relay counted
         and refused; returns the duration in ms."""
         self.activity.close()
-        self.raw.close()
         retry_while_database_away(self._record_relay, False)  # what other runs spent: at the next heartbeat
         return round((time.monotonic() - self._started) * 1000)
 
@@ -227,23 +234,24 @@ def build_turn_request(run: Run, ledger: RelayLedger) -> tuple[TurnRequest, dict
 
 
 def _save_logs(
-    records_dir: Path, attempt_number: int, prompt: str, turn: TurnResult, secrets: tuple[str, ...]
+    records_dir: Path, attempt_number: int, prompt: str, turn: TurnResult, raw: RawOutput, secrets: tuple[str, ...]
 ) -> list[str]:
-    """The turn's prompt and complete output, redacted; the raw output file becomes the log.
-    Returns the engine's logs that held a configured key (R-SB10), as the places to record."""
+    """The turn's prompt and complete output (`raw`, then closed), redacted. Returns the engine's
+    logs that held a configured key (R-SB10), as the places to record."""
     logs = records_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     found = []
-    for name, text in (("prompt", prompt), ("stdout", turn.stdout), ("stderr", turn.stderr)):
-        target = logs / f"attempt-{attempt_number}.{name}.txt"
-        raw = _raw_log(logs, attempt_number, name)
-        # Piece by piece: output of any size, a single line too, never held in memory whole.
-        with open(raw, "rb") if raw.exists() else io.BytesIO((text or "").encode()) as source:
+    try:
+        for name, text in (("prompt", prompt), ("stdout", turn.stdout), ("stderr", turn.stderr)):
+            target = logs / f"attempt-{attempt_number}.{name}.txt"
+            # Piece by piece: output of any size, a single line too, never held in memory whole.
+            source = (raw.read(name) if name != "prompt" else None) or io.BytesIO((text or "").encode())
             with open(target, "w", encoding="utf-8") as log:
                 keys = redact_stream(source, log, secrets)
-        raw.unlink(missing_ok=True)
-        if keys and name != "prompt":  # the prompt is the service's and the user's words, not output
-            found.append(f"logs/{target.name}")
+            if keys and name != "prompt":  # the prompt is the service's and the user's words, not output
+                found.append(f"logs/{target.name}")
+    finally:
+        raw.close()
     return found
 
 
@@ -278,7 +286,7 @@ def _finish_turn(
     sticky run continues in."""
     duration_ms = control.end_turn()  # activity events come before the turn's outcome
     secrets = configured_secrets()
-    logs_with_keys = _save_logs(run.records_dir, run.attempt_number, prompt, turn, secrets)
+    logs_with_keys = _save_logs(run.records_dir, run.attempt_number, prompt, turn, control.raw, secrets)
     scrubbed = _without_secrets(turn, secrets)
     can_continue = resident.is_alive() if resident is not None else bool(turn.session_handle or run.session_handle)
     return end_turn(

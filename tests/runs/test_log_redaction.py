@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import mmap
+import os
 import re
 import sys
 import tracemalloc
@@ -61,7 +62,7 @@ def test_a_100_mb_line_is_logged_redacted_in_bounded_memory(configure_engine, tm
     placed = [straddling(READ_BYTES * k, API_KEY) for k in (1, 7, 50)]
     placed += [straddling(READ_BYTES * 60, PATTERNED), straddling(READ_BYTES * 61, f"Authorization: Bearer {API_KEY}")]
     logs = tmp_path / "records" / "logs"
-    raw = RawOutput(logs, 1)
+    raw = RawOutput(logs)
     lines: list[bytes] = []
 
     tracemalloc.start()
@@ -76,9 +77,8 @@ def test_a_100_mb_line_is_logged_redacted_in_bounded_memory(configure_engine, tm
             hard_timeout=120,
             on_line=lines.append,
         )
-        raw.close()
         turn = TurnResult(outcome="final", stdout=result.stdout, stderr=result.stderr, exit_code=result.exit_code)
-        found = _save_logs(tmp_path / "records", 1, "the prompt", turn, configured_secrets())
+        found = _save_logs(tmp_path / "records", 1, "the prompt", turn, raw, configured_secrets())
         growth = tracemalloc.get_traced_memory()[1] - before
     finally:
         tracemalloc.stop()
@@ -87,7 +87,9 @@ def test_a_100_mb_line_is_logged_redacted_in_bounded_memory(configure_engine, tm
     assert result.exit_code == 0 and lines == []  # one line, too long for a line reader
     assert found == ["logs/attempt-1.stdout.txt"]  # the places to record (R-SB10)
     log = logs / "attempt-1.stdout.txt"
-    assert not (logs / "attempt-1.stdout.raw").exists()
+    assert sorted(path.name for path in logs.iterdir()) == [
+        f"attempt-1.{name}.txt" for name in ("prompt", "stderr", "stdout")
+    ]
     with open(log, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as text:
         found = {secret: len(re.findall(re.escape(secret.encode()), text)) for secret in (API_KEY, PATTERNED, REDACTED)}
     assert found == {API_KEY: 0, PATTERNED: 0, REDACTED: len(placed)}
@@ -118,3 +120,33 @@ def test_the_stream_redacts_exactly_as_the_whole_text_would(text, read_bytes, mo
     redact_stream(io.BytesIO(text.encode()), streamed, (API_KEY,))
     assert streamed.getvalue() == redact(text, (API_KEY,))
     assert API_KEY not in streamed.getvalue()
+
+
+def test_a_short_output_is_kept_in_memory_and_a_long_one_spills_to_an_unnamed_file(tmp_path):
+    """A few KB, as most turns print, make no file before the log; more than RAW_IN_MEMORY_BYTES
+    go to a file of the logs folder that has no name, so nothing is left behind to remove."""
+    from worker.execution import RAW_IN_MEMORY_BYTES
+
+    logs = tmp_path / "logs"
+    raw = RawOutput(logs)
+    raw.write("stdout", b'{"type": "turn.completed"}\n')
+    raw.write("stderr", b"x" * RAW_IN_MEMORY_BYTES)
+    raw.write("stderr", b"y")
+    assert list(logs.iterdir()) == []
+    (spilled,) = [path for path in _open_files() if path.startswith(str(logs))]  # stderr's, unnamed
+    assert spilled.endswith(" (deleted)"), spilled
+    turn = TurnResult(outcome="final", stdout="capped copy", stderr="capped copy", exit_code=0)
+    assert _save_logs(tmp_path, 1, "the prompt", turn, raw, ()) == []
+    assert (logs / "attempt-1.stdout.txt").read_text() == '{"type": "turn.completed"}\n'
+    assert (logs / "attempt-1.stderr.txt").read_text() == "x" * RAW_IN_MEMORY_BYTES + "y"
+    assert [path for path in _open_files() if path.startswith(str(logs))] == []  # closed with the logs written
+
+
+def _open_files() -> list[str]:
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            found.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:  # the listing's own descriptor, closed by now
+            pass
+    return found
