@@ -245,7 +245,7 @@ def _save_logs(
         for name, text in (("prompt", prompt), ("stdout", turn.stdout), ("stderr", turn.stderr)):
             target = logs / f"attempt-{attempt_number}.{name}.txt"
             # Piece by piece: output of any size, a single line too, never held in memory whole.
-            source = (raw.read(name) if name != "prompt" else None) or io.BytesIO((text or "").encode())
+            source = raw.read(name) or io.BytesIO((text or "").encode())  # the prompt is never in `raw`
             with open(target, "w", encoding="utf-8") as log:
                 keys = redact_stream(source, log, secrets)
             if keys and name != "prompt":  # the prompt is the service's and the user's words, not output

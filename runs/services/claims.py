@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from engines.prompt import REPAIR_PROBLEMS_LISTED
 from engines.types import TurnResult
-from kernel.compiled import CompiledQuery, PreparedQuery, one_or_none
+from kernel.compiled import CompiledQuery, PreparedQuery, WrittenUpdate, one_or_none
 
 from ..events import Events, insert_events, number_events
 from ..models import DispatchLock, InteractiveProfile, Run, RunStatus
@@ -71,14 +71,11 @@ _RUN_TO_CLAIM = PreparedQuery(
 
 
 def record_engine_pid(request_id, attempt_number: int, worker_id: str, pid: int) -> None:
-    """Once per turn, written out: Django built this UPDATE in longer than it runs."""
-    runs = connection.ops.quote_name(Run._meta.db_table)
-    params = [pid, Run._meta.pk.get_db_prep_value(request_id, connection), attempt_number, worker_id]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {runs} SET engine_pid = %s WHERE request_id = %s AND attempt_number = %s AND claimed_by = %s",
-            params,
-        )
+    _ENGINE_PID.set((request_id, attempt_number, worker_id), engine_pid=pid)
+
+
+# Once per turn, written out: Django built this UPDATE in longer than it runs.
+_ENGINE_PID = WrittenUpdate(Run, "attempt_number", "claimed_by")
 
 
 def turn_claim(request_id, attempt_number: int, worker_id: str) -> QuerySet[Run]:

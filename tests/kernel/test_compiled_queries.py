@@ -169,3 +169,20 @@ def test_a_written_update_writes_the_fields_named_sets_auto_now_and_counts_the_r
     assert skill.updated_at > before and Skill.objects.get(pk=skill.pk).updated_at == skill.updated_at
     OwnerQueue.objects.filter(pk=place.pk).delete()
     assert update.update(place, ["ready_count"]) == 0
+
+
+def test_a_written_update_with_conditions_changes_the_row_only_while_they_hold():
+    from kernel.compiled import WrittenUpdate
+    from runs.models import OwnerQueue
+
+    user = get_user_model().objects.create(username="written-update-conditions")
+    OwnerQueue.objects.create(owner=user, ready_count=2)
+    served = timezone.now()
+    while_two = WrittenUpdate(OwnerQueue, "ready_count")
+    assert while_two.set((user.pk, 3), last_served_at=served) == 0  # the count is 2
+    assert OwnerQueue.objects.get(owner=user).last_served_at != served
+    assert while_two.set((user.pk, 2), last_served_at=served, ready_count=1) == 1
+    assert (OwnerQueue.objects.get(owner=user).last_served_at, OwnerQueue.objects.get(owner=user).ready_count) == (
+        served,
+        1,
+    )
