@@ -322,6 +322,16 @@ def _locked_state_dir() -> tuple[Path, int]:
     return state, held
 
 
+def _bind_unix(listener: socket.socket, folder: Path, name: str) -> None:
+    """Binds `listener` to `folder`/`name` through the folder's descriptor: a socket's path has at
+    most 107 bytes, which a long $TMPDIR (pytest's, a container's) passes."""
+    handle = os.open(folder, os.O_PATH | os.O_DIRECTORY)
+    try:
+        listener.bind(f"/proc/self/fd/{handle}/{name}")
+    finally:
+        os.close(handle)
+
+
 def remove_orphaned_state() -> int:
     """Removes the state directories no running process holds: those of turns whose worker was
     killed before it could close() them. Returns how many went."""
@@ -395,7 +405,7 @@ class Sandbox:
             self._state, self._held = _locked_state_dir()
             self._relay_socket = self._state / "provider.sock"
             listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            listener.bind(str(self._relay_socket))
+            _bind_unix(listener, self._state, self._relay_socket.name)
             os.chmod(self._relay_socket, 0o666)  # the sandbox's unprivileged uid connects to it
             port = PROVIDER_PORT  # socat's, inside the sandbox's own network namespace
         else:

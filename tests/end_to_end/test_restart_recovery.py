@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import shutil
 import signal
-import tempfile
-from pathlib import Path
 
 import pytest
 
@@ -42,21 +39,15 @@ def _create(live, token, skill="haiku-writer", **extra):
     return body["request_id"]
 
 
-@pytest.fixture
-def short_tmp():
-    """A temporary folder with a short path: a socket's path has at most 107 bytes."""
-    folder = Path(tempfile.mkdtemp(prefix="sr-"))
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
-
-
-def test_worker_killed_mid_turn_fails_run_and_leaves_no_engine(live, short_tmp, tmp_path):
+def test_worker_killed_mid_turn_fails_run_and_leaves_no_engine(live, tmp_path):
     """R-LC13 + R-SB3: the engine dies with its worker (the sandbox's die-with-parent; unconfined,
     recovery kills it by its stored pid), and the next worker fails the interrupted run. The
     agent reaches only the provider, so its sandbox keeps the relay's socket in a state folder,
     which the killed worker never removed and the next one does."""
     live.fake.script({"sleep": 60, **DONE_HAIKU})
-    live.env.update(SKILLRUNNER_SANDBOX_NETWORK="provider", TMPDIR=str(short_tmp))
+    service_tmp = tmp_path / ("t" * 100)  # the relay socket's path passes 107 bytes (a socket's most)
+    service_tmp.mkdir()
+    live.env.update(SKILLRUNNER_SANDBOX_NETWORK="provider", TMPDIR=str(service_tmp))
     live.start()
     token = live.token("alice")
     request_id = _create(live, token)
@@ -64,7 +55,7 @@ def test_worker_killed_mid_turn_fails_run_and_leaves_no_engine(live, short_tmp, 
     live.wait_until(lambda: live.fake.invocations(), 20, "the engine to start")
     run_dir = tmp_path / "data" / "runs" / request_id
     assert processes_in(run_dir), "the engine should be running in its run directory"
-    sandbox_state = list(short_tmp.glob(f"{STATE_PREFIX}*"))
+    sandbox_state = list(service_tmp.glob(f"{STATE_PREFIX}*"))
     assert len(sandbox_state) == 1, sandbox_state
 
     live.kill(live.workers[0], signal.SIGKILL)  # the whole cluster dies
@@ -77,7 +68,7 @@ def test_worker_killed_mid_turn_fails_run_and_leaves_no_engine(live, short_tmp, 
     assert not sandbox_state[0].exists(), "the next worker removes the killed turn's sandbox state"
     live.wait_until(lambda: not processes_in(run_dir), 20, "no engine process to be left")
     assert len(live.fake.invocations()) == 1, "an interrupted turn must never be run again"
-    assert not any(short_tmp.iterdir()), "nothing else was left in the temporary folder"
+    assert not any(service_tmp.iterdir()), "nothing else was left in the temporary folder"
 
 
 def test_queued_runs_are_dispatched_once_after_the_worker_starts(live):

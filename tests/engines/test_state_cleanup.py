@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -102,3 +104,23 @@ def test_an_open_network_sandbox_writes_no_state_and_passes_its_files_as_descrip
                 os.fstat(fd)
     finally:
         box.close()
+
+
+def test_the_relay_socket_binds_under_a_temporary_folder_longer_than_a_socket_path(tmp_path, monkeypatch):
+    """A socket's path has at most 107 bytes; a long $TMPDIR (pytest's own, a container's) must not
+    fail every turn in provider mode."""
+    long_tmp = tmp_path / ("t" * 100)
+    long_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(long_tmp))
+    box = _open_sandbox(tmp_path)
+    try:
+        relay_socket = box._state / "provider.sock"
+        assert len(str(relay_socket)) > 107
+        assert stat.S_ISSOCK(relay_socket.stat().st_mode)
+        folder = os.open(box._state, os.O_PATH | os.O_DIRECTORY)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+            client.connect(f"/proc/self/fd/{folder}/provider.sock")  # the relay listens on it
+        os.close(folder)
+    finally:
+        box.close()
+    assert not box._state.exists()
