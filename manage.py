@@ -2,8 +2,15 @@
 import os
 import sys
 
+# The long-lived processes, whose threads' allocator caches would hold memory for good.
+SERVICE_COMMANDS = ("serve", "worker")
+
 
 def main() -> None:
+    if sys.argv[1:2] and sys.argv[1] in SERVICE_COMMANDS:
+        from processes.memory import restart_without_thread_caches
+
+        restart_without_thread_caches(sys.orig_argv)  # first: before a second's worth of imports
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "skillrunner.settings")
     from django.core.exceptions import ImproperlyConfigured
     from django.core.management import execute_from_command_line

@@ -11,7 +11,6 @@ with a 500, forever.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import secrets
 import sys
@@ -20,9 +19,9 @@ from pathlib import Path
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from processes.memory import limit_malloc_arenas
+
 SECRET_KEY_FILE = "secret_key"
-M_ARENA_MAX = -8  # glibc's mallopt parameter
-MALLOC_ARENAS = 2
 
 
 def read_secret_key(data_dir: Path) -> str:
@@ -67,18 +66,6 @@ def prepare_installation() -> None:
         configured = False
     if not configured:
         settings.SECRET_KEY = read_secret_key(data_dir) or _create_secret_key(data_dir / SECRET_KEY_FILE)
-
-
-def limit_malloc_arenas() -> None:
-    """glibc gives threads that allocate at once arenas of their own, up to 8 per core, and each
-    keeps what was freed in it: the web's request threads and the worker's task threads
-    (worker.threadpool) grew the tree by about 20 MiB more in a 50-run burst at cap 16 with them
-    (R-CR2). Two are enough for threads that mostly wait. Inherited by forked processes, not by
-    exec'd ones (engines); without glibc, nothing to do."""
-    try:
-        ctypes.CDLL(None).mallopt(M_ARENA_MAX, MALLOC_ARENAS)
-    except (OSError, AttributeError):
-        pass
 
 
 # Imported by libraries whenever they are installed, for what the service never does: DRF imports
