@@ -322,12 +322,12 @@ def _locked_state_dir() -> tuple[Path, int]:
     return state, held
 
 
-def _bind_unix(listener: socket.socket, folder: Path, name: str) -> None:
-    """Binds `listener` to `folder`/`name` through the folder's descriptor: a socket's path has at
-    most 107 bytes, which a long $TMPDIR (pytest's, a container's) passes."""
-    handle = os.open(folder, os.O_PATH | os.O_DIRECTORY)
+def _bind_unix(listener: socket.socket, path: Path) -> None:
+    """Binds `listener` to `path` through its folder's descriptor: a socket's path has at most 107
+    bytes, which a long $TMPDIR (pytest's, a container's) passes."""
+    handle = os.open(path.parent, os.O_PATH | os.O_DIRECTORY)
     try:
-        listener.bind(f"/proc/self/fd/{handle}/{name}")
+        listener.bind(f"/proc/self/fd/{handle}/{path.name}")
     finally:
         os.close(handle)
 
@@ -405,7 +405,7 @@ class Sandbox:
             self._state, self._held = _locked_state_dir()
             self._relay_socket = self._state / "provider.sock"
             listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            _bind_unix(listener, self._state, self._relay_socket.name)
+            _bind_unix(listener, self._relay_socket)
             os.chmod(self._relay_socket, 0o666)  # the sandbox's unprivileged uid connects to it
             port = PROVIDER_PORT  # socat's, inside the sandbox's own network namespace
         else:

@@ -23,11 +23,10 @@ def test_serve_and_a_worker_alone_run_every_process_without_thread_caches(tmp_pa
     try:
         serve = live.start_serve()
         live.wait_until(lambda: live._ping() == 204, 60, "the service to answer")
-        live.wait_until(lambda: len(children(serve.pid)) == 2, 10, "serve to fork web and worker")
-        web, worker = children(serve.pid)
-        live.wait_until(lambda: children(worker), 30, "the worker's task process")
+        live.wait_until_worker_serves("serve")
+        web, worker = children(serve.pid)  # forked in this order
         alone = live.start_tree("worker")  # as README's "Scaling out" runs one
-        live.wait_until(lambda: children(alone.pid), 30, "that worker's task process")
+        live.wait_until_worker_serves("worker")
         for pid in [serve.pid, web, worker, *children(worker), alone.pid, *children(alone.pid)]:
             assert NO_THREAD_CACHES in _environment(pid), pid
     finally:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import signal
 import subprocess
 import time
@@ -159,7 +158,7 @@ def test_a_worker_replaces_its_task_process_when_it_dies(tmp_path):
     try:
         live.start()
         worker = live.workers[0]
-        _wait_until_serving(live, "worker-0")
+        live.wait_until_worker_serves("worker-0")
         (killed,) = children(worker.pid)
         os.kill(killed, signal.SIGKILL)
         live.wait_until(lambda: children(worker.pid) not in ([], [killed]), 20, "another task process")
@@ -179,7 +178,7 @@ def test_a_worker_whose_cluster_hangs_still_stops_in_time(tmp_path):
     live = ServiceProcesses(tmp_path / "data", env={"SKILLRUNNER_KILL_GRACE_SECONDS": "1"})
     try:
         tree = live.start_tree("worker")
-        _wait_until_serving(live, "worker")
+        live.wait_until_worker_serves("worker")
         (task_process,) = children(tree.pid)
         os.kill(task_process, signal.SIGSTOP)
         tree.signal(signal.SIGTERM, "parent")
@@ -201,7 +200,7 @@ def test_serve_stops_everything_when_one_of_its_children_dies(tmp_path):
         cmdline = Path(f"/proc/{serve.pid}/cmdline")
         live.wait_until(lambda: b"processes/serve_parent.py" in cmdline.read_bytes(), 10, "serve to exec its parent")
         web, worker = children(serve.pid)  # forked in this order
-        _wait_until_serving(live, "serve")
+        live.wait_until_worker_serves("serve")
         service = [web, worker, *children(worker)]
         os.kill(web, signal.SIGKILL)
         try:
@@ -270,12 +269,6 @@ def test_a_worker_whose_connection_drops_while_it_recovers_waits_for_the_databas
         assert live.request("GET", "/v1/jobs", token)[0] == 200
     finally:
         live.stop()
-
-
-def _wait_until_serving(live: ServiceProcesses, log: str) -> None:
-    """Until the worker says it serves, its children may include short-lived ones besides its
-    cluster's sentinel (the start-up recovery's child, the sandbox check's bwrap)."""
-    live.wait_until(lambda: re.search(r"^worker \w+ started$", live.log(log), re.M), 30, "the worker to serve")
 
 
 # R-OP10: (drain seconds, the running turn's length, stop signals, the run's status afterwards).

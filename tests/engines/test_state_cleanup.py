@@ -118,9 +118,11 @@ def test_the_relay_socket_binds_under_a_temporary_folder_longer_than_a_socket_pa
         assert len(str(relay_socket)) > 107
         assert stat.S_ISSOCK(relay_socket.stat().st_mode)
         folder = os.open(box._state, os.O_PATH | os.O_DIRECTORY)
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
-            client.connect(f"/proc/self/fd/{folder}/provider.sock")  # the relay listens on it
-        os.close(folder)
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+                client.connect(f"/proc/self/fd/{folder}/provider.sock")  # the relay listens on it
+        finally:
+            os.close(folder)
     finally:
         box.close()
     assert not box._state.exists()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -322,6 +323,13 @@ class ServiceProcesses:
     def log(self, name: str) -> str:
         path = self.data_dir / f"{name}.log"
         return path.read_text(errors="replace") if path.exists() else ""
+
+    def wait_until_worker_serves(self, log: str) -> None:
+        """Until the worker logging to `log` says it serves: before that its children may include
+        short-lived ones besides its task process (the start-up recovery's child, the sandbox
+        check's bwrap)."""
+        started = re.compile(r"^worker \w+ started$", re.M)
+        self.wait_until(lambda: started.search(self.log(log)), 30, "the worker to serve")
 
     # --- HTTP ------------------------------------------------------------------------------
 
